@@ -1,0 +1,60 @@
+"""Pieces every variant uses: head reshapes, fused Q/K/V projection, padding-mask helpers."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+
+def split_heads(x: Tensor, heads: int) -> Tensor:
+    """[B, N, H*d] -> [B, H, N, d]."""
+    b, n, _ = x.shape
+    return x.view(b, n, heads, -1).transpose(1, 2)  # [B, H, N, d]
+
+
+def merge_heads(x: Tensor) -> Tensor:
+    """[B, H, N, d] -> [B, N, H*d]."""
+    b, h, n, d = x.shape
+    return x.transpose(1, 2).reshape(b, n, h * d)  # [B, N, H*d]
+
+
+def zero_padding(x: Tensor, mask: Tensor | None) -> Tensor:
+    """Zero the padded positions of x [B, N, ...] so nothing downstream can read their content."""
+    if mask is None:
+        return x
+    return x * mask.view(*mask.shape, *([1] * (x.dim() - 2))).to(x.dtype)
+
+
+def pad_to_length(x: Tensor, mask: Tensor | None, length: int) -> tuple[Tensor, Tensor | None]:
+    """Right-pad x [B, N, D] (and its mask) with zeros/False up to ``length`` positions.
+
+    Returns the mask unchanged (None) when no padding was needed and no mask was given.
+    """
+    b, n, _ = x.shape
+    if n == length:
+        return x, mask
+    if n > length:
+        raise ValueError(f"sequence length {n} exceeds max_seq_len={length}")
+    if mask is None:
+        mask = torch.ones(b, n, dtype=torch.bool, device=x.device)
+    x = nn.functional.pad(x, (0, 0, 0, length - n))  # [B, length, D]
+    mask = nn.functional.pad(mask, (0, length - n), value=False)  # [B, length]
+    return x, mask
+
+
+def masked_fill_value(dtype: torch.dtype) -> float:
+    """A large finite negative score: masked keys get ~0 weight, and a row with no real key stays finite."""
+    return torch.finfo(dtype).min
+
+
+class QKVProjection(nn.Module):
+    """One fused Linear producing Q, K, V split into heads (one GEMM instead of three)."""
+
+    def __init__(self, dim: int, heads: int, bias: bool = True) -> None:
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(dim, 3 * dim, bias=bias)
+
+    def forward(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        q, k, v = self.qkv(x).chunk(3, dim=-1)  # 3 x [B, N, D]
+        return split_heads(q, self.heads), split_heads(k, self.heads), split_heads(v, self.heads)

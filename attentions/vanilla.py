@@ -1,0 +1,112 @@
+"""Vanilla softmax attention (Vaswani et al. 2017, https://arxiv.org/abs/1706.03762), three backends.
+
+- ``vanilla`` (backend ``math``): softmax(QKᵀ/√d)V written out, materialising the n×n matrix — what the
+  efficient-attention papers call "Transformer" in their speed and memory tables.
+- ``vanilla_sdpa``: ``torch.nn.functional.scaled_dot_product_attention`` (fused/flash kernels).
+- ``vanilla_xformers``: ``xformers.ops.memory_efficient_attention`` (CUDA only; optional package whose wheel
+  is built against one torch version, so availability is checked at run time and reported).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .base import QKVProjection, masked_fill_value, merge_heads
+from .registry import AttentionConfig, Capabilities, register, register_preset
+
+Backend = Literal["math", "sdpa", "xformers"]
+
+
+@dataclass(frozen=True)
+class VanillaConfig(AttentionConfig):
+    """Config of softmax attention.
+
+    Attributes:
+        backend: "math" (explicit softmax), "sdpa" (torch SDPA) or "xformers" (memory-efficient kernel).
+    """
+
+    backend: Backend = "math"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.backend not in ("math", "sdpa", "xformers"):
+            raise ValueError(f"backend must be one of math, sdpa, xformers; got {self.backend!r}")
+
+
+@functools.cache
+def _xformers_reason() -> str | None:
+    try:
+        import xformers.ops  # noqa: F401
+    except Exception as exc:  # an ImportError, or a wheel built for another torch/CUDA failing at import
+        return f"xformers is not importable ({type(exc).__name__}: {exc}); pip install 'attnbench[xformers]'"
+    return None
+
+
+def _xformers_check(device: torch.device) -> str | None:
+    return _xformers_reason() if device.type == "cuda" else None
+
+
+@register("vanilla", VanillaConfig, Capabilities(complexity="n^2", exact=True))
+class VanillaAttention(nn.Module):
+    """Exact multi-head softmax attention with fused Q/K/V and output projections.
+
+    Paper: Attention Is All You Need, https://arxiv.org/abs/1706.03762.
+    The key-padding mask fills masked scores with the dtype's most negative finite value rather than −inf,
+    so a sequence with no real token still gives finite (uniform) weights instead of NaN.
+    """
+
+    def __init__(self, cfg: VanillaConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.proj = QKVProjection(cfg.dim, cfg.heads)
+        self.out = nn.Linear(cfg.dim, cfg.dim)
+        self.scale = cfg.head_dim**-0.5
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        q, k, v = self.proj(x)  # each [B, H, N, d]
+        p = self.cfg.dropout if self.training else 0.0
+        backend = self.cfg.backend
+        if backend == "math":
+            scores = (q * self.scale) @ k.transpose(-1, -2)  # [B, H, N, N]
+            if mask is not None:
+                scores = scores.masked_fill(~mask[:, None, None, :], masked_fill_value(scores.dtype))
+            attn = F.dropout(scores.softmax(dim=-1), p=p, training=self.training)
+            y = attn @ v  # [B, H, N, d]
+        elif backend == "sdpa":
+            attn_mask = None if mask is None else mask[:, None, None, :]  # [B, 1, 1, N], True = attend
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=p)
+        else:
+            y = self._xformers(q, k, v, mask, p)
+        return self.out(merge_heads(y))
+
+    @staticmethod
+    def _xformers(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, p: float) -> Tensor:
+        import xformers.ops as xops
+
+        # xformers takes [B, N, H, d]; a key-padding mask becomes an additive bias broadcast over queries.
+        bias = None
+        if mask is not None:
+            b, h, n, _ = q.shape
+            bias = torch.zeros(b, 1, 1, n, dtype=q.dtype, device=q.device)
+            bias = bias.masked_fill(~mask[:, None, None, :], float("-inf")).expand(b, h, n, n)
+        y = xops.memory_efficient_attention(
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_bias=bias, p=p
+        )  # [B, N, H, d]
+        return y.transpose(1, 2)  # [B, H, N, d]
+
+
+register_preset("vanilla_sdpa", "vanilla", backend="sdpa", description="Softmax attention via torch SDPA.")
+register_preset(
+    "vanilla_xformers",
+    "vanilla",
+    backend="xformers",
+    description="Softmax attention via xformers memory_efficient_attention (CUDA only).",
+    caps={"devices": ("cuda",)},
+    check=_xformers_check,
+)

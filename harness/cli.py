@@ -1,0 +1,177 @@
+"""``attnbench``: list | run SUITE | report DIR | env.
+
+Bad input (missing file, YAML error, unknown key/attention/profile, bad value, unavailable device, unwritable
+output) exits with code 2 and one line naming what is wrong and how to fix it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+import attentions
+
+from .errors import UserError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but usage errors are one line and exit code 2 like every other bad input."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UserError(f"{self.prog}: {message} (see --help)")
+
+
+def default_device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def check_device(device: str) -> str:
+    try:
+        dev = torch.device(device)
+    except RuntimeError:
+        raise UserError(f"--device {device!r}: not a device; use cpu, cuda or cuda:N") from None
+    if dev.type not in ("cpu", "cuda"):
+        raise UserError(f"--device {device!r}: unsupported device type; use cpu, cuda or cuda:N")
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise UserError(f"--device {device}: CUDA is not available on this machine; use --device cpu")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise UserError(f"--device {device}: only {torch.cuda.device_count()} CUDA device(s) here")
+    return device
+
+
+def check_out_dir(out: str) -> Path:
+    path = Path(out)
+    probe = path
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir() or not os.access(probe, os.W_OK):
+        raise UserError(f"--out {out}: {probe} is not a writable directory; choose another output directory")
+    return path
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    dev = torch.device(default_device())
+    rows = []
+    for name in attentions.list_attentions(args.pattern):
+        s = attentions.spec(name)
+        reason = s.unavailable_reason(dev)
+        rows.append(
+            (name, s.family, s.backend or "-", s.caps.complexity, "yes" if s.caps.exact else "no",
+             "yes" if s.caps.supports_mask else "no", "yes" if s.caps.needs_fixed_length else "no",
+             "yes" if reason is None else f"no: {reason}")
+        )
+    header = ("name", "family", "backend", "complexity", "exact", "mask", "fixed_len", f"available on {dev.type}")
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    for r in [header, *rows]:
+        print("  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip())
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .runner import run_suite
+    from .suite import load_suite, parse_set
+
+    if args.timeout is not None and args.timeout <= 0:
+        raise UserError(f"--timeout {args.timeout}: must be a positive number of seconds")
+    device = check_device(args.device or default_device())
+    out = check_out_dir(args.out)
+    suite = load_suite(args.suite, args.profile, parse_set(args.set or []))
+    only = [p for item in (args.only or []) for p in item.split(",") if p]
+    for pattern in only:
+        if not attentions.list_attentions(pattern):
+            raise UserError(f"--only {pattern!r}: matches no registered attention; see `attnbench list`")
+    summary = run_suite(
+        suite, out=out, device=device, fresh=args.fresh, isolate=args.isolate, timeout_s=args.timeout,
+        only=only or None, argv=sys.argv,
+    )
+    counts = ", ".join(f"{k}={v}" for k, v in sorted(summary.statuses.items())) or "nothing to run"
+    print(f"{suite.name}/{suite.profile}: {summary.total} cells, {summary.skipped_done} already done, "
+          f"ran: {counts}; {summary.wall_s:.1f} s")
+    print(f"results: {summary.out_dir}")
+    for path in summary.written:
+        if path.suffix in (".md", ".csv") and path.name.startswith(("table4", "results", "slopes")):
+            print(f"  {path}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .runner import write_suite_reports
+    from .store import Store
+
+    directory = Path(args.dir)
+    dbs = [directory / "results.db"] if (directory / "results.db").is_file() else sorted(directory.rglob("results.db"))
+    if not dbs:
+        raise UserError(f"{directory}: no results.db here or below; give a directory written by `attnbench run`")
+    for db in dbs:
+        with Store(db) as store:
+            written = write_suite_reports(store)
+        print(f"{db.parent}: wrote {len(written)} files")
+    return 0
+
+
+def cmd_env(args: argparse.Namespace) -> int:
+    from .envinfo import collect_env
+
+    print(json.dumps(collect_env(torch.device(args.device or default_device())), indent=2))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="attnbench", description="Benchmark efficient attention against softmax attention.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    ls = sub.add_parser("list", help="registered attentions and their capabilities")
+    ls.add_argument("pattern", nargs="?", default="*", help="fnmatch pattern, e.g. 's3*'")
+    ls.set_defaults(func=cmd_list)
+    run = sub.add_parser("run", help="run a suite (resumes; --fresh to redo)")
+    run.add_argument("suite", help="suite YAML file, e.g. suites/speed.yaml")
+    run.add_argument("--profile", default="quick", help="smoke | quick | paper (or any profile in the file)")
+    run.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda if available)")
+    run.add_argument("--out", default="results", help="output root (default: results)")
+    run.add_argument("--only", action="append", help="attention patterns to keep, comma-separated")
+    run.add_argument("--set", action="append", metavar="AXIS=V1,V2", help="override an axis, e.g. seq_len=1024,2048")
+    run.add_argument("--fresh", action="store_true", help="redo cells that already have a result")
+    run.add_argument("--isolate", action="store_true", help="one subprocess per cell")
+    run.add_argument("--timeout", type=float, default=None, help="per-cell time limit in seconds")
+    run.set_defaults(func=cmd_run)
+    rep = sub.add_parser("report", help="rewrite CSV/Markdown/LaTeX tables and plots from a results directory")
+    rep.add_argument("dir", help="a directory holding results.db (or a parent of several)")
+    rep.set_defaults(func=cmd_report)
+    env = sub.add_parser("env", help="print the environment block stored with every run")
+    env.add_argument("--device", default=None)
+    env.set_defaults(func=cmd_env)
+    return p
+
+
+def _reexec_with_timing_env(argv: list[str]) -> None:
+    """Re-run this command with the timing malloc settings: glibc reads GLIBC_TUNABLES at start only."""
+    from .timing import GLIBC_TUNABLES_TIMING, timing_env_active
+
+    if argv[:1] == ["run"] and not timing_env_active() and not os.environ.get("ATTNBENCH_NO_REEXEC"):
+        env = {**os.environ, "GLIBC_TUNABLES": GLIBC_TUNABLES_TIMING, "ATTNBENCH_NO_REEXEC": "1"}
+        os.execve(sys.executable, [sys.executable, "-m", "harness.cli", *argv], env)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point. ``argv=None`` means the real command line (which may re-exec for timing settings)."""
+    if argv is None:
+        argv = sys.argv[1:]
+        _reexec_with_timing_env(argv)
+    try:
+        args = build_parser().parse_args(argv)
+        return int(args.func(args))
+    except UserError as exc:
+        print(f"attnbench: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except attentions.RegistryError as exc:
+        print(f"attnbench: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

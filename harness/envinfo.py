@@ -1,0 +1,113 @@
+"""Description of the machine and software a benchmark ran on, stored with every result."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import socket
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+# git can hang on a stale network mount; the environment report must never block a run.
+_GIT_TIMEOUT_S = 10
+
+
+def collect_env(device: torch.device) -> dict[str, object]:
+    """Returns the environment of a benchmark run as a JSON-serialisable dict.
+
+    Never raises: a field that cannot be determined is None.
+
+    Args:
+        device: The device the benchmark runs on.
+
+    Returns:
+        A dict with the keys device, device_name, cpu_model, torch_version, cuda_version,
+        cudnn_version, python_version, threads, interop_threads, cpu_count, platform, hostname,
+        git_commit, time_utc, glibc_tunables, xformers_version and numpy_version.
+    """
+    cpu_model = _safe(_cpu_model)
+    return {
+        "device": _safe(lambda: _device_str(device)),
+        "device_name": _safe(lambda: _device_name(device)) if device.type == "cuda" else cpu_model,
+        "cpu_model": cpu_model,
+        "torch_version": _safe(lambda: str(torch.__version__)),
+        "cuda_version": _safe(lambda: torch.version.cuda),
+        "cudnn_version": _safe(torch.backends.cudnn.version),
+        "python_version": platform.python_version(),
+        "threads": _safe(torch.get_num_threads),
+        "interop_threads": _safe(torch.get_num_interop_threads),
+        "cpu_count": os.cpu_count(),
+        "platform": _safe(platform.platform),
+        "hostname": _safe(socket.gethostname),
+        "git_commit": _safe(_git_commit),
+        "time_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "glibc_tunables": os.environ.get("GLIBC_TUNABLES"),
+        "xformers_version": _safe(lambda: _module_version("xformers")),
+        "numpy_version": _safe(lambda: _module_version("numpy")),
+    }
+
+
+def _safe(get: Callable[[], object]) -> object:
+    """Returns ``get()``, or None if it raises."""
+    try:
+        return get()
+    except Exception:
+        return None
+
+
+def _device_str(device: torch.device) -> str:
+    """'cpu' or 'cuda:<index>', with the index made explicit for a bare 'cuda'."""
+    if device.type == "cuda" and device.index is None:
+        return f"cuda:{torch.cuda.current_device()}"
+    return str(device)
+
+
+def _device_name(device: torch.device) -> str:
+    return torch.cuda.get_device_name(device)
+
+
+def _cpu_model() -> str | None:
+    """The CPU model name from /proc/cpuinfo (Linux), else what platform reports."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def _module_version(name: str) -> str | None:
+    """The ``__version__`` of an importable module, None if it is not installed."""
+    try:
+        module = __import__(name)
+    except Exception:  # an installed-but-broken package (e.g. xformers built for another torch)
+        return None
+    version = getattr(module, "__version__", None)
+    return None if version is None else str(version)
+
+
+def _git(*args: str) -> str:
+    """Output of a git command run in this package's directory."""
+    return subprocess.run(
+        ["git", *args],
+        cwd=Path(__file__).resolve().parent,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=_GIT_TIMEOUT_S,
+    ).stdout.strip()
+
+
+def _git_commit() -> str | None:
+    """HEAD of the checkout this package lives in, '-dirty' if it has uncommitted changes."""
+    try:
+        commit = _git("rev-parse", "HEAD")
+        dirty = bool(_git("status", "--porcelain"))
+    except (OSError, subprocess.SubprocessError):  # git missing, not a checkout, timeout
+        return None
+    return commit + "-dirty" if dirty else commit

@@ -1,0 +1,163 @@
+"""Run a suite's cells through an executor into the store, then write the reports.
+
+Executors:
+- in-process (default): fastest; a per-cell ``--timeout`` is enforced with SIGALRM between torch ops.
+- ``--isolate``: one fresh ``python -m harness.worker`` per cell, so a crash, a hard hang or leaked memory
+  stays inside that cell; the timeout kills the process. Peak-memory figures come from the allocator
+  (profiler or CUDA stats), so they are the same either way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from . import report
+from .envinfo import collect_env
+from .flops import measure_gemm_peak_gflops
+from .measure import CellResult, measure_cell
+from .store import Store
+from .suite import Cell, Suite
+from .timing import GLIBC_TUNABLES_TIMING
+
+
+@dataclass
+class RunSummary:
+    out_dir: Path
+    total: int
+    skipped_done: int
+    statuses: dict[str, int] = field(default_factory=dict)
+    written: list[Path] = field(default_factory=list)
+    wall_s: float = 0.0
+
+
+def suite_dir(out: str | Path, suite: Suite) -> Path:
+    """Where a suite's store and reports live: ``<out>/<suite>/<profile>/``."""
+    return Path(out) / suite.name / suite.profile
+
+
+def run_isolated(cell: Cell, *, gemm_peak_gflops: float | None, timeout_s: float | None) -> CellResult:
+    """Measure ``cell`` in a fresh Python process; its death or hang becomes the cell's status."""
+    with tempfile.TemporaryDirectory(prefix="attnbench-") as tmp:
+        result_path = Path(tmp) / "result.json"
+        job = {"cell": cell.to_json(), "gemm_peak_gflops": gemm_peak_gflops, "result_path": str(result_path)}
+        env = {**os.environ}
+        if cell.device.startswith("cpu"):
+            env["GLIBC_TUNABLES"] = GLIBC_TUNABLES_TIMING  # read by glibc at process start only
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "harness.worker"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, env=env, text=True, start_new_session=True,
+        )
+        try:
+            _, stderr = proc.communicate(json.dumps(job), timeout=timeout_s or None)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # the worker and anything it started
+            proc.communicate()
+            return CellResult("timeout", f"cell exceeded its {timeout_s:g} s time limit (worker killed)")
+        if result_path.exists():
+            data = json.loads(result_path.read_text())
+            return CellResult(data["status"], data["message"], data["metrics"])
+        code = proc.returncode
+        how = f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+        tail = (stderr or "").strip().splitlines()[-1:] or [""]
+        if code == -signal.SIGKILL:
+            return CellResult("oom", f"worker {how} (likely the kernel's OOM killer) {tail[0]}".strip())
+        return CellResult("error", f"worker died ({how}) before reporting: {tail[0]}".strip())
+
+
+def run_suite(
+    suite: Suite,
+    *,
+    out: str | Path = "results",
+    device: str = "cpu",
+    fresh: bool = False,
+    isolate: bool = False,
+    timeout_s: float | None = None,
+    only: list[str] | None = None,
+    argv: list[str] | None = None,
+    progress: bool | None = None,
+) -> RunSummary:
+    """Expand, skip finished cells, measure the rest (one store transaction each), write reports.
+
+    Args:
+        suite: a validated suite (profile applied).
+        out: output root; results go to ``<out>/<suite>/<profile>/``.
+        device: "cpu", "cuda" or "cuda:N".
+        fresh: redo cells that already have a result.
+        isolate: one subprocess per cell.
+        timeout_s: per-cell time limit (None = no limit).
+        only: fnmatch patterns restricting the attention axis.
+        argv: the command line, stored with the run.
+        progress: show a progress bar (None = when stderr is a terminal; else one line per cell).
+    """
+    started = time.perf_counter()
+    cells = suite.expand(device)
+    if only:
+        from .suite import expand_patterns
+
+        keep = set(expand_patterns(only))
+        cells = [c for c in cells if c.params["attention"] in keep]
+    directory = suite_dir(out, suite)
+    with Store(directory / "results.db") as store:
+        done = set() if fresh else store.finished_keys()
+        todo = [c for c in cells if c.key not in done]
+        env = collect_env(torch.device(device))
+        env.update(suite=suite.name, profile=suite.profile, executor="isolate" if isolate else "in-process")
+        needs_peak = any("flops" in c.metrics and "time" in c.metrics for c in todo)
+        if needs_peak:
+            env["gemm_peak_gflops"] = measure_gemm_peak_gflops(torch.device(device))
+        run_id = store.start_run(suite.name, suite.profile, env, argv or [])
+        summary = RunSummary(directory, len(cells), len(cells) - len(todo))
+        tty = sys.stderr.isatty() if progress is None else progress
+        bar = tqdm(todo, desc=f"{suite.name}/{suite.profile}", unit="cell", disable=not tty, dynamic_ncols=True)
+        for i, cell in enumerate(bar, 1):
+            bar.set_postfix_str(cell.label)
+            peak = env.get("gemm_peak_gflops")
+            if isolate and not cell.skip_reason:
+                result = run_isolated(cell, gemm_peak_gflops=peak, timeout_s=timeout_s)
+            else:
+                result = measure_cell(cell, gemm_peak_gflops=peak, timeout_s=timeout_s)
+            store.put(run_id, cell, result.status, result.message, result.metrics)
+            summary.statuses[result.status] = summary.statuses.get(result.status, 0) + 1
+            if not tty:
+                print(f"[{i}/{len(todo)}] {cell.label}: {_describe(result)}", file=sys.stderr, flush=True)
+        summary.written = write_suite_reports(store, suite, keys=[c.key for c in cells])
+    summary.wall_s = time.perf_counter() - started
+    return summary
+
+
+def _describe(result: CellResult) -> str:
+    if result.status != "ok":
+        return f"{result.status} {result.message}".strip()
+    m = result.metrics
+    parts = []
+    if "time_ms_median" in m:
+        parts.append(f"{m['time_ms_median']:.3g} ms (IQR {m['time_ms_iqr']:.2g})")
+    if "peak_mem_bytes" in m:
+        parts.append(f"{m['peak_mem_bytes'] / 2**20:.3g} MiB")
+    return "ok " + ", ".join(parts)
+
+
+def write_suite_reports(store: Store, suite: Suite | None = None, *, keys: list[str] | None = None) -> list[Path]:
+    """Export the store (optionally only ``keys``) as CSV/Markdown/LaTeX tables and plots beside it."""
+    df = store.dataframe(keys)
+    if df.empty:
+        return []
+    env: dict[str, Any] = store.latest_env()
+    opts = suite.report if suite is not None else {}
+    name = suite.name if suite is not None else str(df["suite"].iloc[0])
+    return report.write_reports(
+        df, store.path.parent, env=env, suite=name, baseline=opts.get("baseline", "vanilla"),
+        slope_min_seq_len=int(opts.get("slope_min_seq_len", 1024)),
+    )

@@ -1,0 +1,355 @@
+"""Suites as data: load a YAML file, validate it completely before anything runs, expand it into cells.
+
+A suite file::
+
+    name: speed
+    description: time, peak memory and FLOPs of each variant against sequence length
+    axes:                       # every combination is one cell
+      attention: [vanilla, vanilla_sdpa, "s3attention*"]   # names or fnmatch patterns
+      seq_len: [256, 1024]
+      batch_size: [4]
+      heads: [2]
+      dim: [64]
+      mode: [fwd, fwd+bwd]      # fwd | fwd+bwd | train_step
+      dtype: [float32]          # float32 | bfloat16 | float16
+    config: {dropout: 0.1}      # config overrides for every attention (validated per attention)
+    fixed: {layers: 2}          # task settings (train_step encoder depth, MLP width, vocab, classes, seed)
+    metrics: [time, memory, flops]
+    timing: {min_run_time_s: 1.0, min_repeats: 5, warmup: 2}
+    skip:                       # cells recorded as `unsupported` without running
+      - {when: {attention: "vanilla*", seq_len: {gt: 8192}}, reason: "n^2 memory exceeds 24 GiB"}
+    report: {baseline: vanilla, slope_min_seq_len: 1024}
+    profiles:                   # each profile overrides top-level keys (axes are merged per axis)
+      smoke: {axes: {seq_len: [64, 128]}, timing: {min_run_time_s: 0.01, min_repeats: 2, warmup: 1}}
+      quick: {}
+      paper: {...}
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import fnmatch
+import hashlib
+import itertools
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+import attentions
+from attentions import RegistryError
+
+from .errors import SuiteError
+
+MODES = ("fwd", "fwd+bwd", "train_step")
+DTYPES = ("float32", "bfloat16", "float16")
+METRICS = ("time", "memory", "flops")
+PROFILES_REQUIRED = ("smoke", "quick", "paper")
+
+TOP_KEYS = {"name", "description", "axes", "config", "fixed", "metrics", "timing", "skip", "report", "profiles"}
+PROFILE_KEYS = TOP_KEYS - {"name", "profiles"}
+TIMING_DEFAULTS: dict[str, Any] = {"min_run_time_s": 1.0, "min_repeats": 5, "warmup": 2}
+FIXED_DEFAULTS: dict[str, Any] = {"layers": 2, "mlp_dim": 128, "vocab_size": 256, "num_classes": 2, "seed": 0}
+REPORT_DEFAULTS: dict[str, Any] = {"baseline": "vanilla", "slope_min_seq_len": 1024}
+
+
+def _positive_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+
+# axis name -> (check of one value, what a valid value looks like)
+AXES: dict[str, tuple[Any, str]] = {
+    "attention": (lambda v: isinstance(v, str) and v != "", "registered attention names or fnmatch patterns"),
+    "seq_len": (_positive_int, "positive integers"),
+    "batch_size": (_positive_int, "positive integers"),
+    "heads": (_positive_int, "positive integers"),
+    "dim": (_positive_int, "positive integers"),
+    "mode": (lambda v: v in MODES, f"one of {', '.join(MODES)}"),
+    "dtype": (lambda v: v in DTYPES, f"one of {', '.join(DTYPES)}"),
+}
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One measurement: every input that determines the result, and its stable key."""
+
+    suite: str
+    params: dict[str, Any]  # axis values, e.g. {"attention": "vanilla", "seq_len": 1024, ...}
+    config: dict[str, Any]  # the attention's fully resolved config (dataclass fields)
+    fixed: dict[str, Any]
+    metrics: tuple[str, ...]
+    timing: dict[str, Any]
+    device: str
+    skip_reason: str | None = None
+    key: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        payload = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}
+        payload.pop("skip_reason")  # a skip rule decides whether to run a cell, not what it measures
+        blob = json.dumps(payload, sort_keys=True, default=str)
+        object.__setattr__(self, "key", hashlib.sha256(blob.encode()).hexdigest()[:20])
+
+    @property
+    def label(self) -> str:
+        p = self.params
+        return f"{p['attention']} n={p['seq_len']} b={p['batch_size']} {p['mode']} {p['dtype']}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Cell:
+        data = dict(data)
+        data["metrics"] = tuple(data["metrics"])
+        return cls(**data)
+
+
+@dataclass
+class Suite:
+    """A validated suite with one profile applied."""
+
+    name: str
+    path: Path
+    profile: str
+    description: str
+    axes: dict[str, list[Any]]
+    config: dict[str, Any]
+    fixed: dict[str, Any]
+    metrics: tuple[str, ...]
+    timing: dict[str, Any]
+    skip: list[dict[str, Any]]
+    report: dict[str, Any]
+
+    def attentions(self) -> list[str]:
+        """The attention axis with patterns expanded, in the order given, without repeats."""
+        return expand_patterns(self.axes["attention"])
+
+    def expand(self, device: str) -> list[Cell]:
+        """Every cell of the suite (the cartesian product of the axes), skip rules applied."""
+        names = list(self.axes)
+        values = [self.attentions() if n == "attention" else self.axes[n] for n in names]
+        cells = []
+        for combo in itertools.product(*values):
+            params = dict(zip(names, combo))
+            cfg = attentions.make_config(
+                params["attention"],
+                **{**self.config, "dim": params["dim"], "heads": params["heads"], "max_seq_len": params["seq_len"]},
+            )
+            cells.append(
+                Cell(
+                    suite=self.name,
+                    params=params,
+                    config=dataclasses.asdict(cfg),
+                    fixed=self.fixed,
+                    metrics=self.metrics,
+                    timing=self.timing,
+                    device=device,
+                    skip_reason=self._skip_reason(params),
+                )
+            )
+        return cells
+
+    def _skip_reason(self, params: dict[str, Any]) -> str | None:
+        for rule in self.skip:
+            if all(_matches(params[k], cond) for k, cond in rule["when"].items()):
+                return f"skipped by suite rule: {rule['reason']}"
+        return None
+
+
+def expand_patterns(items: Iterable[str]) -> list[str]:
+    out: list[str] = []
+    for item in items:
+        for name in attentions.list_attentions(item) if any(c in item for c in "*?[") else [item]:
+            if name not in out:
+                out.append(name)
+    return out
+
+
+def _matches(value: Any, cond: Any) -> bool:
+    if isinstance(cond, dict):
+        ops = {"gt": value.__gt__, "ge": value.__ge__, "lt": value.__lt__, "le": value.__le__}
+        return all(ops[op](bound) for op, bound in cond.items())
+    if isinstance(cond, list):
+        return any(_matches(value, c) for c in cond)
+    if isinstance(value, str) and isinstance(cond, str):
+        return fnmatch.fnmatchcase(value, cond)
+    return value == cond
+
+
+def load_suite(path: str | Path, profile: str = "quick", overrides: dict[str, list[Any]] | None = None) -> Suite:
+    """Read, validate and resolve a suite file for one profile; every problem is a SuiteError (exit 2).
+
+    Args:
+        path: the YAML file.
+        profile: name of a profile in the file.
+        overrides: axis -> values from the command line (``--set seq_len=1024,2048``); replace the profile's.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise SuiteError(path, "", "no such suite file; give a path such as suites/speed.yaml")
+    try:
+        # safe_load only: a suite file must never construct Python objects.
+        doc = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else "YAML"
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SuiteError(path, where, f"not valid YAML ({problem}); fix the syntax") from None
+    if not isinstance(doc, dict):
+        raise SuiteError(path, "", f"the document must be a mapping of keys, got {type(doc).__name__}")
+    _check_keys(path, "", doc, TOP_KEYS)
+    name = doc.get("name", path.stem)
+    if not isinstance(name, str) or not name.replace("_", "").replace("-", "").isalnum():
+        raise SuiteError(path, "name", f"{name!r} must be letters, digits, '-' or '_' (it names the output folder)")
+    profiles = doc.get("profiles") or {}
+    if not isinstance(profiles, dict):
+        raise SuiteError(path, "profiles", "must be a mapping of profile name -> overrides")
+    missing = [p for p in PROFILES_REQUIRED if p not in profiles]
+    if missing:
+        raise SuiteError(path, "profiles", f"missing profile(s) {', '.join(missing)}; every suite has smoke, quick, paper")
+    for pname, pdoc in profiles.items():
+        if not isinstance(pdoc, dict | type(None)):
+            raise SuiteError(path, f"profiles.{pname}", "must be a mapping (or empty)")
+        _check_keys(path, f"profiles.{pname}", pdoc or {}, PROFILE_KEYS)
+    if profile not in profiles:
+        raise SuiteError(path, "profiles", f"unknown profile {profile!r}; choose one of {', '.join(profiles)}")
+
+    merged = _merge(doc, profiles[profile] or {})
+    if overrides:
+        merged["axes"] = {**merged["axes"], **overrides}
+    suite = Suite(
+        name=name,
+        path=path,
+        profile=profile,
+        description=str(doc.get("description", "")),
+        axes=_validate_axes(path, merged.get("axes")),
+        config=_mapping(path, "config", merged.get("config")),
+        fixed={**FIXED_DEFAULTS, **_mapping(path, "fixed", merged.get("fixed"))},
+        metrics=_validate_metrics(path, merged.get("metrics", list(METRICS))),
+        timing=_validate_numbers(path, "timing", merged.get("timing"), TIMING_DEFAULTS),
+        skip=_validate_skip(path, merged.get("skip")),
+        report={**REPORT_DEFAULTS, **_mapping(path, "report", merged.get("report"))},
+    )
+    _check_keys(path, "report", suite.report, set(REPORT_DEFAULTS))
+    _check_keys(path, "fixed", suite.fixed, set(FIXED_DEFAULTS))
+    _validate_attention_configs(path, suite)
+    return suite
+
+
+def _merge(base: dict[str, Any], prof: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy({k: v for k, v in base.items() if k != "profiles"})
+    for k, v in prof.items():
+        if k in ("axes", "fixed", "config", "timing", "report") and isinstance(v, dict):
+            out[k] = {**(out.get(k) or {}), **v}
+        else:
+            out[k] = v
+    return out
+
+
+def _check_keys(path: Path, where: str, doc: dict[str, Any], allowed: set[str]) -> None:
+    unknown = sorted(set(doc) - allowed)
+    if unknown:
+        key = f"{where}.{unknown[0]}" if where else unknown[0]
+        raise SuiteError(path, key, f"unknown key; valid keys here: {', '.join(sorted(allowed))}")
+
+
+def _mapping(path: Path, key: str, value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise SuiteError(path, key, f"must be a mapping, got {type(value).__name__}")
+    return dict(value)
+
+
+def _validate_axes(path: Path, axes: Any) -> dict[str, list[Any]]:
+    axes = _mapping(path, "axes", axes)
+    for name in AXES:
+        if name not in axes:
+            raise SuiteError(path, f"axes.{name}", f"missing axis; give a list of {AXES[name][1]}")
+    out: dict[str, list[Any]] = {}
+    for name, values in axes.items():
+        if name not in AXES:
+            raise SuiteError(path, f"axes.{name}", f"unknown axis; valid axes: {', '.join(AXES)}")
+        values = values if isinstance(values, list) else [values]
+        if not values:
+            raise SuiteError(path, f"axes.{name}", f"empty axis; give at least one of {AXES[name][1]}")
+        check, expected = AXES[name]
+        for v in values:
+            if not check(v):
+                raise SuiteError(path, f"axes.{name}", f"bad value {v!r}; expected {expected}")
+        if len(set(map(str, values))) != len(values):
+            raise SuiteError(path, f"axes.{name}", f"repeated value in {values}; list each value once")
+        out[name] = values
+    for item in out["attention"]:
+        if any(c in item for c in "*?["):
+            if not attentions.list_attentions(item):
+                raise SuiteError(
+                    path, "axes.attention", f"pattern {item!r} matches no registered attention; see `attnbench list`"
+                )
+        else:
+            try:
+                attentions.spec(item)
+            except RegistryError as exc:
+                raise SuiteError(path, "axes.attention", str(exc)) from None
+    return out
+
+
+def _validate_metrics(path: Path, metrics: Any) -> tuple[str, ...]:
+    metrics = metrics if isinstance(metrics, list) else [metrics]
+    bad = [m for m in metrics if m not in METRICS]
+    if bad or not metrics:
+        raise SuiteError(path, "metrics", f"bad metric(s) {bad or metrics}; choose from {', '.join(METRICS)}")
+    return tuple(metrics)
+
+
+def _validate_numbers(path: Path, key: str, value: Any, defaults: dict[str, Any]) -> dict[str, Any]:
+    value = {**defaults, **_mapping(path, key, value)}
+    _check_keys(path, key, value, set(defaults))
+    for k, v in value.items():
+        if isinstance(v, bool) or not isinstance(v, int | float) or v < 0:
+            raise SuiteError(path, f"{key}.{k}", f"must be a non-negative number, got {v!r}")
+    return value
+
+
+def _validate_skip(path: Path, rules: Any) -> list[dict[str, Any]]:
+    rules = rules or []
+    if not isinstance(rules, list):
+        raise SuiteError(path, "skip", "must be a list of {when: {axis: condition}, reason: text}")
+    for i, rule in enumerate(rules):
+        if not isinstance(rule, dict) or set(rule) != {"when", "reason"} or not isinstance(rule["when"], dict):
+            raise SuiteError(path, f"skip[{i}]", "each rule is {when: {axis: condition, ...}, reason: text}")
+        for axis, cond in rule["when"].items():
+            if axis not in AXES:
+                raise SuiteError(path, f"skip[{i}].when.{axis}", f"unknown axis; valid axes: {', '.join(AXES)}")
+            if isinstance(cond, dict) and (not cond or set(cond) - {"gt", "ge", "lt", "le"}):
+                raise SuiteError(path, f"skip[{i}].when.{axis}", "comparisons are {gt|ge|lt|le: number}")
+    return rules
+
+
+def _validate_attention_configs(path: Path, suite: Suite) -> None:
+    """Build every attention's config once, so a bad override fails now rather than in cell 57."""
+    for name in suite.attentions():
+        for dim, heads in itertools.product(suite.axes["dim"], suite.axes["heads"]):
+            try:
+                attentions.make_config(
+                    name, **{**suite.config, "dim": dim, "heads": heads, "max_seq_len": max(suite.axes["seq_len"])}
+                )
+            except (RegistryError, ValueError, TypeError) as exc:
+                raise SuiteError(path, "config", f"{name}: {exc}") from None
+
+
+def parse_set(items: list[str]) -> dict[str, list[Any]]:
+    """``["seq_len=1024,2048", "mode=fwd"]`` -> {"seq_len": [1024, 2048], "mode": ["fwd"]} (YAML scalars)."""
+    out: dict[str, list[Any]] = {}
+    for item in items:
+        axis, sep, raw = item.partition("=")
+        if not sep or not axis or not raw:
+            raise SuiteError("--set", item, "expected AXIS=V1,V2,... e.g. --set seq_len=1024,2048")
+        if axis not in AXES:
+            raise SuiteError("--set", axis, f"unknown axis; valid axes: {', '.join(AXES)}")
+        out[axis] = [yaml.safe_load(v) for v in raw.split(",")]
+    return out

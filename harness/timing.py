@@ -1,0 +1,168 @@
+"""Wall-clock timing of one attention call, on CPU or CUDA.
+
+CPU calls are timed with ``torch.utils.benchmark`` (blocked autorange), CUDA calls with CUDA
+events so that the asynchronous launch queue does not hide the kernel time.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+import timeit
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.utils.benchmark as benchmark
+
+# glibc malloc churn adds up to 20% noise to CPU timings and biases them against variants that
+# create many temporaries (measured: Performer CV 17.7% -> 5.8% with these settings): large
+# blocks are otherwise mmap'ed and returned to the kernel on every call, and the heap top is
+# trimmed and regrown. glibc reads GLIBC_TUNABLES only at process start, so the CLI re-executes
+# itself with it set. It keeps freed memory in the process, so it must NOT be set for figures
+# based on RSS (peak resident memory would then count memory that is merely cached).
+GLIBC_TUNABLES_TIMING: str = (
+    "glibc.malloc.mmap_threshold=33554432"
+    ":glibc.malloc.trim_threshold=1073741824"
+    ":glibc.malloc.top_pad=268435456"
+)
+
+# Size of the buffer zeroed before each CUDA call to evict L2 (as triton's do_bench does):
+# larger than the L2 of any current GPU (H100: 50 MB, H200: 60 MB).
+_L2_FLUSH_BYTES = 256 * 2**20
+# Upper bound on CUDA repeats, so that a microsecond kernel does not run for ages.
+_MAX_CUDA_REPEATS = 1000
+# Calls timed one by one to estimate how many repeats fill min_run_time_s on CUDA.
+_CUDA_ESTIMATE_CALLS = 5
+
+
+@dataclass(frozen=True)
+class TimingResult:
+    """Per-call timings of one function and their summary statistics.
+
+    Attributes:
+        times_ms: Per-call time of each sample, in milliseconds. On CPU a sample may average
+            several back-to-back calls (``n_calls`` can exceed ``len(times_ms)``).
+        median_ms: Median of ``times_ms``.
+        iqr_ms: Interquartile range (q75 - q25) of ``times_ms``.
+        mean_ms: Mean of ``times_ms``.
+        n_calls: Total number of calls that were measured (warm-up excluded).
+        threads: ``torch.get_num_threads()`` during the measurement.
+        method: ``"torch.utils.benchmark.blocked_autorange"`` or ``"cuda_events"``.
+    """
+
+    times_ms: tuple[float, ...]
+    median_ms: float
+    iqr_ms: float
+    mean_ms: float
+    n_calls: int
+    threads: int
+    method: str
+
+
+def time_fn(
+    fn: Callable[[], object],
+    device: torch.device,
+    *,
+    min_run_time_s: float = 1.0,
+    min_repeats: int = 5,
+    warmup: int = 2,
+    flush_l2: bool = False,
+) -> TimingResult:
+    """Times ``fn`` on ``device``.
+
+    Args:
+        fn: The call to time; takes no arguments, its result is discarded.
+        device: Device the call runs on; CUDA devices are timed with CUDA events.
+        min_run_time_s: Minimum total measured time.
+        min_repeats: Minimum number of samples (needed for a meaningful IQR).
+        warmup: Untimed calls made first (allocator, caches, lazy initialisation).
+        flush_l2: CUDA only: evict L2 before each call, so that every call starts cold.
+
+    Returns:
+        The per-call samples and their statistics.
+    """
+    if device.type == "cuda":
+        times_s, n_calls, method = _time_cuda(fn, device, min_run_time_s, min_repeats, warmup, flush_l2)
+    else:
+        times_s, n_calls, method = _time_cpu(fn, min_run_time_s, min_repeats, warmup)
+    times_ms = tuple(t * 1e3 for t in times_s)
+    q25, median, q75 = np.percentile(times_ms, [25, 50, 75])
+    return TimingResult(
+        times_ms=times_ms,
+        median_ms=float(median),
+        iqr_ms=float(q75 - q25),
+        mean_ms=float(np.mean(times_ms)),
+        n_calls=n_calls,
+        threads=torch.get_num_threads(),
+        method=method,
+    )
+
+
+def timing_env_active() -> bool:
+    """Returns whether this process was started with the malloc settings of ``GLIBC_TUNABLES_TIMING``."""
+    active = set(os.environ.get("GLIBC_TUNABLES", "").split(":"))
+    return set(GLIBC_TUNABLES_TIMING.split(":")) <= active
+
+
+def _time_cpu(
+    fn: Callable[[], object], min_run_time_s: float, min_repeats: int, warmup: int
+) -> tuple[list[float], int, str]:
+    """Times ``fn`` on the CPU; returns per-call seconds, calls measured and the method name."""
+    for _ in range(warmup):
+        fn()
+    # Timer's default is one thread, which would silently benchmark on a single core.
+    timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
+    m = timer.blocked_autorange(min_run_time=min_run_time_s)
+    times = list(m.times)  # already per call, in seconds
+    number = m.number_per_run
+    missing = min_repeats - len(times)
+    if missing > 0:
+        # Slow calls give only 1-2 blocks. Top up with plain timeit blocks of the same size (the
+        # same clock Timer uses) rather than Timer.timeit, which adds >= 2 warm-up calls per sample
+        # and so would triple the cost of exactly these slow calls.
+        raw = timeit.Timer(fn).repeat(repeat=missing, number=number)
+        times += [t / number for t in raw]
+    return times, len(times) * number, "torch.utils.benchmark.blocked_autorange"
+
+
+def _time_cuda(
+    fn: Callable[[], object],
+    device: torch.device,
+    min_run_time_s: float,
+    min_repeats: int,
+    warmup: int,
+    flush_l2: bool,
+) -> tuple[list[float], int, str]:
+    """Times ``fn`` with CUDA events; returns per-call seconds, calls measured and the method name."""
+    with torch.cuda.device(device):
+        flush = torch.empty(_L2_FLUSH_BYTES, dtype=torch.int8, device=device) if flush_l2 else None
+        for _ in range(warmup):
+            fn()
+        torch.cuda.synchronize(device)
+
+        # Estimate the per-call time from a few synchronised calls, then queue all repeats without
+        # synchronising in between (as triton's do_bench does): a sync per call would let the GPU
+        # idle and fold the host's launch latency into every sample.
+        t0 = time.perf_counter()
+        for _ in range(_CUDA_ESTIMATE_CALLS):
+            if flush is not None:
+                flush.zero_()
+            fn()
+        torch.cuda.synchronize(device)
+        estimate_s = max((time.perf_counter() - t0) / _CUDA_ESTIMATE_CALLS, 1e-7)
+        n_repeats = min(max(min_repeats, math.ceil(min_run_time_s / estimate_s)), _MAX_CUDA_REPEATS)
+
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_repeats)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_repeats)]
+        for start, end in zip(starts, ends, strict=True):
+            if flush is not None:
+                flush.zero_()  # outside the timed region
+            start.record()
+            fn()
+            end.record()
+        torch.cuda.synchronize(device)
+        times = [start.elapsed_time(end) * 1e-3 for start, end in zip(starts, ends, strict=True)]
+    return times, n_repeats, "cuda_events"

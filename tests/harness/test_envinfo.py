@@ -1,0 +1,58 @@
+"""Tests of harness.envinfo."""
+
+from __future__ import annotations
+
+import datetime
+import json
+
+import pytest
+import torch
+
+from harness import envinfo
+from harness.envinfo import collect_env
+
+KEYS = set(
+    "device device_name cpu_model torch_version cuda_version cudnn_version python_version threads"
+    " interop_threads cpu_count platform hostname git_commit time_utc glibc_tunables xformers_version"
+    " numpy_version".split()
+)
+
+
+def test_keys_and_json() -> None:
+    env = collect_env(torch.device("cpu"))
+    assert KEYS <= env.keys()
+    json.loads(json.dumps(env))
+    assert env["device"] == "cpu"
+    assert env["threads"] == torch.get_num_threads()
+    assert env["torch_version"] == torch.__version__
+    assert datetime.datetime.fromisoformat(env["time_utc"]).utcoffset() == datetime.timedelta(0)
+
+
+def test_glibc_tunables_is_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.top_pad=0")
+    assert collect_env(torch.device("cpu"))["glibc_tunables"] == "glibc.malloc.top_pad=0"
+    monkeypatch.delenv("GLIBC_TUNABLES")
+    assert collect_env(torch.device("cpu"))["glibc_tunables"] is None
+
+
+def test_git_commit_format() -> None:
+    commit = collect_env(torch.device("cpu"))["git_commit"]
+    if commit is not None:  # None outside a git checkout
+        sha = commit.removesuffix("-dirty")
+        assert len(sha) == 40 and all(c in "0123456789abcdef" for c in sha)
+
+
+def test_missing_git_gives_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "")
+    assert collect_env(torch.device("cpu"))["git_commit"] is None
+
+
+def test_never_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken() -> int:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(envinfo.torch, "get_num_threads", broken)
+    monkeypatch.setattr(envinfo, "_cpu_model", broken)
+    env = collect_env(torch.device("cpu"))
+    assert env["threads"] is None and env["cpu_model"] is None
+    json.dumps(env)
