@@ -1,0 +1,52 @@
+# attnbench — every target sets up .venv first (idempotent), then runs.
+#   make bench-speed                 # speed suite, quick profile, cuda if available else cpu
+#   make bench-speed PROFILE=paper DEVICE=cuda
+#   make test
+
+PYTHON     ?= python3
+TORCH_SPEC ?= torch==2.13.0
+PROFILE    ?= quick
+OUT        ?= results
+VENV       := .venv
+BIN        := $(VENV)/bin
+STAMP      := $(VENV)/.installed
+# Default device: cuda if torch sees one, else cpu (evaluated after setup, when the venv exists).
+DEVICE     ?= $(shell $(BIN)/python -c "import torch; print('cuda' if torch.cuda.is_available() else 'cpu')" 2>/dev/null || echo cpu)
+RUN         = $(BIN)/attnbench run --profile $(PROFILE) --device $(DEVICE) --out $(OUT)
+
+.PHONY: setup bench-speed bench-memory bench-long report test test-slow lint clean
+
+setup: $(STAMP)
+
+# torch first, from TORCH_SPEC (the CPU wheel these machines carry), so the project's `torch>=2.4`
+# requirement is already met and pip never pulls a multi-GB CUDA build.
+$(STAMP): pyproject.toml Makefile
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	@echo "$(TORCH_SPEC)" > $(STAMP)
+
+bench-speed: setup
+	$(RUN) suites/speed.yaml
+
+bench-memory: setup
+	$(RUN) suites/memory.yaml
+
+bench-long: setup
+	$(BIN)/attnbench run suites/speed.yaml --profile long --device $(DEVICE) --out $(OUT)
+
+report: setup
+	$(BIN)/attnbench report $(OUT)
+
+test: setup
+	$(BIN)/python -m pytest
+
+test-slow: setup
+	$(BIN)/python -m pytest -m slow
+
+lint: setup
+	$(BIN)/ruff check attentions harness tests
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
+	find $(OUT) -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +
