@@ -159,16 +159,13 @@ class S3Attention(nn.Module):
     def __init__(self, cfg: S3Config) -> None:
         super().__init__()
         self.cfg = cfg
-        n, d, h, dh = cfg.max_seq_len, cfg.dim, cfg.heads, cfg.head_dim
+        n, d, dh = cfg.max_seq_len, cfg.dim, cfg.head_dim
         self.smoother = Smoother(cfg)
         self.qkv = nn.Linear(d, 3 * d)  # full W_q, W_k, W_v as in the paper; forward reads the rows it needs
         self.out = nn.Linear(d, d)
         self.register_buffer("index_set_left", torch.randperm(n)[: cfg.s1] if cfg.s1 < n else torch.arange(n))
         right = torch.randperm(dh)[: cfg.s2] if cfg.s2 < dh else torch.arange(dh)
         self.register_buffer("index_set_right", right)
-        # Rows of qkv.weight read for column attention: sampled column j of head i is feature i*dh + j.
-        cols = (torch.arange(h)[:, None] * dh + right[None, :]).reshape(-1)  # [H*s2]
-        self.register_buffer("col_rows", torch.cat((cols + d, cols + 2 * d)), persistent=False)
         self.ln_row = nn.LayerNorm(d) if cfg.row_attention else None
         self.ln_col = nn.LayerNorm(d) if cfg.col_attention else None
 
@@ -205,8 +202,11 @@ class S3Attention(nn.Module):
         """V₂ · softmax(Qᵀ K₂/√n)ᵀ over the sampled feature columns, heads merged: [B, N, D]."""
         cfg = self.cfg
         b, n, _ = hs.shape
-        s2 = self.index_set_right.numel()
-        kv = F.linear(hs, self.qkv.weight[self.col_rows], self.qkv.bias[self.col_rows])  # [B, N, 2*H*s2]
+        d, dh, s2 = cfg.dim, cfg.head_dim, self.index_set_right.numel()
+        # Rows of qkv.weight read here: sampled column j of head i is feature i*dh + j of K (offset d) and V (2d).
+        cols = (torch.arange(cfg.heads, device=hs.device)[:, None] * dh + self.index_set_right).reshape(-1)
+        rows = torch.cat((cols + d, cols + 2 * d))  # [2*H*s2]
+        kv = F.linear(hs, self.qkv.weight[rows], self.qkv.bias[rows])  # [B, N, 2*H*s2]
         k2, v2 = (t.view(b, n, cfg.heads, s2).transpose(1, 2) for t in kv.chunk(2, dim=-1))  # [B, H, N, s2]
         k2 = zero_padding(k2.transpose(1, 2), mask).transpose(1, 2)  # padded tokens add nothing to Qᵀ K₂
         scores = (q.transpose(-1, -2) @ k2) * cfg.max_seq_len**-0.5  # [B, H, dh, s2]

@@ -1,0 +1,152 @@
+"""S3Attention against references written from the paper's equations (journal §III, Algorithms 1-2)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import attentions
+from attentions.s3attention import S3Attention
+
+CFG = {"dim": 32, "heads": 2, "max_seq_len": 48, "r": 4, "s1": 6, "s2": 5, "dropout": 0.0}
+
+
+def _build(**overrides: object) -> S3Attention:
+    torch.manual_seed(0)
+    module = attentions.build("s3attention", **{**CFG, **overrides}).double().eval()
+    return module  # type: ignore[return-value]
+
+
+def _full_qkv(module: S3Attention, hs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Q, K, V of the whole smoothed sequence, [B, H, N, dh] each (what Algorithm 1 receives)."""
+    b, n, d = hs.shape
+    h = module.cfg.heads
+    q, k, v = (hs @ module.qkv.weight.T + module.qkv.bias).chunk(3, dim=-1)
+    return tuple(t.reshape(b, n, h, d // h).transpose(1, 2) for t in (q, k, v))  # [B, H, N, dh]
+
+
+def _merge(t: torch.Tensor) -> torch.Tensor:
+    b, h, n, dh = t.shape
+    return t.transpose(1, 2).reshape(b, n, h * dh)  # [B, N, D]
+
+
+def _row_reference(module: S3Attention, q, k, v) -> torch.Tensor:
+    idx = module.index_set_left
+    k1, v1 = k[:, :, idx], v[:, :, idx]
+    attn = torch.softmax(q @ k1.transpose(-1, -2) / math.sqrt(module.cfg.head_dim), dim=-1)
+    return module.ln_row(_merge(attn @ v1))
+
+
+def _col_reference(module: S3Attention, q, k, v) -> torch.Tensor:
+    idx = module.index_set_right
+    k2, v2 = k[..., idx], v[..., idx]  # [B, H, N, s2]
+    attn_r = torch.softmax(q.transpose(-1, -2) @ k2 / math.sqrt(module.cfg.max_seq_len), dim=-1).transpose(-1, -2)
+    return module.ln_col(_merge(v2 @ attn_r))
+
+
+@pytest.mark.parametrize(("row", "col"), [(True, False), (False, True), (True, True)])
+def test_skeleton_attention_matches_algorithm_1(row: bool, col: bool) -> None:
+    module = _build(row_attention=row, col_attention=col)
+    x = torch.randn(2, 48, 32, dtype=torch.float64)
+    hs = module.smoother(x, None)
+    q, k, v = _full_qkv(module, hs)
+    terms = ([_row_reference(module, q, k, v)] if row else []) + ([_col_reference(module, q, k, v)] if col else [])
+    expected = module.out(sum(terms) / len(terms))
+    torch.testing.assert_close(module(x), expected)
+
+
+def test_fourier_convolution_equals_direct_circular_convolution() -> None:
+    """irFFT(rFFT(X S) · L) = circular convolution of each segment mean with the kernel irFFT(L) (eq. 2-3)."""
+    module = _build()
+    n, d, r = 48, 32, 4
+    x = torch.randn(2, n, d, dtype=torch.float64)
+    w = torch.view_as_complex(module.smoother.weights_fft)  # [n/2+1, d]
+    kernel = torch.fft.irfft(w, n=n, dim=0)  # [n, d] time-domain kernel L0
+    seg = x.view(2, n, r, d // r).mean(-1).repeat_interleave(d // r, dim=-1)  # [2, n, d] = X S
+    direct = torch.zeros_like(seg)
+    for tau in range(n):  # m[t] = sum_tau L0[tau] * (XS)[(t - tau) mod n]
+        direct += kernel[tau] * torch.roll(seg, shifts=tau, dims=1)
+    torch.testing.assert_close(module.smoother.fourier(x), direct)
+
+
+def test_smoother_stem_matches_algorithm_2() -> None:
+    module = _build()
+    sm = module.smoother
+    x = torch.randn(2, 48, 32, dtype=torch.float64)
+    m = sm.fourier(x)
+    h = torch.nn.functional.conv1d(torch.cat((m, x), -1).transpose(1, 2), sm.conv.weight, sm.conv.bias, padding=1)
+    h = sm.bn(h.transpose(1, 2))  # BatchNorm1d(seq_len): positions are channels
+    torch.testing.assert_close(sm(x, None), torch.relu(h))
+    assert sm.conv.kernel_size == (3,) and sm.bn.num_features == 48
+
+
+def _param_count(module: torch.nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+@pytest.mark.parametrize(
+    ("switch", "removed"),
+    [
+        ("fourier_conv", lambda m: m.smoother.weights_fft.numel() + m.smoother.conv.weight[:, :32].numel()),
+        ("conv_stem", lambda m: _param_count(m.smoother.conv) + _param_count(m.smoother.bn)),
+        ("row_attention", lambda m: _param_count(m.ln_row)),
+        ("col_attention", lambda m: _param_count(m.ln_col)),
+    ],
+)
+def test_each_ablation_switch_removes_only_its_component(switch: str, removed) -> None:
+    full, ablated = _build(), _build(**{switch: False})
+    assert _param_count(full) - _param_count(ablated) == removed(full)
+    x = torch.randn(2, 48, 32, dtype=torch.float64)
+    assert not torch.allclose(full(x), ablated(x))
+
+
+def test_ablations_bypass_the_named_component() -> None:
+    x = torch.randn(2, 48, 32, dtype=torch.float64)
+    no_stem = _build(conv_stem=False)
+    torch.testing.assert_close(no_stem.smoother(x, None), no_stem.smoother.fourier(x))
+    neither = _build(conv_stem=False, fourier_conv=False)
+    torch.testing.assert_close(neither.smoother(x, None), x)
+
+
+def test_released_preset_is_the_released_smoother() -> None:
+    torch.manual_seed(0)
+    m = attentions.build("s3attention_released", dim=32, heads=2, max_seq_len=48)
+    assert m.smoother.conv.kernel_size == (1,)
+    assert isinstance(m.smoother.act, torch.nn.ELU)
+    assert m.cfg.segments == 32  # no segment average: every hidden column is transformed
+
+
+def test_sample_indices_are_buffers_fixed_by_the_seed() -> None:
+    a, b = _build(), _build()
+    assert torch.equal(a.index_set_left, b.index_set_left) and torch.equal(a.index_set_right, b.index_set_right)
+    assert a.index_set_left.numel() == 6 and a.index_set_right.numel() == 5
+    assert len(set(a.index_set_left.tolist())) == 6 and int(a.index_set_left.max()) < 48
+    assert {"index_set_left", "index_set_right"} <= set(a.state_dict())
+    c = attentions.build("s3attention", dim=32, heads=2, max_seq_len=48, s1=100, s2=100)
+    assert c.index_set_left.numel() == 48 and c.index_set_right.numel() == 16  # more than exist -> all
+
+
+def test_padded_sampled_tokens_are_masked_out_of_row_attention() -> None:
+    module = _build(col_attention=False)
+    x = torch.randn(1, 48, 32, dtype=torch.float64)
+    real = int(module.index_set_left.max())  # the last sampled token becomes padding
+    mask = torch.ones(1, 48, dtype=torch.bool)
+    mask[0, real:] = False
+    x_masked = x.masked_fill(~mask[..., None], 0.0)
+    hs = module.smoother(x_masked, mask)
+    q, k, v = _full_qkv(module, hs)
+    keep = mask[0, module.index_set_left]
+    idx = module.index_set_left[keep]
+    attn = torch.softmax(q @ k[:, :, idx].transpose(-1, -2) / math.sqrt(16), dim=-1)
+    expected = module.out(module.ln_row(_merge(attn @ v[:, :, idx])))
+    torch.testing.assert_close(module(x, mask)[:, :real], expected[:, :real])
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_low_precision_runs_with_float32_ffts(dtype: torch.dtype) -> None:
+    torch.manual_seed(0)
+    m = attentions.build("s3attention", dim=32, heads=2, max_seq_len=64).to(dtype)
+    y = m(torch.randn(2, 64, 32, dtype=dtype))
+    assert y.dtype == dtype and torch.isfinite(y).all()
