@@ -1,7 +1,8 @@
 """S3Attention: smoothed skeleton sketching attention.
 
 Paper: Wang et al., "S3Attention: Improving Long Sequence Attention with Smoothed Skeleton Sketching"
-(journal version; earlier: "SKTFormer", ICLR 2023 submission), https://arxiv.org/abs/2408.08567 — §III, supplement Algorithms 1 (Skeleton Attention) and 2 (Smoother).
+(journal version; earlier: "SKTFormer", ICLR 2023 submission), https://arxiv.org/abs/2408.08567
+— §III, supplement Algorithms 1 (Skeleton Attention) and 2 (Smoother).
 Released code: https://github.com/wxie9/S3Attention.
 """
 

@@ -69,7 +69,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     header = ("name", "family", "backend", "complexity", "exact", "mask", "fixed_len", f"available on {dev.type}")
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     for r in [header, *rows]:
-        print("  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip())
+        print("  ".join(str(v).ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
     return 0
 
 

@@ -77,7 +77,9 @@ class Store:
     def finished_keys(self) -> set[str]:
         return {row[0] for row in self.db.execute("SELECT key FROM cells")}
 
-    def put(self, run_id: int, cell: Cell, status: str, message: str = "", metrics: dict[str, Any] | None = None) -> None:
+    def put(
+        self, run_id: int, cell: Cell, status: str, message: str = "", metrics: dict[str, Any] | None = None
+    ) -> None:
         """Record a cell's final result atomically (replacing an earlier one under ``--fresh``)."""
         if status not in STATUSES:
             raise ValueError(f"status {status!r} is not one of {STATUSES}")

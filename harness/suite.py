@@ -134,7 +134,7 @@ class Suite:
         values = [self.attentions() if n == "attention" else self.axes[n] for n in names]
         cells = []
         for combo in itertools.product(*values):
-            params = dict(zip(names, combo))
+            params = dict(zip(names, combo, strict=True))
             cfg = attentions.make_config(
                 params["attention"],
                 **{**self.config, "dim": params["dim"], "heads": params["heads"], "max_seq_len": params["seq_len"]},
@@ -210,7 +210,9 @@ def load_suite(path: str | Path, profile: str = "quick", overrides: dict[str, li
         raise SuiteError(path, "profiles", "must be a mapping of profile name -> overrides")
     missing = [p for p in PROFILES_REQUIRED if p not in profiles]
     if missing:
-        raise SuiteError(path, "profiles", f"missing profile(s) {', '.join(missing)}; every suite has smoke, quick, paper")
+        raise SuiteError(
+            path, "profiles", f"missing profile(s) {', '.join(missing)}; every suite needs smoke, quick, paper"
+        )
     for pname, pdoc in profiles.items():
         if not isinstance(pdoc, dict | type(None)):
             raise SuiteError(path, f"profiles.{pname}", "must be a mapping (or empty)")
