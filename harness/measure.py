@@ -168,17 +168,15 @@ def build_workload(cell: Cell, device: torch.device) -> tuple[Callable[[], Tenso
 
 def measure_cell(cell: Cell, *, gemm_peak_gflops: float | None = None, timeout_s: float | None = None) -> CellResult:
     """Run one cell in this process and return its final status and metrics."""
-    if cell.skip_reason:
-        return CellResult("unsupported", cell.skip_reason)
     device = torch.device(cell.device)
     try:
         entry = attentions.spec(cell.params["attention"])
     except attentions.RegistryError as exc:
         return CellResult("error", str(exc))
-    reason = entry.unavailable_reason(device)
-    if reason:
-        return CellResult("unsupported", reason)
     metrics: dict[str, Any] = {"backend": entry.backend, "complexity": entry.caps.complexity}
+    reason = cell.skip_reason or entry.unavailable_reason(device)
+    if reason:
+        return CellResult("unsupported", reason, metrics)
     fn: Callable[[], Tensor] | None = None
     module: nn.Module | None = None
     try:

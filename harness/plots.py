@@ -7,7 +7,7 @@ from pathlib import Path
 import matplotlib
 import pandas as pd
 from matplotlib.lines import Line2D
-from matplotlib.ticker import NullLocator
+from matplotlib.ticker import FuncFormatter, NullLocator
 
 from harness.report import Metric, length_label, metrics_for
 
@@ -50,6 +50,10 @@ def _plot_metric(df_group: pd.DataFrame, metric: Metric, out_dir: Path, stem: st
 
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
+        # Plain numbers (0.5, 20, 300) read better in a paper than 5x10^-1 mantissa labels.
+        plain = FuncFormatter(lambda v, _pos: f"{v:g}")
+        ax.yaxis.set_major_formatter(plain)
+        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _pos: ""))
         ax.set_xticks(lengths, labels=[length_label(n) for n in lengths])
         ax.xaxis.set_minor_locator(NullLocator())  # the lengths themselves are the only useful x ticks
         ax.set_xlabel("Sequence length")
