@@ -4,36 +4,5 @@ Importing this package registers every variant. Adding a variant = one module he
 """
 
 from . import s3attention, vanilla  # noqa: F401  (imported to register)
-from .registry import (
-    AttentionConfig,
-    AttentionSpec,
-    Capabilities,
-    DuplicateNameError,
-    RegistryError,
-    UnknownAttentionError,
-    UnknownConfigKeyError,
-    build,
-    config_fields,
-    list_attentions,
-    make_config,
-    register,
-    register_preset,
-    spec,
-)
-
-__all__ = [
-    "AttentionConfig",
-    "AttentionSpec",
-    "Capabilities",
-    "DuplicateNameError",
-    "RegistryError",
-    "UnknownAttentionError",
-    "UnknownConfigKeyError",
-    "build",
-    "config_fields",
-    "list_attentions",
-    "make_config",
-    "register",
-    "register_preset",
-    "spec",
-]
+from .registry import *  # noqa: F403  (the public API is the registry's)
+from .registry import __all__  # noqa: F401
