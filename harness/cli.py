@@ -75,9 +75,9 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from .runner import run_suite
-    from .suite import load_suite, parse_set
+    from .suite import expand_patterns, load_suite, parse_set
 
-    if args.timeout is not None and args.timeout <= 0:
+    if args.timeout is not None and not 0 < args.timeout < float("inf"):  # also rejects nan
         raise UserError(f"--timeout {args.timeout}: must be a positive number of seconds")
     device = check_device(args.device or default_device())
     out = check_out_dir(args.out)
@@ -86,6 +86,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     for pattern in only:
         if not attentions.list_attentions(pattern):
             raise UserError(f"--only {pattern!r}: matches no registered attention; see `attnbench list`")
+    if only and not set(expand_patterns(only)) & set(suite.attentions()):
+        names = ", ".join(suite.attentions())
+        raise UserError(f"--only {','.join(only)}: matches none of this suite's attentions ({names})")
     summary = run_suite(
         suite, out=out, device=device, fresh=args.fresh, isolate=args.isolate, timeout_s=args.timeout,
         only=only or None, argv=sys.argv,

@@ -355,6 +355,10 @@ def write_reports(df: pd.DataFrame, out_dir: Path, *, env: dict[str, object], su
         path.write_text(text, encoding="utf-8")
         written.append(path)
 
+    # A suite that never measured a metric (memory-only, or every cell failed) has no column for it;
+    # tables, slopes and plots treat it as "not measured".
+    missing = [m.column for m in (TIME, THROUGHPUT, MEMORY) if m.column not in df.columns]
+    df = df.assign(**{column: float("nan") for column in missing})
     # Raw data first, so that a formatting failure further down cannot lose the measurements.
     df = df.sort_values([*GROUP_COLUMNS, "attention", "seq_len"], kind="stable", ignore_index=True)
     results_path = out_dir / "results.csv"

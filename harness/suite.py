@@ -13,13 +13,16 @@ A suite file::
       mode: [fwd, fwd+bwd]      # fwd | fwd+bwd | train_step
       dtype: [float32]          # float32 | bfloat16 | float16
     config: {dropout: 0.1}      # config overrides for every attention (validated per attention)
+    attention_config:           # overrides for the attentions matching a pattern (applied after `config`)
+      "s3attention*": {r: 8}
     fixed: {layers: 2}          # task settings (train_step encoder depth, MLP width, vocab, classes, seed)
     metrics: [time, memory, flops]
     timing: {min_run_time_s: 1.0, min_repeats: 5, warmup: 2}
     skip:                       # cells recorded as `unsupported` without running
       - {when: {attention: "vanilla*", seq_len: {gt: 8192}}, reason: "n^2 memory exceeds 24 GiB"}
     report: {baseline: vanilla, slope_min_seq_len: 1024}
-    profiles:                   # each profile overrides top-level keys (axes are merged per axis)
+    profiles:                   # each profile overrides top-level keys; axes, config, fixed, timing and report
+                                # are merged key by key
       smoke: {axes: {seq_len: [64, 128]}, timing: {min_run_time_s: 0.01, min_repeats: 2, warmup: 1}}
       quick: {}
       paper: {...}
@@ -33,6 +36,7 @@ import fnmatch
 import hashlib
 import itertools
 import json
+import operator
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,7 +54,10 @@ DTYPES = ("float32", "bfloat16", "float16")
 METRICS = ("time", "memory", "flops")
 PROFILES_REQUIRED = ("smoke", "quick", "paper")
 
-TOP_KEYS = {"name", "description", "axes", "config", "fixed", "metrics", "timing", "skip", "report", "profiles"}
+TOP_KEYS = {
+    "name", "description", "axes", "config", "attention_config", "fixed", "metrics", "timing", "skip", "report",
+    "profiles",
+}
 PROFILE_KEYS = TOP_KEYS - {"name", "profiles"}
 TIMING_DEFAULTS: dict[str, Any] = {"min_run_time_s": 1.0, "min_repeats": 5, "warmup": 2}
 FIXED_DEFAULTS: dict[str, Any] = {"layers": 2, "mlp_dim": 128, "vocab_size": 256, "num_classes": 2, "seed": 0}
@@ -118,11 +125,20 @@ class Suite:
     description: str
     axes: dict[str, list[Any]]
     config: dict[str, Any]
+    attention_config: dict[str, dict[str, Any]]
     fixed: dict[str, Any]
     metrics: tuple[str, ...]
     timing: dict[str, Any]
     skip: list[dict[str, Any]]
     report: dict[str, Any]
+
+    def config_for(self, name: str) -> dict[str, Any]:
+        """Config overrides of one attention: ``config``, then every matching ``attention_config`` pattern."""
+        out = dict(self.config)
+        for pattern, overrides in self.attention_config.items():
+            if fnmatch.fnmatchcase(name, pattern):
+                out.update(overrides)
+        return out
 
     def attentions(self) -> list[str]:
         """The attention axis with patterns expanded, in the order given, without repeats."""
@@ -137,7 +153,8 @@ class Suite:
             params = dict(zip(names, combo, strict=True))
             cfg = attentions.make_config(
                 params["attention"],
-                **{**self.config, "dim": params["dim"], "heads": params["heads"], "max_seq_len": params["seq_len"]},
+                **{**self.config_for(params["attention"]), "dim": params["dim"], "heads": params["heads"],
+                   "max_seq_len": params["seq_len"]},
             )
             cells.append(
                 Cell(
@@ -169,10 +186,12 @@ def expand_patterns(items: Iterable[str]) -> list[str]:
     return out
 
 
+_COMPARE = {"gt": operator.gt, "ge": operator.ge, "lt": operator.lt, "le": operator.le}
+
+
 def _matches(value: Any, cond: Any) -> bool:
     if isinstance(cond, dict):
-        ops = {"gt": value.__gt__, "ge": value.__ge__, "lt": value.__lt__, "le": value.__le__}
-        return all(ops[op](bound) for op, bound in cond.items())
+        return all(_COMPARE[op](value, bound) for op, bound in cond.items())
     if isinstance(cond, list):
         return any(_matches(value, c) for c in cond)
     if isinstance(value, str) and isinstance(cond, str):
@@ -222,7 +241,7 @@ def load_suite(path: str | Path, profile: str = "quick", overrides: dict[str, li
 
     merged = _merge(doc, profiles[profile] or {})
     if overrides:
-        merged["axes"] = {**merged["axes"], **overrides}
+        merged["axes"] = {**_mapping(path, "axes", merged.get("axes")), **overrides}
     suite = Suite(
         name=name,
         path=path,
@@ -230,6 +249,7 @@ def load_suite(path: str | Path, profile: str = "quick", overrides: dict[str, li
         description=str(doc.get("description", "")),
         axes=_validate_axes(path, merged.get("axes")),
         config=_mapping(path, "config", merged.get("config")),
+        attention_config=_validate_attention_config(path, merged.get("attention_config")),
         fixed={**FIXED_DEFAULTS, **_mapping(path, "fixed", merged.get("fixed"))},
         metrics=_validate_metrics(path, merged.get("metrics", list(METRICS))),
         timing=_validate_numbers(path, "timing", merged.get("timing"), TIMING_DEFAULTS),
@@ -245,7 +265,7 @@ def load_suite(path: str | Path, profile: str = "quick", overrides: dict[str, li
 def _merge(base: dict[str, Any], prof: dict[str, Any]) -> dict[str, Any]:
     out = copy.deepcopy({k: v for k, v in base.items() if k != "profiles"})
     for k, v in prof.items():
-        if k in ("axes", "fixed", "config", "timing", "report") and isinstance(v, dict):
+        if k in ("axes", "fixed", "config", "attention_config", "timing", "report") and isinstance(v, dict):
             out[k] = {**(out.get(k) or {}), **v}
         else:
             out[k] = v
@@ -305,6 +325,8 @@ def _validate_metrics(path: Path, metrics: Any) -> tuple[str, ...]:
     bad = [m for m in metrics if m not in METRICS]
     if bad or not metrics:
         raise SuiteError(path, "metrics", f"bad metric(s) {bad or metrics}; choose from {', '.join(METRICS)}")
+    if len(set(metrics)) != len(metrics):
+        raise SuiteError(path, "metrics", f"repeated metric in {metrics}; list each once")
     return tuple(metrics)
 
 
@@ -327,9 +349,23 @@ def _validate_skip(path: Path, rules: Any) -> list[dict[str, Any]]:
         for axis, cond in rule["when"].items():
             if axis not in AXES:
                 raise SuiteError(path, f"skip[{i}].when.{axis}", f"unknown axis; valid axes: {', '.join(AXES)}")
-            if isinstance(cond, dict) and (not cond or set(cond) - {"gt", "ge", "lt", "le"}):
+            if isinstance(cond, dict) and (
+                not cond
+                or set(cond) - set(_COMPARE)
+                or any(isinstance(b, bool) or not isinstance(b, int | float) for b in cond.values())
+            ):
                 raise SuiteError(path, f"skip[{i}].when.{axis}", "comparisons are {gt|ge|lt|le: number}")
     return rules
+
+
+def _validate_attention_config(path: Path, value: Any) -> dict[str, dict[str, Any]]:
+    value = _mapping(path, "attention_config", value)
+    for pattern, overrides in value.items():
+        if not isinstance(overrides, dict):
+            raise SuiteError(path, f"attention_config.{pattern}", "must map config fields to values")
+        if not attentions.list_attentions(str(pattern)):
+            raise SuiteError(path, f"attention_config.{pattern}", "matches no registered attention (`attnbench list`)")
+    return value
 
 
 def _validate_attention_configs(path: Path, suite: Suite) -> None:
@@ -338,9 +374,12 @@ def _validate_attention_configs(path: Path, suite: Suite) -> None:
         for dim, heads in itertools.product(suite.axes["dim"], suite.axes["heads"]):
             try:
                 attentions.make_config(
-                    name, **{**suite.config, "dim": dim, "heads": heads, "max_seq_len": max(suite.axes["seq_len"])}
+                    name,
+                    **{**suite.config_for(name), "dim": dim, "heads": heads, "max_seq_len": max(suite.axes["seq_len"])},
                 )
-            except (RegistryError, ValueError, TypeError) as exc:
+            except RegistryError as exc:  # already names the attention
+                raise SuiteError(path, "config", str(exc)) from None
+            except (ValueError, TypeError) as exc:
                 raise SuiteError(path, "config", f"{name}: {exc}") from None
 
 
@@ -353,5 +392,8 @@ def parse_set(items: list[str]) -> dict[str, list[Any]]:
             raise SuiteError("--set", item, "expected AXIS=V1,V2,... e.g. --set seq_len=1024,2048")
         if axis not in AXES:
             raise SuiteError("--set", axis, f"unknown axis; valid axes: {', '.join(AXES)}")
-        out[axis] = [yaml.safe_load(v) for v in raw.split(",")]
+        try:
+            out[axis] = [yaml.safe_load(v) for v in raw.split(",")]
+        except yaml.YAMLError:
+            raise SuiteError("--set", item, "values must be plain scalars, e.g. --set seq_len=1024,2048") from None
     return out

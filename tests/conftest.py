@@ -1,0 +1,121 @@
+"""Shared fixtures of the pipeline tests: a tiny valid suite, a YAML writer and a CLI runner.
+
+Cells here are deliberately tiny (seq_len 16-32, batch 1, dim 16) and timed for milliseconds, so that a whole
+sweep takes about a second on a loaded 2-core CPU; no test asserts a speed.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+TINY_TIMING: dict[str, Any] = {"min_run_time_s": 0.005, "min_repeats": 2, "warmup": 1}
+
+# The tiny suite as data; tests derive malformed variants from a deep copy of it (see ``tiny_doc``).
+TINY_SUITE: dict[str, Any] = {
+    "name": "tiny",
+    "description": "two attentions, two lengths, two modes",
+    "axes": {
+        "attention": ["vanilla", "s3attention"],
+        "seq_len": [16, 32],
+        "batch_size": [1],
+        "heads": [2],
+        "dim": [16],
+        "mode": ["fwd", "fwd+bwd"],
+        "dtype": ["float32"],
+    },
+    "metrics": ["time", "memory", "flops"],
+    "timing": dict(TINY_TIMING),
+    "report": {"baseline": "vanilla", "slope_min_seq_len": 16},
+    "profiles": {"smoke": {}, "quick": {}, "paper": {"axes": {"seq_len": [64]}}},
+}
+
+
+def tiny_doc(**top: Any) -> dict[str, Any]:
+    """A deep copy of the tiny suite with top-level keys replaced (``axes`` entries are merged per axis)."""
+    doc = copy.deepcopy(TINY_SUITE)
+    for key, value in top.items():
+        if key == "axes":
+            doc["axes"] = {**doc["axes"], **value}
+        else:
+            doc[key] = value
+    return doc
+
+
+def dump(doc: Any) -> str:
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+@pytest.fixture
+def write_yaml(tmp_path: Path) -> Callable[..., Path]:
+    """``write_yaml(text_or_doc, name="suite.yaml")`` writes YAML text (or dumps a document) into tmp_path."""
+
+    def write(content: str | dict[str, Any] | list[Any], name: str = "suite.yaml") -> Path:
+        path = tmp_path / name
+        path.write_text(content if isinstance(content, str) else dump(content))
+        return path
+
+    return write
+
+
+@pytest.fixture
+def tiny_suite(write_yaml: Callable[..., Path]) -> Path:
+    """Path of a valid suite: vanilla and s3attention, seq_len 16 and 32, fwd and fwd+bwd (8 cells)."""
+    return write_yaml(TINY_SUITE, "tiny.yaml")
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def err_lines(self) -> list[str]:
+        return [line for line in self.err.splitlines() if line.strip()]
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
+    """``cli("run", path, "--out", dir)``: call ``harness.cli.main`` in-process and capture its output."""
+    from harness.cli import main
+
+    def run(*argv: object) -> CliResult:
+        capsys.readouterr()  # drop anything printed before
+        code = main([str(a) for a in argv])
+        captured = capsys.readouterr()
+        return CliResult(code, captured.out, captured.err)
+
+    return run
+
+
+@pytest.fixture
+def fast_runner(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Skip the ~1 s GEMM peak measurement a run does before its first timed cell."""
+    import harness.runner
+
+    monkeypatch.setattr(harness.runner, "measure_gemm_peak_gflops", lambda device: 100.0)
+
+
+@pytest.fixture
+def one_thread(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Measure on one intra-op thread (also in --isolate workers).
+
+    The test machine is small and shared: two spinning intra-op threads competing with other processes make a
+    tiny cell take seconds instead of milliseconds. Pipeline tests need results, not representative speed.
+    """
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    yield
+    torch.set_num_threads(before)

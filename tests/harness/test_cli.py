@@ -1,0 +1,217 @@
+"""Tests of harness.cli: list, env, report, and bad flags (exit code 2, one line on stderr)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+import attentions
+from harness.store import Store
+from harness.suite import load_suite
+from tests.conftest import CliResult, tiny_doc
+
+NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+
+
+def _one_error_line(result: CliResult, *needles: str) -> str:
+    assert result.code == 2, result.err
+    assert len(result.err_lines) == 1, result.err
+    line = result.err_lines[0]
+    assert line.startswith("attnbench: error: ")
+    for needle in needles:
+        assert needle in line
+    return line
+
+
+# ---------------------------------------------------------------------------------------------------
+# list, env
+
+
+def test_list_shows_every_attention(cli: Callable[..., CliResult]) -> None:
+    result = cli("list")
+    assert result.code == 0 and result.err == ""
+    rows = {line.split()[0]: line for line in result.out.splitlines()[1:]}
+    assert set(rows) == set(attentions.list_attentions())
+    assert rows["vanilla"].rstrip().endswith("yes")
+
+
+@NO_CUDA
+def test_list_gives_the_reason_an_attention_is_unavailable(cli: Callable[..., CliResult]) -> None:
+    line = next(x for x in cli("list").out.splitlines() if x.startswith("vanilla_xformers "))
+    assert "no:" in line and "cuda" in line
+
+
+def test_list_pattern(cli: Callable[..., CliResult]) -> None:
+    result = cli("list", "s3*")
+    assert [line.split()[0] for line in result.out.splitlines()[1:]] == attentions.list_attentions("s3*")
+
+
+def test_env_prints_json(cli: Callable[..., CliResult]) -> None:
+    result = cli("env", "--device", "cpu")
+    assert result.code == 0
+    env = json.loads(result.out)
+    assert env["torch_version"] == torch.__version__
+    assert env["device"].startswith("cpu")
+
+
+# ---------------------------------------------------------------------------------------------------
+# report
+
+
+@pytest.fixture
+def results_dir(tmp_path: Path, tiny_suite: Path) -> Path:
+    """A results directory as `attnbench run` leaves it, with synthetic measurements (no measuring here)."""
+    suite = load_suite(tiny_suite)
+    directory = tmp_path / "results" / suite.name / suite.profile
+    with Store(directory / "results.db") as store:
+        run = store.start_run(suite.name, suite.profile, {"device": "cpu", "torch_version": "x"}, [])
+        for i, cell in enumerate(suite.expand("cpu")):
+            n = cell.params["seq_len"]
+            if cell.params["attention"] == "vanilla" and n == 32 and cell.params["mode"] == "fwd":
+                store.put(run, cell, "oom", "OutOfMemoryError: CUDA out of memory")
+                continue
+            metrics = {"backend": "math", "time_ms_median": n / 3 + i, "time_ms_iqr": 0.1,
+                       "peak_mem_bytes": 1000 * n, "gflops": 1e-3 * n, "gflops_per_s": 1.0 / 3,
+                       "steps_per_s": 3.0 / n}
+            store.put(run, cell, "ok", "", metrics)
+    return directory
+
+
+def test_report_regenerates_the_tables(cli: Callable[..., CliResult], results_dir: Path) -> None:
+    result = cli("report", results_dir)
+    assert result.code == 0, result.err
+    tables = sorted(p.name for p in results_dir.glob("table4_*.md"))
+    assert len(tables) == 2  # fwd and fwd+bwd
+    for path in [*results_dir.glob("*.md"), *results_dir.glob("*.tex"), results_dir / "results.csv"]:
+        path.unlink()
+    assert not list(results_dir.glob("*.md"))
+
+    result = cli("report", results_dir)
+    assert result.code == 0, result.err
+    assert "wrote" in result.out and str(results_dir) in result.out
+    assert sorted(p.name for p in results_dir.glob("table4_*.md")) == tables
+    assert len(list(results_dir.glob("table4_*.tex"))) == 2
+    assert (results_dir / "slopes.md").is_file()
+    assert list(results_dir.glob("*.png")) and list(results_dir.glob("*.pdf"))
+    fwd = next(results_dir.glob("table4_*_fwd_*.md")).read_text()
+    assert "OOM" in fwd and "vanilla" in fwd and "s3attention" in fwd
+
+    # the CSV is the store at full precision
+    csv = pd.read_csv(results_dir / "results.csv")
+    with Store(results_dir / "results.db") as store:
+        df = store.dataframe()
+    assert len(csv) == len(df) == 8
+    merged = csv.merge(df, on="key", suffixes=("_csv", "_db"))
+    ok = merged["status_db"] == "ok"
+    assert (merged.loc[ok, "time_ms_median_csv"] == merged.loc[ok, "time_ms_median_db"]).all()
+    assert (merged.loc[ok, "gflops_per_s_csv"] == 1.0 / 3).all()
+
+
+def test_report_finds_stores_below_a_parent(cli: Callable[..., CliResult], results_dir: Path) -> None:
+    root = results_dir.parent.parent
+    result = cli("report", root)
+    assert result.code == 0
+    assert str(results_dir) in result.out
+    assert (results_dir / "results.csv").is_file()
+
+
+@pytest.mark.parametrize("which", ["empty", "missing"])
+def test_report_without_a_store_exits_2(cli: Callable[..., CliResult], tmp_path: Path, which: str) -> None:
+    directory = tmp_path / "empty"
+    if which == "empty":
+        directory.mkdir()
+    _one_error_line(cli("report", directory), str(directory), "results.db")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Bad flags: exit 2 and one line naming the flag, before anything is written.
+
+
+@NO_CUDA
+def test_device_cuda_without_cuda(cli: Callable[..., CliResult], tiny_suite: Path, tmp_path: Path) -> None:
+    _one_error_line(cli("run", tiny_suite, "--out", tmp_path / "o", "--device", "cuda"), "--device", "cuda")
+    _one_error_line(cli("run", tiny_suite, "--out", tmp_path / "o", "--device", "cuda:3"), "--device")
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    ("flags", "needles"),
+    [
+        pytest.param(["--device", "tpu"], ["--device", "tpu"], id="device-tpu"),
+        pytest.param(["--device", "meta"], ["--device", "meta"], id="device-meta"),
+        pytest.param(["--device", "cuda:x"], ["--device", "cuda:x"], id="device-bad-index"),
+        pytest.param(["--set", "nosuch=1"], ["--set", "nosuch"], id="set-unknown-axis"),
+        pytest.param(["--set", "seq_len"], ["--set", "seq_len"], id="set-no-equals"),
+        pytest.param(["--set", "seq_len=0"], ["axes.seq_len"], id="set-bad-value"),
+        pytest.param(["--set", "attention=nosuch*"], ["axes.attention", "nosuch*"], id="set-bad-pattern"),
+        pytest.param(["--only", "nomatch*"], ["--only", "nomatch*"], id="only-no-match"),
+        pytest.param(["--only", "vanilla,nosuch"], ["--only", "nosuch"], id="only-list"),
+        pytest.param(["--timeout", "-1"], ["--timeout"], id="timeout-negative"),
+        pytest.param(["--timeout", "0"], ["--timeout"], id="timeout-zero"),
+        pytest.param(["--timeout", "soon"], ["--timeout"], id="timeout-not-a-number"),
+        pytest.param(["--profile", "nosuch"], ["profiles", "nosuch"], id="profile"),
+        pytest.param(["--frobnicate"], ["--frobnicate"], id="unknown-flag"),
+    ],
+)
+def test_bad_run_flags(cli: Callable[..., CliResult], tiny_suite: Path, tmp_path: Path, flags: list[str],
+                       needles: list[str]) -> None:
+    args = ["run", tiny_suite, "--out", tmp_path / "o"]
+    if "--device" not in flags:
+        args += ["--device", "cpu"]
+    _one_error_line(cli(*args, *flags), *needles)
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        pytest.param(["--timeout", "nan"], id="timeout-nan"),
+        pytest.param(["--timeout", "inf"], id="timeout-inf"),
+        pytest.param(["--set", "mode=[fwd"], id="set-yaml-error"),
+    ],
+)
+def test_non_finite_timeout_and_unparsable_set_are_refused(
+    cli: Callable[..., CliResult], tiny_suite: Path, tmp_path: Path, flags: list[str]
+) -> None:
+    result = cli("run", tiny_suite, "--out", tmp_path / "o", "--device", "cpu", "--only", "nosuch*", *flags)
+    _one_error_line(result, flags[0])
+    assert "--only" not in result.err  # the flag itself is refused, before --only is looked at
+
+
+def test_set_on_a_suite_without_axes(cli: Callable[..., CliResult], write_yaml: Callable[..., Path],
+                                     tmp_path: Path) -> None:
+    path = write_yaml("name: t\nprofiles: {smoke: {}, quick: {}, paper: {}}\n")
+    result = cli("run", path, "--out", tmp_path / "o", "--device", "cpu", "--set", "seq_len=16")
+    _one_error_line(result, "axes")
+
+
+def test_out_under_a_regular_file(cli: Callable[..., CliResult], tiny_suite: Path, tmp_path: Path) -> None:
+    blocker = tmp_path / "file.txt"
+    blocker.write_text("not a directory")
+    _one_error_line(cli("run", tiny_suite, "--out", blocker / "results", "--device", "cpu"), "--out")
+    _one_error_line(cli("run", tiny_suite, "--out", blocker, "--device", "cpu"), "--out")
+    assert blocker.read_text() == "not a directory"
+
+
+@pytest.mark.parametrize("argv", [["frobnicate"], [], ["run"], ["report"]],
+                         ids=["unknown", "none", "run", "report"])
+def test_usage_errors(cli: Callable[..., CliResult], argv: list[str]) -> None:
+    line = _one_error_line(cli(*argv))
+    assert "--help" in line
+    if argv == ["frobnicate"]:
+        assert "frobnicate" in line
+
+
+def test_run_where_no_cell_is_ok_still_writes_reports(
+    cli: Callable[..., CliResult], write_yaml: Callable[..., Path], tmp_path: Path
+) -> None:
+    path = write_yaml(tiny_doc(skip=[{"when": {"seq_len": {"ge": 1}}, "reason": "everything"}]))
+    result = cli("run", path, "--out", tmp_path / "o", "--device", "cpu")
+    assert result.code == 0
+    assert "unsupported=8" in result.out
+    assert list((tmp_path / "o" / "tiny" / "quick").glob("table4_*.md"))

@@ -1,0 +1,138 @@
+"""Tests of harness.store: round trip at full precision, status check, --fresh semantics, WAL, reopening."""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from harness.store import STATUSES, Store
+from harness.suite import Cell, load_suite
+
+
+@pytest.fixture
+def cells(tiny_suite: Path) -> list[Cell]:
+    return load_suite(tiny_suite).expand("cpu")
+
+
+METRICS = {
+    "time_ms_median": 0.1 + 0.2,  # 0.30000000000000004: any rounding would show
+    "time_ms_iqr": 1 / 3,
+    "peak_mem_bytes": 2**53 - 1,
+    "gflops": 1e-12 * math.pi,
+    "backend": "math",
+}
+
+
+def test_put_finished_keys_dataframe_round_trip(tmp_path: Path, cells: list[Cell]) -> None:
+    with Store(tmp_path / "sub" / "results.db") as store:  # parent folders are created
+        assert store.finished_keys() == set()
+        assert store.dataframe().empty
+        run = store.start_run("tiny", "quick", {"torch_version": "x"}, ["attnbench", "run"])
+        store.put(run, cells[0], "ok", "", METRICS)
+        store.put(run, cells[1], "oom", "OutOfMemoryError: CUDA out of memory")
+        assert store.finished_keys() == {cells[0].key, cells[1].key}
+
+        df = store.dataframe().set_index("key")
+        assert len(df) == 2
+        ok = df.loc[cells[0].key]
+        for name, value in METRICS.items():
+            assert ok[name] == value  # exact, not approx
+        for axis, value in cells[0].params.items():
+            assert ok[axis] == value
+        assert (ok["status"], ok["message"], ok["suite"], ok["device"]) == ("ok", "", "tiny", "cpu")
+        oom = df.loc[cells[1].key]
+        assert oom["status"] == "oom" and "CUDA out of memory" in oom["message"]
+        assert math.isnan(oom["time_ms_median"])
+
+        only = store.dataframe([cells[1].key])
+        assert list(only["key"]) == [cells[1].key]
+        assert store.dataframe([]).empty
+        assert store.latest_env() == {"torch_version": "x"}
+
+
+def test_device_index_is_dropped_in_the_dataframe(tmp_path: Path, tiny_suite: Path) -> None:
+    cell = load_suite(tiny_suite).expand("cuda:1")[0]
+    with Store(tmp_path / "results.db") as store:
+        store.put(store.start_run("tiny", "quick", {}, []), cell, "unsupported", "no GPU")
+        assert store.dataframe()["device"].tolist() == ["cuda"]
+
+
+@pytest.mark.parametrize("status", ["OK", "failed", "", "skipped"])
+def test_status_outside_the_set_raises_and_writes_nothing(tmp_path: Path, cells: list[Cell],
+                                                          status: str) -> None:
+    assert status not in STATUSES
+    with Store(tmp_path / "results.db") as store:
+        run = store.start_run("tiny", "quick", {}, [])
+        with pytest.raises(ValueError, match="status"):
+            store.put(run, cells[0], status)
+        assert store.finished_keys() == set()
+        # the table itself refuses it too, should a caller bypass put()
+        with pytest.raises(sqlite3.IntegrityError):
+            store.db.execute(
+                "INSERT INTO cells (key, run_id, suite, cell_json, status, finished_utc)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                ("k", run, "tiny", "{}", status, "now"),
+            )
+
+
+def test_every_status_is_accepted(tmp_path: Path, cells: list[Cell]) -> None:
+    with Store(tmp_path / "results.db") as store:
+        run = store.start_run("tiny", "quick", {}, [])
+        for cell, status in zip(cells, STATUSES, strict=False):
+            store.put(run, cell, status, status)
+        assert sorted(store.dataframe()["status"]) == sorted(STATUSES)
+
+
+def test_fresh_put_replaces_the_row(tmp_path: Path, cells: list[Cell]) -> None:
+    with Store(tmp_path / "results.db") as store:
+        first = store.start_run("tiny", "quick", {}, [])
+        store.put(first, cells[0], "timeout", "too slow")
+        second = store.start_run("tiny", "quick", {}, ["--fresh"])
+        assert second > first
+        store.put(second, cells[0], "ok", "", {"time_ms_median": 1.5})
+        (count,) = store.db.execute("SELECT COUNT(*) FROM cells WHERE key = ?", (cells[0].key,)).fetchone()
+        assert count == 1
+        df = store.dataframe()
+        assert len(df) == 1
+        assert (df.loc[0, "status"], df.loc[0, "time_ms_median"], df.loc[0, "message"]) == ("ok", 1.5, "")
+        (run_id,) = store.db.execute("SELECT run_id FROM cells").fetchone()
+        assert run_id == second
+
+
+def test_wal_mode(tmp_path: Path) -> None:
+    path = tmp_path / "results.db"
+    with Store(path) as store:
+        assert store.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    # WAL is a property of the file: a plain connection sees it too
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_file_survives_a_second_store(tmp_path: Path, cells: list[Cell]) -> None:
+    path = tmp_path / "results.db"
+    with Store(path) as store:
+        run1 = store.start_run("tiny", "quick", {"n": 1}, [])
+        store.put(run1, cells[0], "ok", "", METRICS)
+        before = store.dataframe()
+    with Store(path) as again:
+        assert again.finished_keys() == {cells[0].key}
+        assert again.dataframe().equals(before)
+        run2 = again.start_run("tiny", "quick", {"n": 2}, [])
+        assert run2 == run1 + 1
+        again.put(run2, cells[1], "nan", "non-finite values")
+        assert again.latest_env() == {"n": 2}
+    with Store(path) as third:
+        assert third.finished_keys() == {cells[0].key, cells[1].key}
+
+
+def test_a_second_connection_sees_each_committed_cell(tmp_path: Path, cells: list[Cell]) -> None:
+    """One transaction per cell: a reader (e.g. a report while a sweep runs) sees each row once put."""
+    path = tmp_path / "results.db"
+    with Store(path) as writer, Store(path) as reader:
+        run = writer.start_run("tiny", "quick", {}, [])
+        for i, cell in enumerate(cells[:3], 1):
+            writer.put(run, cell, "ok")
+            assert len(reader.finished_keys()) == i

@@ -1,0 +1,85 @@
+"""Every suite in suites/ runs end to end in its smoke profile on the CPU; a second run measures 0 new cells.
+
+This is the CI check that a suite file, the registry and the whole pipeline (measure -> store -> CSV, Table 4
+in Markdown and LaTeX, plots) fit together. It measures for real, on tiny shapes; it asserts no speed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from harness.store import STATUSES, Store
+from harness.suite import load_suite
+from tests.conftest import REPO_ROOT, CliResult
+
+SUITES = sorted((REPO_ROOT / "suites").glob("*.yaml"))
+
+BASE_COLUMNS = ["key", "attention", "backend", "seq_len", "batch_size", "heads", "dim", "mode", "dtype",
+                "device", "status", "message"]
+METRIC_COLUMNS = {
+    "time": ["time_ms_median", "time_ms_iqr"],
+    "memory": ["peak_mem_bytes"],
+    "flops": ["gflops"],
+}
+
+def _params() -> list:
+    return [pytest.param(path, id=path.stem) for path in SUITES]
+
+
+def test_there_are_suites() -> None:
+    assert {"speed.yaml", "memory.yaml"} <= {p.name for p in SUITES}
+
+
+@pytest.mark.usefixtures("fast_runner", "one_thread")
+@pytest.mark.parametrize("path", _params())
+def test_smoke_profile_runs_and_resumes(cli: Callable[..., CliResult], tmp_path: Path, path: Path) -> None:
+    suite = load_suite(path, "smoke")
+    total = len(suite.expand("cpu"))
+    out = tmp_path / "results"
+
+    first = cli("run", path, "--profile", "smoke", "--out", out, "--device", "cpu")
+    assert first.code == 0, first.err
+    directory = out / suite.name / "smoke"
+    assert f"{total} cells, 0 already done" in first.out
+
+    # results.csv: one row per cell, the columns the suite measures, only known statuses, no errors
+    csv = pd.read_csv(directory / "results.csv")
+    required = list(BASE_COLUMNS)
+    for metric in suite.metrics:
+        required += METRIC_COLUMNS[metric]
+    if {"time", "flops"} <= set(suite.metrics):
+        required.append("gflops_per_s")
+    assert not set(required) - set(csv.columns), f"missing columns {sorted(set(required) - set(csv.columns))}"
+    assert len(csv) == total and csv["key"].is_unique
+    assert set(csv["status"]) <= set(STATUSES)
+    errors = csv[csv["status"] == "error"]
+    assert errors.empty, errors[["attention", "seq_len", "mode", "message"]].to_string()
+    ok = csv[csv["status"] == "ok"]
+    assert not ok.empty
+    for column in required[len(BASE_COLUMNS):]:
+        assert ok[column].notna().all(), column
+    assert set(csv["device"]) == {"cpu"}
+
+    # tables and plots
+    assert list(directory.glob("table4_*.md")) and list(directory.glob("table4_*.tex"))
+    assert (directory / "env.json").is_file()
+    if suite.name == "speed" or "time" in suite.metrics:
+        assert list(directory.glob("time_*.png")) and list(directory.glob("time_*.pdf"))
+    if "memory" in suite.metrics:
+        assert list(directory.glob("memory_*.png")) and list(directory.glob("memory_*.pdf"))
+
+    # a second identical run finds everything done and measures nothing
+    with Store(directory / "results.db") as store:
+        before = store.dataframe()
+    second = cli("run", path, "--profile", "smoke", "--out", out, "--device", "cpu")
+    assert second.code == 0, second.err
+    assert f"{total} cells, {total} already done, ran: nothing to run" in second.out
+    with Store(directory / "results.db") as store:
+        after = store.dataframe()
+        (runs,) = store.db.execute("SELECT COUNT(*) FROM runs").fetchone()
+    assert runs == 2
+    pd.testing.assert_frame_equal(before, after)  # same rows, same finish times: nothing redone
