@@ -1,0 +1,206 @@
+"""Performer: FAVOR+ linear attention with positive (orthogonal) random features for the softmax kernel.
+
+Paper: Choromanski et al., "Rethinking Attention with Performers", ICLR 2021, https://arxiv.org/abs/2009.14794
+(§2.3-2.4 positive random features, §2.4 orthogonal features, Lemma 1). Reference implementations:
+google-research ``performer/fast_attention`` (JAX) and lucidrains ``performer-pytorch``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .base import QKVProjection, merge_heads, zero_padding
+from .registry import AttentionConfig, Capabilities, register, register_preset
+
+
+@dataclass(frozen=True)
+class PerformerConfig(AttentionConfig):
+    """Config of Performer (FAVOR+, bidirectional); defaults follow the paper and the reference code.
+
+    Attributes:
+        nb_features: number of random features m (256: the JAX reference's ``nb_features`` default).
+        redraw_interval: 0 keeps the features drawn at construction forever; k > 0 redraws them after every
+            k training forward calls (counted in the ``calls_since_redraw`` buffer; eval calls neither count
+            nor redraw). 1000 is performer-pytorch's ``feature_redraw_interval`` default.
+        ortho: True draws positive *orthogonal* random features (paper §2.4: blocks of d QR-orthogonalised
+            Gaussian rows, row norms resampled from chi(d)); False draws i.i.d. Gaussian rows.
+        kernel_eps: the reference code's eps (1e-4) added to every feature after the max-stabilised exp, so
+            the normaliser φ(Q)(φ(K)ᵀ1) never vanishes; 0 gives the paper's exact estimator (unbiased, but
+            the normaliser can underflow in low precision).
+    """
+
+    nb_features: int = 256
+    redraw_interval: int = 1000
+    ortho: bool = True
+    kernel_eps: float = 1e-4
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if int(self.nb_features) <= 0:
+            raise ValueError(f"nb_features must be a positive integer, got {self.nb_features!r}")
+        if int(self.redraw_interval) < 0:
+            raise ValueError(f"redraw_interval must be >= 0 (0 = fixed), got {self.redraw_interval!r}")
+        if not self.kernel_eps >= 0.0:
+            raise ValueError(f"kernel_eps must be >= 0, got {self.kernel_eps!r}")
+
+
+def gaussian_random_features(m: int, d: int, ortho: bool, dtype: torch.dtype = torch.float32) -> Tensor:
+    """m random feature vectors ω_i ∈ R^d, each marginally N(0, I_d): [m, d], from torch's global RNG.
+
+    ortho=True: ⌈m/d⌉ independent blocks of d exactly orthogonal directions (Gram-Schmidt of a Gaussian
+    matrix, i.e. QR with R's diagonal made positive, which makes each block Haar-distributed), the last
+    block truncated, each row then scaled by an independent chi(d) norm (the norm of a fresh Gaussian
+    vector), as the paper's ORF construction. Drawn in float64 on the CPU so the draw does not depend on
+    the device, then cast.
+    """
+    if not ortho:
+        return torch.randn(m, d, dtype=torch.float64).to(dtype)
+    blocks = math.ceil(m / d)
+    g = torch.randn(blocks, d, d, dtype=torch.float64)
+    q, r = torch.linalg.qr(g)  # [blocks, d, d]: orthonormal columns
+    # LAPACK's Householder QR fixes no signs; flipping columns to a positive diag(R) gives Gram-Schmidt.
+    q = q * torch.sign(torch.diagonal(r, dim1=-2, dim2=-1)).unsqueeze(-2)
+    directions = q.transpose(-1, -2).reshape(blocks * d, d)[:m]  # [m, d]: rows orthonormal within a block
+    norms = torch.randn(m, d, dtype=torch.float64).norm(dim=-1, keepdim=True)  # [m, 1] ~ chi(d)
+    return (directions * norms).to(dtype)
+
+
+def _stabilised_exp(x: Tensor, features: Tensor, is_query: bool, mask: Tensor | None) -> Tensor:
+    """exp(ωᵀx̂ − ‖x̂‖²/2 − c) / √m, the positive features without their eps: [B, H, N, m]."""
+    d, m = x.shape[-1], features.shape[0]
+    normalizer = d**-0.25
+    proj = torch.matmul(x, features.t() * normalizer)  # [B, H, N, m]: ωᵀx̂
+    # −‖x̂‖²/2 − c − log √m folded into one [B, H, N, 1] shift, so the big tensor sees one add and one exp.
+    shift = x.square().sum(-1, keepdim=True) * (-0.5 * normalizer**2) - 0.5 * math.log(m)  # [B, H, N, 1]
+    row_max = proj.detach().amax(dim=-1, keepdim=True)  # [B, H, N, 1]
+    if is_query:
+        shift = shift - row_max
+    else:
+        if mask is not None:
+            row_max = row_max.masked_fill(~mask[:, None, :, None], float("-inf"))
+        key_max = row_max.amax(dim=-2, keepdim=True)  # [B, H, 1, 1]
+        key_max = torch.where(torch.isfinite(key_max), key_max, torch.zeros_like(key_max))  # no real key: 0
+        shift = shift - key_max
+        if mask is not None:
+            # exp(−huge) = 0 exactly: padded rows can neither overflow nor give inf·0 = NaN gradients.
+            shift = shift.masked_fill(~mask[:, None, :, None], -torch.finfo(x.dtype).max)
+    # In place on the fresh product (its backward needs x and ω, not the product): one [B, H, N, m] buffer.
+    return proj.add_(shift).exp_()
+
+
+def softmax_kernel_features(
+    x: Tensor, features: Tensor, *, is_query: bool, eps: float = 1e-4, mask: Tensor | None = None
+) -> Tensor:
+    """Positive random features φ(x) of the softmax kernel, numerically stabilised: [..., N, m].
+
+    φ(x) = (exp(ωᵀx̂ − ‖x̂‖²/2 − c) + eps) / √m with x̂ = d^(-1/4) x, so E[φ(q)ᵀφ(k)] = exp(qᵀk/√d)·e^(−c_q−c_k)
+    up to eps (Lemma 1). The shift c is the max of ωᵀx̂ over the features of each row for queries and over
+    every feature and every (real) position for keys, as the reference code; it is detached (as
+    performer-pytorch), being a constant that cancels between numerator and denominator up to eps.
+
+    Args:
+        x: queries or keys, [B, H, N, d].
+        features: ω, [m, d].
+        is_query: per-row shift (queries) or one shift per (batch, head) (keys).
+        eps: added to every feature after the exp (then scaled by 1/√m).
+        mask: [B, N] bool, True = real; keys only: the shift is taken over real positions, and padded rows
+            get exactly eps/√m, whatever their content (callers drop them from the sums).
+    """
+    return _stabilised_exp(x, features, is_query, mask) + eps / math.sqrt(features.shape[0])
+
+
+@register("performer", PerformerConfig, Capabilities(complexity="n"))
+class PerformerAttention(nn.Module):
+    """Performer (FAVOR+) attention with positive orthogonal random features; arxiv.org/abs/2009.14794.
+
+    out = D⁻¹ φ(Q) (φ(K)ᵀ V) with D = diag(φ(Q) (φ(K)ᵀ 1)), φ the positive softmax-kernel features of
+    ``softmax_kernel_features`` (d^(-1/4) data normaliser on Q and K, so φ(q)ᵀφ(k) estimates exp(qᵀk/√d)).
+    Never builds an n×n matrix: O(n·m·d) time, O(n·m) memory.
+
+    Choices and deviations (the paper leaves these open; the reference code decides where it can):
+    - One feature matrix ω ∈ R^{m×d_head} per layer, shared by all heads and batch rows (reference code).
+    - Orthogonal blocks use QR with a sign fix (= Gram-Schmidt, Haar-distributed), and chi(d) row norms
+      (the paper's regular ORF; the reference code's ``scaling=0``).
+    - Numerical stabilisation as the reference code: max subtracted per row for queries, globally (per
+      batch row and head, over real keys only) for keys, detached; eps = 1e-4 added to each feature. As in
+      the reference, eps is not negligible for keys whose ωᵀk̂ − ‖k̂‖²/2 lies far below the global key max
+      (large ‖k‖): it then pulls the weights toward uniform; ``kernel_eps=0`` removes that bias.
+    - Padding: X is zeroed at padded positions, padded keys are left out of the key-value and key sums
+      (the rows of [V, 1] are masked, which equals zeroing φ(K) at padded rows) and out of the key shift.
+      performer-pytorch masks only V, so its normaliser still counts padded keys.
+    - Feature redraw: ``redraw_interval`` k > 0 redraws ω from torch's global RNG at the start of every
+      (k+1)-th training forward since the last draw, so each draw serves exactly k training calls
+      (performer-pytorch's ``ProjectionUpdater`` rule; the JAX code can redraw on every call). The count is
+      a buffer (saved with the weights); a Python mirror of it avoids a host-device sync per step.
+    - Dropout: there is no attention matrix to drop from; as performer-pytorch, ``dropout`` is applied to
+      the layer output (after the output projection), in training only.
+    - φ(K)ᵀ V and φ(K)ᵀ 1 are one product with a ones column appended to V (one pass over φ(Q) and φ(K)
+      instead of two), and the eps term is added to the small products rather than to the [N, m] features
+      (exact algebra, two passes fewer); the exp is taken in place on the fresh ωᵀx̂ product.
+    - Redraw bookkeeping runs outside ``torch.compile`` (``torch.compiler.disable``), so a compiled layer
+      does not recompile as the count changes.
+    """
+
+    def __init__(self, cfg: PerformerConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.proj = QKVProjection(cfg.dim, cfg.heads)
+        self.out = nn.Linear(cfg.dim, cfg.dim)
+        self.register_buffer("features", gaussian_random_features(cfg.nb_features, cfg.head_dim, cfg.ortho))
+        self.register_buffer("calls_since_redraw", torch.zeros((), dtype=torch.long))
+        self._calls = 0  # mirror of calls_since_redraw, read without a device sync
+
+    @torch.no_grad()
+    def redraw_features(self) -> None:
+        """Draw a fresh ω from torch's global RNG (same device and dtype as before) and reset the count."""
+        new = gaussian_random_features(self.cfg.nb_features, self.cfg.head_dim, self.cfg.ortho)
+        # A new tensor rather than copy_: a graph still holding the old ω for backward stays valid.
+        self.features = new.to(device=self.features.device, dtype=self.features.dtype)
+        self._calls = 0
+        self.calls_since_redraw.fill_(0)
+
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any, **kw: Any) -> None:
+        super()._load_from_state_dict(state_dict, prefix, *args, **kw)
+        self._calls = int(self.calls_since_redraw)
+
+    @torch.compiler.disable
+    def _count_training_call(self) -> None:
+        """Redraw ω once the current draw has served ``redraw_interval`` training calls; count this call."""
+        if self._calls >= self.cfg.redraw_interval:
+            self.redraw_features()
+        self._calls += 1
+        self.calls_since_redraw.fill_(self._calls)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        cfg = self.cfg
+        if self.training and cfg.redraw_interval > 0:
+            self._count_training_call()
+        x = zero_padding(x, mask)
+        q, k, v = self.proj(x)  # each [B, H, N, dh]
+        w = self.features.to(q.dtype)
+        # φ = e + eps/√m: the eps term is added to the [m, dh+1] and [N, dh+1] products, never to e itself
+        # (exact: (e + c)ᵀ A = eᵀ A + c·1(1ᵀ A)), which saves two passes over the [B, H, N, m] tensors.
+        c = cfg.kernel_eps / math.sqrt(cfg.nb_features)
+        e_q = _stabilised_exp(q, w, True, None)  # [B, H, N, m]
+        e_k = _stabilised_exp(k, w, False, mask)  # [B, H, N, m]
+        v1 = F.pad(v, (0, 1), value=1.0)  # [B, H, N, dh+1]: [V, 1]
+        if mask is not None:
+            v1 = v1 * mask[:, None, :, None].to(v1.dtype)  # padded keys leave φ(K)ᵀV and φ(K)ᵀ1
+        kv = torch.matmul(e_k.transpose(-1, -2), v1) + c * v1.sum(dim=-2, keepdim=True)  # [B, H, m, dh+1]
+        y1 = torch.matmul(e_q, kv) + c * kv.sum(dim=-2, keepdim=True)  # [B, H, N, dh+1]: [numerator, D]
+        # The normaliser is > 0 (≥ eps²·n_real) unless a sequence has no real key at all: then 0/0, replaced
+        # by 0/1 so output and gradients stay finite.
+        den = y1[..., -1:]  # [B, H, N, 1]
+        y = y1[..., :-1] / torch.where(den > 0, den, torch.ones_like(den))  # [B, H, N, dh]
+        y = self.out(merge_heads(y))
+        return F.dropout(y, p=cfg.dropout, training=self.training)
+
+
+register_preset("performer_m256", "performer", nb_features=256, description="Performer (FAVOR+), m = 256.")
+register_preset("performer_m64", "performer", nb_features=64, description="Performer (FAVOR+), m = 64.")
