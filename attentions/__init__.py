@@ -3,6 +3,6 @@
 Importing this package registers every variant. Adding a variant = one module here + one import line below.
 """
 
-from . import linformer, nystromformer, performer, reformer, s3attention, vanilla  # noqa: F401  (registers)
+from . import fsat, linformer, nystromformer, performer, reformer, s3attention, vanilla  # noqa: F401  (registers)
 from .registry import *  # noqa: F403  (the public API is the registry's)
 from .registry import __all__  # noqa: F401
