@@ -36,6 +36,7 @@ class CellResult:
     status: str
     message: str = ""
     metrics: dict[str, Any] = field(default_factory=dict)
+    curve: list[dict[str, float]] | None = None  # learning curve of a training cell
 
 
 class CellTimeout(Exception):
@@ -97,7 +98,7 @@ def classify_exception(exc: BaseException) -> CellResult:
     message = f"{type(exc).__name__}: {first}"
     if isinstance(exc, CellTimeout):
         return CellResult("timeout", first)
-    if isinstance(exc, NonFinite):
+    if isinstance(exc, NonFinite | FloatingPointError):
         return CellResult("nan", first)
     if isinstance(exc, torch.OutOfMemoryError | MemoryError) or (
         isinstance(exc, RuntimeError) and any(m in first.lower() for m in _OOM_MARKERS)

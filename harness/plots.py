@@ -66,12 +66,43 @@ def _plot_metric(df_group: pd.DataFrame, metric: Metric, out_dir: Path, stem: st
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small",
                   frameon=False)
 
-        paths = []
-        for ext, kwargs in _FORMATS:
-            path = out_dir / f"{stem}.{ext}"
-            fig.savefig(path, bbox_inches="tight", **kwargs)  # "tight" keeps the outside legend in frame
-            paths.append(path)
-        return paths
+        return save_figure(fig, out_dir, stem)
+    finally:
+        plt.close(fig)
+
+
+def save_figure(fig: plt.Figure, out_dir: Path, stem: str) -> list[Path]:
+    """Write ``fig`` as ``<stem>.png`` (150 dpi) and ``<stem>.pdf``; returns the paths."""
+    paths = []
+    for ext, kwargs in _FORMATS:
+        path = out_dir / f"{stem}.{ext}"
+        fig.savefig(path, bbox_inches="tight", **kwargs)  # "tight" keeps an outside legend in frame
+        paths.append(path)
+    return paths
+
+
+def plot_learning_curves(curves: pd.DataFrame, out_dir: Path, *, task: str, title: str) -> list[Path]:
+    """Training loss and dev accuracy against step for one task, one line per attention (the paper's Fig. 3).
+
+    Lines are the mean over seeds at each evaluation step; the band spans the seeds' min and max.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    try:
+        for i, (attention, sub) in enumerate(curves.groupby("attention", sort=True)):
+            stats = sub.groupby("step")[["train_loss", "dev_acc"]].agg(["mean", "min", "max"])
+            for ax, column in zip(axes, ("train_loss", "dev_acc"), strict=True):
+                steps = stats.index.to_numpy()
+                ax.plot(steps, stats[(column, "mean")], color=f"C{i % 10}", label=str(attention))
+                ax.fill_between(steps, stats[(column, "min")], stats[(column, "max")], color=f"C{i % 10}",
+                                alpha=0.15, linewidth=0)
+        for ax, label in zip(axes, ("Training loss", "Dev accuracy"), strict=True):
+            ax.set_xlabel("Step")
+            ax.set_ylabel(label)
+            ax.grid(True, alpha=0.3)
+        axes[1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small", frameon=False)
+        fig.suptitle(title, fontsize="medium")
+        return save_figure(fig, out_dir, f"curves_{task}")
     finally:
         plt.close(fig)
 

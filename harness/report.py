@@ -123,20 +123,20 @@ class _Markup:
     escape: Callable[[str], str]
 
 
-def _tex_escape(text: str) -> str:
+def tex_escape(text: str) -> str:
     return re.sub(r"([&%$#_{}])", r"\\\1", text)
 
 
 _MARKUPS: dict[str, _Markup] = {
     "md": _Markup(times="×", missing="—", escape=lambda s: s.replace("|", r"\|")),
     # "---" is the em dash in any LaTeX engine; the Unicode one needs utf8 font support.
-    "tex": _Markup(times=r"$\times$", missing="---", escape=_tex_escape),
+    "tex": _Markup(times=r"$\times$", missing="---", escape=tex_escape),
 }
 
 _Cells = dict[tuple[str, int], dict[str, object]]
 
 
-def _format_value(value: float) -> str:
+def format_value(value: float) -> str:
     """3 significant digits, in fixed notation (tables must not show ``1.23e+03``)."""
     if value == 0:
         return "0"
@@ -166,7 +166,7 @@ def _format_cell(cells: _Cells, attention: str, seq_len: int, metric: Metric, ba
     value = _metric_value(cells, attention, seq_len, metric)
     if value is None:
         return markup.missing
-    text = _format_value(value)
+    text = format_value(value)
     base = _metric_value(cells, baseline, seq_len, metric) if attention != baseline else None
     if base is None or base <= 0 or value <= 0:
         return text
@@ -182,7 +182,7 @@ def _shown_metrics(df_group: pd.DataFrame) -> list[Metric]:
     return [m for m in metrics if ok.empty or ok[m.column].notna().any()]
 
 
-def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]], n_left: int = 1) -> str:
+def md_table(header: Sequence[str], rows: Sequence[Sequence[str]], n_left: int = 1) -> str:
     """GitHub Markdown table, padded for legibility; the first ``n_left`` columns are left-aligned."""
     widths = [max(len(c) for c in column) for column in zip(header, *rows, strict=True)]
 
@@ -197,12 +197,12 @@ def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]], n_left: int 
 
 def _render_md(metrics: Sequence[Metric], lengths: Sequence[int], rows: Sequence[Sequence[str]]) -> str:
     header = ["Attention", *(f"{m.label} {length_label(n)}" for m in metrics for n in lengths)]
-    return _md_table(header, rows)
+    return md_table(header, rows)
 
 
 def _render_tex(metrics: Sequence[Metric], lengths: Sequence[int], rows: Sequence[Sequence[str]]) -> str:
     k = len(lengths)
-    spans = [rf"\multicolumn{{{k}}}{{c}}{{{_tex_escape(m.label)}}}" for m in metrics]
+    spans = [rf"\multicolumn{{{k}}}{{c}}{{{tex_escape(m.label)}}}" for m in metrics]
     rules = [rf"\cmidrule(lr){{{2 + i * k}-{1 + (i + 1) * k}}}" for i in range(len(metrics))]
     lengths_row = ["Attention", *(length_label(n) for _ in metrics for n in lengths)]
     return "\n".join([
@@ -292,10 +292,10 @@ def _slopes_md(slopes: pd.DataFrame, min_seq_len: int) -> str:
         for r in slopes.to_dict("records")
     ]
     note = "A slope of 2 means time or memory grows quadratically with sequence length, 1 linearly."
-    return f"{title}\n\n{_md_table(header, rows, n_left=len(GROUP_COLUMNS) + 2)}\n\n{note}\n"
+    return f"{title}\n\n{md_table(header, rows, n_left=len(GROUP_COLUMNS) + 2)}\n\n{note}\n"
 
 
-def _env_summary(env: Mapping[str, object]) -> str:
+def env_summary(env: Mapping[str, object]) -> str:
     def get(key: str) -> object:
         value = env.get(key)
         return "n/a" if value in (None, "") else value
@@ -311,7 +311,7 @@ def _table4_md(df_group: pd.DataFrame, group: Mapping[str, object], *, suite: st
         f"{table4(df_group, baseline=baseline, fmt='md')}\n\n"
         f"Multipliers are relative to `{baseline}`; above 1.0× is better (faster, higher throughput or "
         "less memory). OOM = out of memory; — = failed, unsupported or not run.\n\n"
-        f"_Environment: {_env_summary(env)}_\n"
+        f"_Environment: {env_summary(env)}_\n"
     )
 
 
@@ -323,6 +323,15 @@ def _table4_tex(df_group: pd.DataFrame, group: Mapping[str, object], *, suite: s
     # A newline inside a value would end the comment and leak text into the document.
     lines = ["% " + " ".join(c.splitlines()) for c in comments]
     return "\n".join([*lines, table4(df_group, baseline=baseline, fmt="tex")]) + "\n"
+
+
+def write_raw(df: pd.DataFrame, out_dir: Path, env: Mapping[str, object]) -> list[Path]:
+    """``results.csv`` (every row and column at full precision) and ``env.json`` — written before any table."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results_path, env_path = out_dir / "results.csv", out_dir / "env.json"
+    df.to_csv(results_path, index=False)  # float_format unset: pandas writes round-trippable reprs
+    env_path.write_text(json.dumps(env, indent=2) + "\n", encoding="utf-8")
+    return [results_path, env_path]
 
 
 def write_reports(df: pd.DataFrame, out_dir: Path, *, env: dict[str, object], suite: str,
@@ -361,10 +370,7 @@ def write_reports(df: pd.DataFrame, out_dir: Path, *, env: dict[str, object], su
     df = df.assign(**{column: float("nan") for column in missing})
     # Raw data first, so that a formatting failure further down cannot lose the measurements.
     df = df.sort_values([*GROUP_COLUMNS, "attention", "seq_len"], kind="stable", ignore_index=True)
-    results_path = out_dir / "results.csv"
-    df.to_csv(results_path, index=False)  # float_format unset: pandas writes round-trippable reprs
-    written.append(results_path)
-    write("env.json", json.dumps(env, indent=2) + "\n")
+    written += write_raw(df, out_dir, env)
 
     if plots:
         # Imported here because harness.plots imports this module's metric definitions.

@@ -32,6 +32,25 @@ from .suite import Cell, Suite
 from .timing import GLIBC_TUNABLES_TIMING
 
 
+@dataclass(frozen=True)
+class Context:
+    """What a cell needs besides itself: where its checkpoints and cached data go, limits, the GEMM peak."""
+
+    workdir: Path
+    cache_dir: Path | None = None
+    gemm_peak_gflops: float | None = None
+    timeout_s: float | None = None
+
+
+def execute_cell(cell: Cell, ctx: Context) -> CellResult:
+    """Run one cell in this process with the executor of its kind."""
+    if cell.kind == "accuracy":
+        from .accuracy import run_accuracy_cell
+
+        return run_accuracy_cell(cell, workdir=ctx.workdir, cache_dir=ctx.cache_dir, timeout_s=ctx.timeout_s)
+    return measure_cell(cell, gemm_peak_gflops=ctx.gemm_peak_gflops, timeout_s=ctx.timeout_s)
+
+
 @dataclass
 class RunSummary:
     out_dir: Path
@@ -47,11 +66,27 @@ def suite_dir(out: str | Path, suite: Suite) -> Path:
     return Path(out) / suite.name / suite.profile
 
 
-def run_isolated(cell: Cell, *, gemm_peak_gflops: float | None, timeout_s: float | None) -> CellResult:
-    """Measure ``cell`` in a fresh Python process; its death or hang becomes the cell's status."""
+def run_isolated(
+    cell: Cell,
+    *,
+    gemm_peak_gflops: float | None,
+    timeout_s: float | None,
+    workdir: Path | None = None,
+    cache_dir: Path | None = None,
+) -> CellResult:
+    """Measure ``cell`` in a fresh Python process; its death or hang becomes the cell's status.
+
+    The time limit is enforced here (the process is killed), not inside the worker.
+    """
     with tempfile.TemporaryDirectory(prefix="attnbench-") as tmp:
         result_path = Path(tmp) / "result.json"
-        job = {"cell": cell.to_json(), "gemm_peak_gflops": gemm_peak_gflops, "result_path": str(result_path)}
+        job = {
+            "cell": cell.to_json(),
+            "gemm_peak_gflops": gemm_peak_gflops,
+            "workdir": str(workdir or tmp),
+            "cache_dir": None if cache_dir is None else str(cache_dir),
+            "result_path": str(result_path),
+        }
         env = {**os.environ}
         if cell.device.startswith("cpu"):
             env["GLIBC_TUNABLES"] = GLIBC_TUNABLES_TIMING  # read by glibc at process start only
@@ -66,8 +101,7 @@ def run_isolated(cell: Cell, *, gemm_peak_gflops: float | None, timeout_s: float
             proc.communicate()
             return CellResult("timeout", f"cell exceeded its {timeout_s:g} s time limit (worker killed)")
         if result_path.exists():
-            data = json.loads(result_path.read_text())
-            return CellResult(data["status"], data["message"], data["metrics"])
+            return CellResult(**json.loads(result_path.read_text()))
         code = proc.returncode
         how = f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
         tail = (stderr or "").strip().splitlines()[-1:] or [""]
@@ -120,15 +154,22 @@ def run_suite(
         run_id = store.start_run(suite.name, suite.profile, env, argv or [])
         summary = RunSummary(directory, len(cells), len(cells) - len(todo))
         tty = sys.stderr.isatty() if progress is None else progress
+        ctx = Context(directory, Path(out) / ".data_cache", env.get("gemm_peak_gflops"), timeout_s)
+        if suite.kind == "accuracy" and todo:
+            _prepare_data(todo, ctx)
         bar = tqdm(todo, desc=f"{suite.name}/{suite.profile}", unit="cell", disable=not tty, dynamic_ncols=True)
         for i, cell in enumerate(bar, 1):
             bar.set_postfix_str(cell.label)
-            peak = env.get("gemm_peak_gflops")
             if isolate and not cell.skip_reason:
-                result = run_isolated(cell, gemm_peak_gflops=peak, timeout_s=timeout_s)
+                result = run_isolated(cell, gemm_peak_gflops=ctx.gemm_peak_gflops, timeout_s=timeout_s,
+                                      workdir=ctx.workdir, cache_dir=ctx.cache_dir)
             else:
-                result = measure_cell(cell, gemm_peak_gflops=peak, timeout_s=timeout_s)
-            store.put(run_id, cell, result.status, result.message, result.metrics)
+                result = execute_cell(cell, ctx)
+            store.put(run_id, cell, result.status, result.message, result.metrics, result.curve)
+            if cell.kind == "accuracy":
+                from .accuracy import checkpoint_path
+
+                checkpoint_path(ctx.workdir, cell).unlink(missing_ok=True)  # the row is stored: no resume needed
             summary.statuses[result.status] = summary.statuses.get(result.status, 0) + 1
             if not tty:
                 print(f"[{i}/{len(todo)}] {cell.label}: {_describe(result)}", file=sys.stderr, flush=True)
@@ -137,10 +178,28 @@ def run_suite(
     return summary
 
 
+def _prepare_data(cells: list[Cell], ctx: Context) -> None:
+    """Load or generate every dataset the cells need before the first one runs.
+
+    A missing or malformed data file is then an exit-2 error up front, not a failed cell an hour in, and
+    generated datasets land in the cache once rather than in each isolated worker.
+    """
+    from .accuracy import task_data
+
+    seen = set()
+    for cell in cells:
+        key = json.dumps(cell.fixed["data"], sort_keys=True, default=str)
+        if key not in seen:
+            seen.add(key)
+            task_data(cell.fixed["data"], ctx.cache_dir)
+
+
 def _describe(result: CellResult) -> str:
     if result.status != "ok":
         return f"{result.status} {result.message}".strip()
     m = result.metrics
+    if "test_acc" in m:
+        return f"ok test acc {m['test_acc']:.4f} (best dev {m['best_dev_acc']:.4f}), {m['steps_per_s']:.3g} steps/s"
     parts = []
     if "time_ms_median" in m:
         parts.append(f"{m['time_ms_median']:.3g} ms (IQR {m['time_ms_iqr']:.2g})")
@@ -157,6 +216,11 @@ def write_suite_reports(store: Store, suite: Suite | None = None, *, keys: list[
     env: dict[str, Any] = store.latest_env()
     opts = suite.report if suite is not None else {}
     name = suite.name if suite is not None else str(df["suite"].iloc[0])
+    if (df["kind"] == "accuracy").all():
+        from .report_accuracy import write_accuracy_reports
+
+        return write_accuracy_reports(df, store.curves(keys), store.path.parent, env=env, suite=name,
+                                      baseline=opts.get("baseline", "vanilla"))
     return report.write_reports(
         df, store.path.parent, env=env, suite=name, baseline=opts.get("baseline", "vanilla"),
         slope_min_seq_len=int(opts.get("slope_min_seq_len", 1024)),

@@ -39,7 +39,14 @@ CREATE TABLE IF NOT EXISTS cells (
     metrics_json TEXT NOT NULL DEFAULT '{}',
     finished_utc TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS curves (
+    key TEXT NOT NULL,
+    step INTEGER NOT NULL,
+    train_loss REAL, train_acc REAL, dev_loss REAL, dev_acc REAL,
+    PRIMARY KEY (key, step)
+);
 """
+CURVE_COLUMNS = ("step", "train_loss", "train_acc", "dev_loss", "dev_acc")
 
 
 def _utc_now() -> str:
@@ -78,9 +85,15 @@ class Store:
         return {row[0] for row in self.db.execute("SELECT key FROM cells")}
 
     def put(
-        self, run_id: int, cell: Cell, status: str, message: str = "", metrics: dict[str, Any] | None = None
+        self,
+        run_id: int,
+        cell: Cell,
+        status: str,
+        message: str = "",
+        metrics: dict[str, Any] | None = None,
+        curve: list[dict[str, float]] | None = None,
     ) -> None:
-        """Record a cell's final result atomically (replacing an earlier one under ``--fresh``)."""
+        """Record a cell's final result (and learning curve) atomically, replacing an earlier one (``--fresh``)."""
         if status not in STATUSES:
             raise ValueError(f"status {status!r} is not one of {STATUSES}")
         with self.db:  # BEGIN ... COMMIT, or ROLLBACK on error
@@ -97,6 +110,11 @@ class Store:
                     json.dumps(metrics or {}),
                     _utc_now(),
                 ),
+            )
+            self.db.execute("DELETE FROM curves WHERE key = ?", (cell.key,))
+            self.db.executemany(
+                f"INSERT INTO curves (key, {', '.join(CURVE_COLUMNS)}) VALUES (?{', ?' * len(CURVE_COLUMNS)})",
+                [(cell.key, *(point.get(c) for c in CURVE_COLUMNS)) for point in curve or []],
             )
 
     def latest_env(self) -> dict[str, Any]:
@@ -117,6 +135,7 @@ class Store:
                 {
                     "key": key,
                     "suite": suite,
+                    "kind": cell.get("kind", "speed"),
                     **cell["params"],
                     "device": cell["device"].split(":")[0],
                     "status": status,
@@ -126,3 +145,12 @@ class Store:
                 }
             )
         return pd.DataFrame(rows)
+
+    def curves(self, keys: Iterable[str] | None = None) -> pd.DataFrame:
+        """Every evaluation point: key, the cell's axis values, step, train/dev loss and accuracy."""
+        cells = self.dataframe(keys)
+        points = pd.read_sql_query(f"SELECT key, {', '.join(CURVE_COLUMNS)} FROM curves ORDER BY key, step", self.db)
+        if cells.empty or points.empty:
+            return pd.DataFrame(columns=["key", *CURVE_COLUMNS])
+        axes = [c for c in ("attention", "task", "seed") if c in cells.columns]
+        return points.merge(cells[["key", *axes]], on="key", how="inner")

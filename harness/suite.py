@@ -1,6 +1,9 @@
 """Suites as data: load a YAML file, validate it completely before anything runs, expand it into cells.
 
-A suite file::
+Two kinds of suite: ``speed`` (the default; each cell times and measures one layer or training step) and
+``accuracy`` (each cell trains and tests an encoder on one task with one seed; see the end of this docstring).
+
+A speed suite file::
 
     name: speed
     description: time, peak memory and FLOPs of each variant against sequence length
@@ -26,6 +29,17 @@ A suite file::
       smoke: {axes: {seq_len: [64, 128]}, timing: {min_run_time_s: 0.01, min_repeats: 2, warmup: 1}}
       quick: {}
       paper: {...}
+
+An accuracy suite file::
+
+    name: accuracy
+    kind: accuracy
+    axes: {attention: [vanilla, s3attention], task: [listops, text, retrieval, image, pathfinder], seed: [0, 1]}
+    data: {dir: null, seed: 0, sizes: [2000, 200, 200]}   # dir null = offline generators; --data-dir overrides
+    train: {steps: 300, batch_size: 32, lr: 1.0e-4, eval_every: 50, checkpoint_every: 50}   # TrainConfig fields
+    tasks:                      # per task: sequence length, training settings, attention config, generator params
+      listops: {seq_len: 2000, train: {lr: 1.0e-4}, config: {dropout: 0.0}, gen: {max_depth: 10}}
+    profiles: {smoke: {...}, quick: {...}, paper: {...}}
 """
 
 from __future__ import annotations
@@ -47,21 +61,27 @@ import yaml
 import attentions
 from attentions import RegistryError
 
+from .data import LRA_SEQ_LEN, TASKS
 from .errors import SuiteError
+from .training import TrainConfig
 
 MODES = ("fwd", "fwd+bwd", "train_step")
 DTYPES = ("float32", "bfloat16", "float16")
 METRICS = ("time", "memory", "flops")
 PROFILES_REQUIRED = ("smoke", "quick", "paper")
 
+KINDS = ("speed", "accuracy")
 TOP_KEYS = {
-    "name", "description", "axes", "config", "attention_config", "fixed", "metrics", "timing", "skip", "report",
-    "profiles",
+    "name", "description", "kind", "axes", "config", "attention_config", "fixed", "metrics", "timing", "skip",
+    "report", "data", "train", "tasks", "profiles",
 }
 PROFILE_KEYS = TOP_KEYS - {"name", "profiles"}
 TIMING_DEFAULTS: dict[str, Any] = {"min_run_time_s": 1.0, "min_repeats": 5, "warmup": 2}
 FIXED_DEFAULTS: dict[str, Any] = {"layers": 2, "mlp_dim": 128, "vocab_size": 256, "num_classes": 2, "seed": 0}
 REPORT_DEFAULTS: dict[str, Any] = {"baseline": "vanilla", "slope_min_seq_len": 1024}
+DATA_DEFAULTS: dict[str, Any] = {"dir": None, "seed": 0, "sizes": [2000, 200, 200]}
+TASK_KEYS = {"seq_len", "train", "config", "attention_config", "gen", "sizes"}
+TRAIN_FIELDS = {f.name for f in dataclasses.fields(TrainConfig)}
 
 
 def _positive_int(v: Any) -> bool:
@@ -77,6 +97,13 @@ AXES: dict[str, tuple[Any, str]] = {
     "dim": (_positive_int, "positive integers"),
     "mode": (lambda v: v in MODES, f"one of {', '.join(MODES)}"),
     "dtype": (lambda v: v in DTYPES, f"one of {', '.join(DTYPES)}"),
+    "task": (lambda v: v in TASKS, f"one of {', '.join(TASKS)}"),
+    "seed": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "non-negative integers"),
+}
+# The axes each kind of suite must declare.
+KIND_AXES: dict[str, tuple[str, ...]] = {
+    "speed": ("attention", "seq_len", "batch_size", "heads", "dim", "mode", "dtype"),
+    "accuracy": ("attention", "task", "seed"),
 }
 
 
@@ -92,6 +119,7 @@ class Cell:
     timing: dict[str, Any]
     device: str
     skip_reason: str | None = None
+    kind: str = "speed"
     key: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -103,6 +131,8 @@ class Cell:
     @property
     def label(self) -> str:
         p = self.params
+        if self.kind == "accuracy":
+            return " ".join(f"{k}={v}" if k != "attention" else str(v) for k, v in p.items())
         return f"{p['attention']} n={p['seq_len']} b={p['batch_size']} {p['mode']} {p['dtype']}"
 
     def to_json(self) -> dict[str, Any]:
@@ -123,6 +153,7 @@ class Suite:
     path: Path
     profile: str
     description: str
+    kind: str
     axes: dict[str, list[Any]]
     config: dict[str, Any]
     attention_config: dict[str, dict[str, Any]]
@@ -131,6 +162,9 @@ class Suite:
     timing: dict[str, Any]
     skip: list[dict[str, Any]]
     report: dict[str, Any]
+    data: dict[str, Any] = field(default_factory=dict)
+    train: dict[str, Any] = field(default_factory=dict)
+    tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def config_for(self, name: str) -> dict[str, Any]:
         """Config overrides of one attention: ``config``, then every matching ``attention_config`` pattern."""
@@ -151,6 +185,9 @@ class Suite:
         cells = []
         for combo in itertools.product(*values):
             params = dict(zip(names, combo, strict=True))
+            if self.kind == "accuracy":
+                cells.append(self._accuracy_cell(params, device))
+                continue
             cfg = attentions.make_config(
                 params["attention"],
                 **{**self.config_for(params["attention"]), "dim": params["dim"], "heads": params["heads"],
@@ -169,6 +206,35 @@ class Suite:
                 )
             )
         return cells
+
+    def task_settings(self, task: str) -> tuple[int, dict[str, Any], dict[str, Any]]:
+        """(sequence length, resolved TrainConfig fields, data settings) of one task of an accuracy suite."""
+        tdoc = self.tasks.get(task, {})
+        train = dataclasses.asdict(TrainConfig(**{**self.train, **tdoc.get("train", {})}))
+        seq_len = int(tdoc.get("seq_len") or LRA_SEQ_LEN[task])
+        data = {**self.data, "task": task, "seq_len": seq_len, "gen": tdoc.get("gen", {}),
+                "sizes": list(tdoc.get("sizes", self.data["sizes"]))}
+        return seq_len, train, data
+
+    def attention_overrides(self, name: str, task: str) -> dict[str, Any]:
+        """Config overrides of one attention on one task: suite-wide, then the task's own."""
+        tdoc = self.tasks.get(task, {})
+        out = {**self.config_for(name), **tdoc.get("config", {})}
+        for pattern, overrides in tdoc.get("attention_config", {}).items():
+            if fnmatch.fnmatchcase(name, pattern):
+                out.update(overrides)
+        return out
+
+    def _accuracy_cell(self, params: dict[str, Any], device: str) -> Cell:
+        seq_len, train, data = self.task_settings(params["task"])
+        cfg = attentions.make_config(
+            params["attention"],
+            **{**self.attention_overrides(params["attention"], params["task"]), "dim": train["dim"],
+               "heads": train["heads"], "max_seq_len": seq_len},
+        )
+        return Cell(suite=self.name, params=params, config=dataclasses.asdict(cfg),
+                    fixed={"train": train, "data": data}, metrics=("accuracy",), timing={}, device=device,
+                    skip_reason=self._skip_reason(params), kind="accuracy")
 
     def _skip_reason(self, params: dict[str, Any]) -> str | None:
         for rule in self.skip:
@@ -240,6 +306,9 @@ def load_suite(path: str | Path, profile: str = "quick", overrides: dict[str, li
         raise SuiteError(path, "profiles", f"unknown profile {profile!r}; choose one of {', '.join(profiles)}")
 
     merged = _merge(doc, profiles[profile] or {})
+    kind = merged.get("kind", "speed")
+    if kind not in KINDS:
+        raise SuiteError(path, "kind", f"unknown kind {kind!r}; choose one of {', '.join(KINDS)}")
     if overrides:
         merged["axes"] = {**_mapping(path, "axes", merged.get("axes")), **overrides}
     suite = Suite(
@@ -247,28 +316,35 @@ def load_suite(path: str | Path, profile: str = "quick", overrides: dict[str, li
         path=path,
         profile=profile,
         description=str(doc.get("description", "")),
-        axes=_validate_axes(path, merged.get("axes")),
+        kind=kind,
+        axes=_validate_axes(path, merged.get("axes"), kind),
         config=_mapping(path, "config", merged.get("config")),
         attention_config=_validate_attention_config(path, merged.get("attention_config")),
         fixed={**FIXED_DEFAULTS, **_mapping(path, "fixed", merged.get("fixed"))},
         metrics=_validate_metrics(path, merged.get("metrics", list(METRICS))),
         timing=_validate_numbers(path, "timing", merged.get("timing"), TIMING_DEFAULTS),
-        skip=_validate_skip(path, merged.get("skip")),
+        skip=_validate_skip(path, merged.get("skip"), kind),
         report={**REPORT_DEFAULTS, **_mapping(path, "report", merged.get("report"))},
+        data={**DATA_DEFAULTS, **_mapping(path, "data", merged.get("data"))},
+        train=_mapping(path, "train", merged.get("train")),
+        tasks=_validate_tasks(path, merged.get("tasks")),
     )
     _check_keys(path, "report", suite.report, set(REPORT_DEFAULTS))
     _check_keys(path, "fixed", suite.fixed, set(FIXED_DEFAULTS))
-    _validate_attention_configs(path, suite)
+    _check_keys(path, "data", suite.data, set(DATA_DEFAULTS))
+    _check_train(path, "train", suite.train)
+    if kind == "accuracy":
+        _validate_accuracy(path, suite)
+    else:
+        _validate_attention_configs(path, suite)
     return suite
 
 
 def _merge(base: dict[str, Any], prof: dict[str, Any]) -> dict[str, Any]:
+    """A profile over the top level: mappings merge key by key (recursively), anything else is replaced."""
     out = copy.deepcopy({k: v for k, v in base.items() if k != "profiles"})
     for k, v in prof.items():
-        if k in ("axes", "fixed", "config", "attention_config", "timing", "report") and isinstance(v, dict):
-            out[k] = {**(out.get(k) or {}), **v}
-        else:
-            out[k] = v
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
     return out
 
 
@@ -287,15 +363,16 @@ def _mapping(path: Path, key: str, value: Any) -> dict[str, Any]:
     return dict(value)
 
 
-def _validate_axes(path: Path, axes: Any) -> dict[str, list[Any]]:
+def _validate_axes(path: Path, axes: Any, kind: str) -> dict[str, list[Any]]:
     axes = _mapping(path, "axes", axes)
-    for name in AXES:
+    valid = KIND_AXES[kind]
+    for name in valid:
         if name not in axes:
             raise SuiteError(path, f"axes.{name}", f"missing axis; give a list of {AXES[name][1]}")
     out: dict[str, list[Any]] = {}
     for name, values in axes.items():
-        if name not in AXES:
-            raise SuiteError(path, f"axes.{name}", f"unknown axis; valid axes: {', '.join(AXES)}")
+        if name not in valid:
+            raise SuiteError(path, f"axes.{name}", f"unknown axis for a {kind} suite; valid axes: {', '.join(valid)}")
         values = values if isinstance(values, list) else [values]
         if not values:
             raise SuiteError(path, f"axes.{name}", f"empty axis; give at least one of {AXES[name][1]}")
@@ -339,7 +416,7 @@ def _validate_numbers(path: Path, key: str, value: Any, defaults: dict[str, Any]
     return value
 
 
-def _validate_skip(path: Path, rules: Any) -> list[dict[str, Any]]:
+def _validate_skip(path: Path, rules: Any, kind: str) -> list[dict[str, Any]]:
     rules = rules or []
     if not isinstance(rules, list):
         raise SuiteError(path, "skip", "must be a list of {when: {axis: condition}, reason: text}")
@@ -347,8 +424,9 @@ def _validate_skip(path: Path, rules: Any) -> list[dict[str, Any]]:
         if not isinstance(rule, dict) or set(rule) != {"when", "reason"} or not isinstance(rule["when"], dict):
             raise SuiteError(path, f"skip[{i}]", "each rule is {when: {axis: condition, ...}, reason: text}")
         for axis, cond in rule["when"].items():
-            if axis not in AXES:
-                raise SuiteError(path, f"skip[{i}].when.{axis}", f"unknown axis; valid axes: {', '.join(AXES)}")
+            if axis not in KIND_AXES[kind]:
+                valid = ", ".join(KIND_AXES[kind])
+                raise SuiteError(path, f"skip[{i}].when.{axis}", f"unknown axis; valid axes: {valid}")
             if isinstance(cond, dict) and (
                 not cond
                 or set(cond) - set(_COMPARE)
@@ -358,14 +436,57 @@ def _validate_skip(path: Path, rules: Any) -> list[dict[str, Any]]:
     return rules
 
 
-def _validate_attention_config(path: Path, value: Any) -> dict[str, dict[str, Any]]:
-    value = _mapping(path, "attention_config", value)
+def _validate_attention_config(path: Path, value: Any, where: str = "attention_config") -> dict[str, dict[str, Any]]:
+    value = _mapping(path, where, value)
     for pattern, overrides in value.items():
         if not isinstance(overrides, dict):
-            raise SuiteError(path, f"attention_config.{pattern}", "must map config fields to values")
+            raise SuiteError(path, f"{where}.{pattern}", "must map config fields to values")
         if not attentions.list_attentions(str(pattern)):
-            raise SuiteError(path, f"attention_config.{pattern}", "matches no registered attention (`attnbench list`)")
+            raise SuiteError(path, f"{where}.{pattern}", "matches no registered attention (`attnbench list`)")
     return value
+
+
+def _check_train(path: Path, where: str, train: dict[str, Any]) -> None:
+    _check_keys(path, where, train, TRAIN_FIELDS)
+    try:
+        TrainConfig(**train)
+    except TypeError as exc:
+        raise SuiteError(path, where, str(exc)) from None
+
+
+def _validate_tasks(path: Path, value: Any) -> dict[str, dict[str, Any]]:
+    tasks = _mapping(path, "tasks", value)
+    for task, tdoc in tasks.items():
+        where = f"tasks.{task}"
+        if task not in TASKS:
+            raise SuiteError(path, where, f"unknown task; valid tasks: {', '.join(TASKS)}")
+        tdoc = _mapping(path, where, tdoc)
+        _check_keys(path, where, tdoc, TASK_KEYS)
+        if "seq_len" in tdoc and not _positive_int(tdoc["seq_len"]):
+            raise SuiteError(path, f"{where}.seq_len", f"must be a positive integer, got {tdoc['seq_len']!r}")
+        _check_train(path, f"{where}.train", _mapping(path, f"{where}.train", tdoc.get("train")))
+        _mapping(path, f"{where}.config", tdoc.get("config"))
+        _mapping(path, f"{where}.gen", tdoc.get("gen"))
+        _validate_attention_config(path, tdoc.get("attention_config"), f"{where}.attention_config")
+        tasks[task] = tdoc
+    return tasks
+
+
+def _validate_accuracy(path: Path, suite: Suite) -> None:
+    """Resolve every (attention, task) once, so a bad setting fails before the first training step."""
+    sizes = suite.data["sizes"]
+    if not (isinstance(sizes, list) and len(sizes) == 3 and all(_positive_int(s) for s in sizes)):
+        raise SuiteError(path, "data.sizes", f"must be three positive integers [train, dev, test], got {sizes!r}")
+    if suite.data["dir"] is not None and not Path(str(suite.data["dir"])).is_dir():
+        raise SuiteError(path, "data.dir", f"{suite.data['dir']} is not a directory; give the LRA data directory")
+    for name in suite.attentions():
+        for task in suite.axes["task"]:
+            try:
+                suite._accuracy_cell({"attention": name, "task": task, "seed": 0}, "cpu")
+            except RegistryError as exc:
+                raise SuiteError(path, f"tasks.{task}", str(exc)) from None
+            except (ValueError, TypeError) as exc:
+                raise SuiteError(path, f"tasks.{task}", f"{name}: {exc}") from None
 
 
 def _validate_attention_configs(path: Path, suite: Suite) -> None:

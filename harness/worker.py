@@ -5,20 +5,23 @@ The parent treats a missing result file as the worker's death and records the ex
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
 
-from .measure import measure_cell
+from .runner import Context, execute_cell
 from .suite import Cell
 
 
 def main() -> None:
     job = json.loads(sys.stdin.read())
-    result = measure_cell(Cell.from_json(job["cell"]), gemm_peak_gflops=job.get("gemm_peak_gflops"))
+    cache_dir = Path(job["cache_dir"]) if job.get("cache_dir") else None
+    ctx = Context(Path(job["workdir"]), cache_dir, job.get("gemm_peak_gflops"))
+    result = execute_cell(Cell.from_json(job["cell"]), ctx)
     path = Path(job["result_path"])
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"status": result.status, "message": result.message, "metrics": result.metrics}))
+    tmp.write_text(json.dumps(dataclasses.asdict(result)))
     tmp.replace(path)  # atomic: the parent never reads half a file
 
 
