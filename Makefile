@@ -12,9 +12,12 @@ BIN        := $(VENV)/bin
 STAMP      := $(VENV)/.installed
 # Default device: cuda if torch sees one, else cpu (evaluated after setup, when the venv exists).
 DEVICE     ?= $(shell $(BIN)/python -c "import torch; print('cuda' if torch.cuda.is_available() else 'cpu')" 2>/dev/null || echo cpu)
-RUN         = $(BIN)/attnbench run --profile $(PROFILE) --device $(DEVICE) --out $(OUT)
+THREADS    ?=
+RUN         = $(BIN)/attnbench run --profile $(PROFILE) --device $(DEVICE) --out $(OUT) $(if $(THREADS),--threads $(THREADS))
 
-.PHONY: setup bench-speed bench-memory bench-long report test test-slow lint clean
+DATA_DIR   ?=
+
+.PHONY: setup bench-speed bench-memory bench-long accuracy report test test-slow lint clean
 
 setup: $(STAMP)
 
@@ -34,6 +37,10 @@ bench-memory: setup
 
 bench-long: setup
 	$(BIN)/attnbench run suites/speed.yaml --profile long --device $(DEVICE) --out $(OUT)
+
+# LRA accuracy (Table 1): offline generators, or the real LRA files with DATA_DIR=/path/to/lra
+accuracy: setup
+	$(RUN) suites/accuracy.yaml $(if $(DATA_DIR),--data-dir $(DATA_DIR))
 
 report: setup
 	$(BIN)/attnbench report $(OUT)

@@ -81,7 +81,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UserError(f"--timeout {args.timeout}: must be a positive number of seconds")
     device = check_device(args.device or default_device())
     out = check_out_dir(args.out)
-    suite = load_suite(args.suite, args.profile, parse_set(args.set or []))
+    if args.threads is not None:
+        if args.threads < 1:
+            raise UserError(f"--threads {args.threads}: must be a positive number of intra-op threads")
+        torch.set_num_threads(args.threads)  # recorded in the run's environment and every timing
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)  # --isolate workers inherit it
+    if args.data_dir is not None and not Path(args.data_dir).is_dir():
+        raise UserError(f"--data-dir {args.data_dir}: no such directory; give the folder holding the LRA files")
+    suite = load_suite(args.suite, args.profile, parse_set(args.set or []), data_dir=args.data_dir)
     only = [p for item in (args.only or []) for p in item.split(",") if p]
     for pattern in only:
         if not attentions.list_attentions(pattern):
@@ -141,6 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--fresh", action="store_true", help="redo cells that already have a result")
     run.add_argument("--isolate", action="store_true", help="one subprocess per cell")
     run.add_argument("--timeout", type=float, default=None, help="per-cell time limit in seconds")
+    run.add_argument("--data-dir", default=None, help="accuracy suites: real LRA data instead of the generators")
+    run.add_argument("--threads", type=int, default=None, help="CPU intra-op threads (default: torch's, all cores)")
     run.set_defaults(func=cmd_run)
     rep = sub.add_parser("report", help="rewrite CSV/Markdown/LaTeX tables and plots from a results directory")
     rep.add_argument("dir", help="a directory holding results.db (or a parent of several)")

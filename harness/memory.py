@@ -52,9 +52,19 @@ def _peak_cpu(fn: Callable[[], object]) -> int:
     tracemalloc sees nothing of torch's allocator and ru_maxrss cannot be reset, but the profiler
     records every CPU allocation (+bytes) and free (-bytes) with a timestamp, which is exact and
     repeatable: the same call gives the same number every time.
+
+    The call runs on one intra-op thread: with several, the records of parallel regions (per-thread
+    scratch buffers, autograd's frees) interleave in a different order from run to run and the running
+    sum's peak moved by up to 15% between identical runs (measured on a backward pass). One thread makes
+    the replay deterministic; the tensors a layer keeps, which make up the peak, do not depend on it.
     """
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=False) as prof:
-        fn()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=False) as prof:
+            fn()
+    finally:
+        torch.set_num_threads(threads)
     # The raw records are read from the kineto results: ``prof.events()`` folds each record into
     # the op that encloses it (as ``cpu_memory_usage``, the net of the op) and keeps "[memory]"
     # events only for records outside every op, so the temporaries of an op would be lost there.

@@ -265,13 +265,19 @@ def _matches(value: Any, cond: Any) -> bool:
     return value == cond
 
 
-def load_suite(path: str | Path, profile: str = "quick", overrides: dict[str, list[Any]] | None = None) -> Suite:
+def load_suite(
+    path: str | Path,
+    profile: str = "quick",
+    overrides: dict[str, list[Any]] | None = None,
+    data_dir: str | Path | None = None,
+) -> Suite:
     """Read, validate and resolve a suite file for one profile; every problem is a SuiteError (exit 2).
 
     Args:
         path: the YAML file.
         profile: name of a profile in the file.
         overrides: axis -> values from the command line (``--set seq_len=1024,2048``); replace the profile's.
+        data_dir: real data directory for an accuracy suite (``--data-dir``); replaces ``data.dir``.
     """
     path = Path(path)
     if not path.is_file():
@@ -311,6 +317,10 @@ def load_suite(path: str | Path, profile: str = "quick", overrides: dict[str, li
         raise SuiteError(path, "kind", f"unknown kind {kind!r}; choose one of {', '.join(KINDS)}")
     if overrides:
         merged["axes"] = {**_mapping(path, "axes", merged.get("axes")), **overrides}
+    if data_dir is not None:
+        if kind != "accuracy":
+            raise SuiteError("--data-dir", str(data_dir), f"only accuracy suites read data; {path} is a {kind} suite")
+        merged["data"] = {**_mapping(path, "data", merged.get("data")), "dir": str(Path(data_dir).resolve())}
     suite = Suite(
         name=name,
         path=path,

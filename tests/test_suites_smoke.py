@@ -20,6 +20,8 @@ SUITES = sorted((REPO_ROOT / "suites").glob("*.yaml"))
 
 BASE_COLUMNS = ["key", "attention", "backend", "seq_len", "batch_size", "heads", "dim", "mode", "dtype",
                 "device", "status", "message"]
+ACCURACY_COLUMNS = ["key", "attention", "task", "seed", "device", "status", "message", "test_acc", "best_dev_acc",
+                    "steps_per_s", "best_step", "steps"]
 METRIC_COLUMNS = {
     "time": ["time_ms_median", "time_ms_iqr"],
     "memory": ["peak_mem_bytes"],
@@ -48,11 +50,15 @@ def test_smoke_profile_runs_and_resumes(cli: Callable[..., CliResult], tmp_path:
 
     # results.csv: one row per cell, the columns the suite measures, only known statuses, no errors
     csv = pd.read_csv(directory / "results.csv")
-    required = list(BASE_COLUMNS)
-    for metric in suite.metrics:
-        required += METRIC_COLUMNS[metric]
-    if {"time", "flops"} <= set(suite.metrics):
-        required.append("gflops_per_s")
+    if suite.kind == "accuracy":
+        required = list(ACCURACY_COLUMNS)
+        n_base = required.index("test_acc")
+    else:
+        required, n_base = list(BASE_COLUMNS), len(BASE_COLUMNS)
+        for metric in suite.metrics:
+            required += METRIC_COLUMNS[metric]
+        if {"time", "flops"} <= set(suite.metrics):
+            required.append("gflops_per_s")
     assert not set(required) - set(csv.columns), f"missing columns {sorted(set(required) - set(csv.columns))}"
     assert len(csv) == total and csv["key"].is_unique
     assert set(csv["status"]) <= set(STATUSES)
@@ -60,16 +66,24 @@ def test_smoke_profile_runs_and_resumes(cli: Callable[..., CliResult], tmp_path:
     assert errors.empty, errors[["attention", "seq_len", "mode", "message"]].to_string()
     ok = csv[csv["status"] == "ok"]
     assert not ok.empty
-    for column in required[len(BASE_COLUMNS):]:
+    for column in required[n_base:]:
         assert ok[column].notna().all(), column
     assert set(csv["device"]) == {"cpu"}
-
-    # tables and plots
-    assert list(directory.glob("table4_*.md")) and list(directory.glob("table4_*.tex"))
     assert (directory / "env.json").is_file()
-    if suite.name == "speed" or "time" in suite.metrics:
+
+    if suite.kind == "accuracy":
+        # Table 1 in both formats, every evaluation point, learning curves per task; checkpoints cleaned up
+        assert (directory / "table1.md").is_file() and (directory / "table1.tex").is_file()
+        curves = pd.read_csv(directory / "curves.csv")
+        assert set(curves["key"]) == set(ok["key"])
+        for task in suite.axes["task"]:
+            assert (directory / f"curves_{task}.png").is_file() and (directory / f"curves_{task}.pdf").is_file()
+        assert not list((directory / "checkpoints").glob("*.pt"))
+    else:
+        assert list(directory.glob("table4_*.md")) and list(directory.glob("table4_*.tex"))
+    if suite.kind == "speed" and "time" in suite.metrics:
         assert list(directory.glob("time_*.png")) and list(directory.glob("time_*.pdf"))
-    if "memory" in suite.metrics:
+    if suite.kind == "speed" and "memory" in suite.metrics:
         assert list(directory.glob("memory_*.png")) and list(directory.glob("memory_*.pdf"))
 
     # a second identical run finds everything done and measures nothing
