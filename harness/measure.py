@@ -195,7 +195,7 @@ def measure_cell(cell: Cell, *, gemm_peak_gflops: float | None = None, timeout_s
                                n_calls=t.n_calls, threads=t.threads,
                                steps_per_s=1000.0 / t.median_ms if t.median_ms > 0 else float("nan"))
             if "memory" in cell.metrics:
-                metrics["peak_mem_bytes"] = peak_memory_bytes(fn, device)
+                metrics["peak_mem_bytes"] = peak_memory_bytes(fn, device, calls=3)
             if "flops" in cell.metrics:
                 metrics["gflops"] = count_flops(fn) / 1e9
                 if "time_ms_median" in metrics:

@@ -71,6 +71,19 @@ def test_short_input_equals_padded_input(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", CPU_VARIANTS)
+def test_fully_padded_sequence_and_large_inputs_stay_finite(name: str) -> None:
+    """A batch row with no real token, and inputs at 30x unit scale, give finite outputs and gradients."""
+    module = _build(name).train()
+    x = (30.0 * torch.randn(2, 128, SMALL["dim"])).requires_grad_()
+    mask = torch.ones(2, 128, dtype=torch.bool)
+    mask[1] = False
+    y = _forward(module, x, mask)
+    assert torch.isfinite(y).all()
+    y.sum().backward()
+    assert torch.isfinite(x.grad).all()
+
+
+@pytest.mark.parametrize("name", CPU_VARIANTS)
 def test_deterministic_under_seed(name: str) -> None:
     x = torch.randn(2, 128, SMALL["dim"])
     outs = []
