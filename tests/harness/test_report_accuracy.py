@@ -36,29 +36,18 @@ def test_summary_mean_std_and_per_seed_average() -> None:
     assert ("vanilla", "avg") not in s.index or s.loc[("vanilla", "avg"), "n"] == 0
 
 
-GOLDEN_MD = """\
-| Model       |       ListOps |          Text |     Image |       Avg |
-|:------------|--------------:|--------------:|----------:|----------:|
-| vanilla     | 37.00(1.41) |    62.00(2.83) |       OOM |         — |
-| s3attention | **38.00(2.83)** |     **70.00** | **46.00(1.41)** | **51.67** |"""
+GOLDEN = Path(__file__).parent / "golden"
 
 
 def test_table1_markdown_golden() -> None:
-    text = table1(_df(), fmt="md")
-    # md_table pads columns to the widest cell; compare cell contents, then the exact layout of the header
-    cells = [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines()]
-    golden = [[c.strip() for c in line.strip("|").split("|")] for line in GOLDEN_MD.splitlines()]
-    assert cells[0] == golden[0] and cells[2:] == golden[2:]
-    assert text.splitlines()[0].startswith("| Model ")
+    """Exact text (checked by hand: e.g. s3attention's Avg is seed 0's (40 + 70 + 45) / 3 = 51.67 because seed 1
+    lost its Text run; vanilla has no Avg since Image ran out of memory on every seed)."""
+    assert table1(_df(), fmt="md") + "\n" == (GOLDEN / "table1.md").read_text()
 
 
-def test_table1_latex() -> None:
+def test_table1_latex_golden() -> None:
     tex = table1(_df(), fmt="tex")
-    lines = tex.splitlines()
-    assert lines[0] == r"\begin{tabular}{lcccc}" and r"\toprule" in lines and r"\bottomrule" in lines
-    assert r"Model & ListOps & Text & Image & Avg \\" in lines
-    assert r"s3attention & \textbf{38.00(2.83)} & \textbf{70.00} & \textbf{46.00(1.41)} & \textbf{51.67} \\" in lines
-    assert r"vanilla & 37.00(1.41) & 62.00(2.83) & OOM & --- \\" in lines
+    assert tex + "\n" == (GOLDEN / "table1.tex").read_text()
     assert tex.count("{") == tex.count("}")
 
 
