@@ -2,7 +2,8 @@
 
 FLOPs are counted with ``torch.utils.flop_counter.FlopCounterMode``, which knows matmuls,
 convolutions and the CUDA attention kernels, but counts 0 for the fused CPU attention kernel and
-for FFTs. Formulas for those are registered here.
+for FFTs, and it counts a sparse (CSR/COO) matmul as if its sparse operand were dense. Formulas for
+those are registered here: a sparse @ dense product costs 2·nnz·d, a sampled (SDDMM) product 2·nnz·k.
 
 FFT convention (the FFTW benchmark one): a complex FFT of length N costs 5·N·log2(N) real FLOPs,
 a real-input (r2c) or real-output (c2r) FFT half of that, 2.5·N·log2(N). For a transform over
@@ -107,9 +108,45 @@ def _sdpa_cpu_backward_flop(
     return sdpa_backward_flop_count(grad_out_shape, query_shape, key_shape, value_shape)
 
 
-# FlopCounterMode wraps these with its shape_wrapper: tensor arguments arrive as shapes and the
-# output shape as the ``out_shape`` keyword.
+def _raw(formula: Callable[..., int]) -> Callable[..., int]:
+    """Mark a formula as taking the op's real arguments (tensors, so layouts and nnz can be read)."""
+    formula._get_raw = True  # type: ignore[attr-defined]
+    return formula
+
+
+def _is_sparse(t: object) -> bool:
+    return isinstance(t, torch.Tensor) and t.layout != torch.strided
+
+
+@_raw
+def _mm_flop(a: torch.Tensor, b: torch.Tensor, *args, out_val=None, **kwargs) -> int:
+    """aten.mm: 2·m·k·n dense; a sparse operand contributes only its stored entries (2·nnz·other side)."""
+    if _is_sparse(a):
+        return 2 * a._nnz() * b.shape[-1]
+    if _is_sparse(b):
+        return 2 * b._nnz() * a.shape[0]
+    return 2 * a.shape[0] * a.shape[1] * b.shape[1]
+
+
+@_raw
+def _addmm_flop(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *args, out_val=None, **kwargs) -> int:
+    """aten.addmm: the product (as aten.mm) plus the bias add, as torch's own formula counts it."""
+    return _mm_flop(a, b)
+
+
+@_raw
+def _sampled_addmm_flop(pattern: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *args, out_val=None,
+                        **kwargs) -> int:
+    """aten.sparse_sampled_addmm (SDDMM): one length-k dot product per stored entry of the pattern."""
+    return 2 * pattern._nnz() * a.shape[-1]
+
+
+# FlopCounterMode wraps the non-raw formulas with its shape_wrapper: tensor arguments arrive as shapes and
+# the output shape as the ``out_shape`` keyword; raw ones (``_get_raw``) get the tensors themselves.
 _CUSTOM_FLOP_FORMULAS = {
+    torch.ops.aten.mm: _mm_flop,
+    torch.ops.aten.addmm: _addmm_flop,
+    torch.ops.aten.sparse_sampled_addmm: _sampled_addmm_flop,
     torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: _sdpa_cpu_flop,
     torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward: _sdpa_cpu_backward_flop,
     torch.ops.aten._fft_r2c: _fft_r2c_flop,

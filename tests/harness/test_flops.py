@@ -79,3 +79,23 @@ def test_non_counted_ops_are_zero() -> None:
 def test_gemm_peak_is_positive() -> None:
     gflops = measure_gemm_peak_gflops(torch.device("cpu"), size=128)
     assert math.isfinite(gflops) and gflops > 0
+
+
+def test_sparse_matmul_counts_stored_entries_only() -> None:
+    """FlopCounterMode alone counts a CSR @ dense product as dense; ours counts 2·nnz·d."""
+    from harness.flops import count_flops
+
+    sparse = torch.eye(64).to_sparse_csr()  # 64 stored entries of 64 x 64
+    dense = torch.randn(64, 8)
+    assert count_flops(lambda: sparse @ dense) == 2 * 64 * 8
+    assert count_flops(lambda: dense.T @ torch.randn(64, 5)) == 2 * 8 * 64 * 5  # dense mm unchanged
+    bias = torch.randn(5)
+    assert count_flops(lambda: torch.addmm(bias, dense.T, torch.randn(64, 5))) == 2 * 8 * 64 * 5
+
+
+def test_sampled_addmm_counts_one_dot_product_per_stored_entry() -> None:
+    from harness.flops import count_flops
+
+    pattern = torch.eye(16).to_sparse_csr()  # 16 stored entries
+    left, right = torch.randn(16, 7), torch.randn(7, 16)
+    assert count_flops(lambda: torch.sparse.sampled_addmm(pattern, left, right, beta=0.0)) == 2 * 16 * 7
