@@ -24,11 +24,12 @@ import torch
 from tqdm import tqdm
 
 from . import report
+from .accuracy import checkpoint_path, run_accuracy_cell, task_data
 from .envinfo import collect_env
 from .flops import measure_gemm_peak_gflops
 from .measure import CellResult, measure_cell
 from .store import Store
-from .suite import Cell, Suite
+from .suite import Cell, Suite, expand_patterns
 from .timing import GLIBC_TUNABLES_TIMING
 
 
@@ -45,8 +46,6 @@ class Context:
 def execute_cell(cell: Cell, ctx: Context) -> CellResult:
     """Run one cell in this process with the executor of its kind."""
     if cell.kind == "accuracy":
-        from .accuracy import run_accuracy_cell
-
         return run_accuracy_cell(cell, workdir=ctx.workdir, cache_dir=ctx.cache_dir, timeout_s=ctx.timeout_s)
     return measure_cell(cell, gemm_peak_gflops=ctx.gemm_peak_gflops, timeout_s=ctx.timeout_s)
 
@@ -138,8 +137,6 @@ def run_suite(
     started = time.perf_counter()
     cells = suite.expand(device)
     if only:
-        from .suite import expand_patterns
-
         keep = set(expand_patterns(only))
         cells = [c for c in cells if c.params["attention"] in keep]
     directory = suite_dir(out, suite)
@@ -167,8 +164,6 @@ def run_suite(
                 result = execute_cell(cell, ctx)
             store.put(run_id, cell, result.status, result.message, result.metrics, result.curve)
             if cell.kind == "accuracy":
-                from .accuracy import checkpoint_path
-
                 checkpoint_path(ctx.workdir, cell).unlink(missing_ok=True)  # the row is stored: no resume needed
             summary.statuses[result.status] = summary.statuses.get(result.status, 0) + 1
             if not tty:
@@ -184,8 +179,6 @@ def _prepare_data(cells: list[Cell], ctx: Context) -> None:
     A missing or malformed data file is then an exit-2 error up front, not a failed cell an hour in, and
     generated datasets land in the cache once rather than in each isolated worker.
     """
-    from .accuracy import task_data
-
     seen = set()
     for cell in cells:
         key = json.dumps(cell.fixed["data"], sort_keys=True, default=str)
