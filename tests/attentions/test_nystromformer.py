@@ -150,20 +150,10 @@ def test_padding_invariance_and_landmarks_over_real_tokens_only() -> None:
     torch.testing.assert_close(no_conv(x, mask)[1, mask[1]], compact)
 
 
-def test_deterministic_under_seed_and_finite_gradients() -> None:
+def test_deterministic_under_seed() -> None:
     a, b = _build(3), _build(3)
     x = torch.randn(2, 50, 32, dtype=torch.float64)
     torch.testing.assert_close(a(x), b(x), rtol=0, atol=0)
-    a.train()
-    xg = x.clone().requires_grad_()
-    mask = torch.ones(2, 50, dtype=torch.bool)
-    mask[1, 20:] = False
-    y = a(xg, mask)
-    assert torch.isfinite(y).all()
-    y.square().sum().backward()
-    assert torch.isfinite(xg.grad).all() and torch.count_nonzero(xg.grad[~mask]) == 0
-    for name, p in a.named_parameters():
-        assert p.grad is not None and torch.isfinite(p.grad).all(), name
 
 
 def test_presets_and_config_validation() -> None:

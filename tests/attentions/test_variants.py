@@ -60,6 +60,18 @@ def test_padding_never_leaks(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", CPU_VARIANTS)
+def test_real_outputs_send_no_gradient_to_padding(name: str) -> None:
+    """The backward form of padding invariance: a loss over real positions has zero gradient at padded inputs."""
+    module = _build(name).train()
+    x, mask = _padded_batch()
+    x.requires_grad_(True)
+    y = _forward(module, x, mask)
+    (y * mask[..., None]).square().sum().backward()
+    assert torch.isfinite(x.grad).all()
+    assert torch.count_nonzero(x.grad[~mask]) == 0
+
+
+@pytest.mark.parametrize("name", CPU_VARIANTS)
 def test_short_input_equals_padded_input(name: str) -> None:
     """A sequence shorter than max_seq_len gives what the same sequence padded with a mask gives."""
     module = _build(name).eval()
