@@ -135,7 +135,8 @@ def run_suite(
         progress: show a progress bar (None = when stderr is a terminal; else one line per cell).
     """
     started = time.perf_counter()
-    cells = suite.expand(device)
+    every_cell = suite.expand(device)
+    cells = every_cell
     if only:
         keep = set(expand_patterns(only))
         cells = [c for c in cells if c.params["attention"] in keep]
@@ -168,7 +169,8 @@ def run_suite(
             summary.statuses[result.status] = summary.statuses.get(result.status, 0) + 1
             if not tty:
                 print(f"[{i}/{len(todo)}] {cell.label}: {_describe(result)}", file=sys.stderr, flush=True)
-        summary.written = write_suite_reports(store, suite, keys=[c.key for c in cells])
+        # The reports cover the whole suite as stored, not just what --only ran this time.
+        summary.written = write_suite_reports(store, suite, keys=[c.key for c in every_cell])
     summary.wall_s = time.perf_counter() - started
     return summary
 

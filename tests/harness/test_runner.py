@@ -429,3 +429,16 @@ def test_hung_worker_and_its_children_are_killed(monkeypatch: pytest.MonkeyPatch
     while not _gone(child) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _gone(child), "the worker's own child outlived the timeout"
+
+
+def test_only_runs_a_subset_but_reports_the_whole_suite(tiny_suite: Path, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    import pandas as pd
+
+    monkeypatch.setattr(harness.runner, "measure_gemm_peak_gflops", lambda device: 100.0)
+    suite = load_suite(tiny_suite, "quick")
+    run_suite(suite, out=tmp_path, progress=False)
+    summary = run_suite(suite, out=tmp_path, only=["s3*"], fresh=True, progress=False)
+    assert sum(summary.statuses.values()) == 4  # only the s3attention cells were redone
+    csv = pd.read_csv(suite_dir(tmp_path, suite) / "results.csv")
+    assert set(csv["attention"]) == {"vanilla", "s3attention"} and len(csv) == 8
