@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from . import faults
 from .data import TaskData, load_task
 from .measure import CellResult, classify_exception, time_limit
 from .suite import Cell
@@ -33,6 +34,7 @@ def run_accuracy_cell(
     cell: Cell, *, workdir: Path, cache_dir: Path | None, timeout_s: float | None = None
 ) -> CellResult:
     """Train on the cell's task with its attention and seed, resuming from the cell's checkpoint if any."""
+    faults.point("accuracy.cell", cell.label)
     if cell.skip_reason:
         return CellResult("unsupported", cell.skip_reason)
     try:

@@ -21,6 +21,7 @@ from torch import Tensor, nn
 
 import attentions
 
+from . import faults
 from .flops import count_flops
 from .memory import peak_memory_bytes
 from .models import Classifier
@@ -169,6 +170,7 @@ def build_workload(cell: Cell, device: torch.device) -> tuple[Callable[[], Tenso
 
 def measure_cell(cell: Cell, *, gemm_peak_gflops: float | None = None, timeout_s: float | None = None) -> CellResult:
     """Run one cell in this process and return its final status and metrics."""
+    faults.point("measure.cell", cell.label)
     device = torch.device(cell.device)
     try:
         entry = attentions.spec(cell.params["attention"])

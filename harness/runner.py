@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from . import report
+from . import faults, report
 from .accuracy import checkpoint_path, run_accuracy_cell, task_data
 from .envinfo import collect_env
 from .flops import measure_gemm_peak_gflops
@@ -158,17 +158,21 @@ def run_suite(
         bar = tqdm(todo, desc=f"{suite.name}/{suite.profile}", unit="cell", disable=not tty, dynamic_ncols=True)
         for i, cell in enumerate(bar, 1):
             bar.set_postfix_str(cell.label)
+            faults.point("runner.before_cell", cell.label)
             if isolate and not cell.skip_reason:
                 result = run_isolated(cell, gemm_peak_gflops=ctx.gemm_peak_gflops, timeout_s=timeout_s,
                                       workdir=ctx.workdir, cache_dir=ctx.cache_dir)
             else:
                 result = execute_cell(cell, ctx)
+            faults.point("runner.before_put", cell.label)
             store.put(run_id, cell, result.status, result.message, result.metrics, result.curve)
+            faults.point("runner.after_put", cell.label)
             if cell.kind == "accuracy":
                 checkpoint_path(ctx.workdir, cell).unlink(missing_ok=True)  # the row is stored: no resume needed
             summary.statuses[result.status] = summary.statuses.get(result.status, 0) + 1
             if not tty:
                 print(f"[{i}/{len(todo)}] {cell.label}: {_describe(result)}", file=sys.stderr, flush=True)
+        faults.point("runner.before_reports")
         # The reports cover the whole suite as stored, not just what --only ran this time.
         summary.written = write_suite_reports(store, suite, keys=[c.key for c in every_cell])
     summary.wall_s = time.perf_counter() - started
