@@ -19,6 +19,7 @@ seq_len, resolved generator parameters, :data:`CACHE_VERSION`), with a ``sha256s
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import hashlib
 import inspect
@@ -184,6 +185,66 @@ def pixels_to_tokens(pixels: np.ndarray) -> torch.Tensor:
     values = np.clip(np.rint(np.asarray(pixels, dtype=np.float64)), 0, 255).astype(np.int64)
     flat = values.reshape(*values.shape[:-2], -1)  # [..., H, W] -> [..., H * W]
     return torch.from_numpy(flat + 1)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Pixel noise (the S3Attention paper's robustness study, Table 5)
+
+#: Tasks whose tokens are pixel intensities (id v + 1), where additive noise is defined.
+PIXEL_TASKS = ("image", "pathfinder")
+#: Where noise goes: every split (the paper: noise added "during generating sample sequences"), or only the test
+#: split (distribution shift: trained and selected on clean data).
+NOISE_ON = ("train+test", "test")
+
+
+def add_pixel_noise(x: torch.Tensor, a: float, generator: torch.Generator) -> torch.Tensor:
+    """Pixel tokens with uniform noise U(-a, a) added to every intensity; padding (id 0) is left alone.
+
+    Token id t = v + 1 carries intensity v in 0..255. Each real position becomes
+    ``clip(round_half_even(v + a * (2u - 1)), 0, 255) + 1`` with u ~ U[0, 1) from ``generator``: the noise is added
+    to the intensity, rounded to the nearest integer (half to even, as :func:`pixels_to_tokens`) and clipped to
+    0..255, so the vocabulary stays 257. The draw u depends only on the generator and the shape, not on ``a``, so
+    datasets at different amplitudes share one realisation scaled by ``a`` (common random numbers: the columns of
+    Table 5 differ by the amplitude alone, not by a fresh draw).
+
+    Args:
+        x: int64 [S, N] pixel token ids (PAD_ID = 0 at padding).
+        a: amplitude, >= 0; 0 returns ``x`` unchanged.
+        generator: CPU generator that fixes the draw.
+    """
+    if a < 0:
+        raise ValueError(f"noise amplitude must be >= 0, got {a}")
+    u = torch.rand(x.shape, generator=generator, dtype=torch.float64)  # drawn even for a = 0: same stream
+    if a == 0:
+        return x
+    values = (x - 1).double() + a * (2.0 * u - 1.0)
+    noisy = values.round().clamp_(0, 255).long() + 1  # torch.round: half to even
+    return torch.where(x == PAD_ID, x, noisy)
+
+
+def noisy_task(data: TaskData, a: float, noise_on: str, seed: int) -> TaskData:
+    """``data`` with U(-a, a) pixel noise (:func:`add_pixel_noise`) in the splits ``noise_on`` names.
+
+    Noise is drawn once per example when the dataset is made (static, like the paper's "during generating sample
+    sequences"), from a generator seeded by ``seed`` and the split, so the same seed gives the same noise.
+
+    Raises:
+        UserError: noise on a task whose tokens are not pixels, or an unknown ``noise_on``.
+    """
+    if noise_on not in NOISE_ON:
+        raise UserError(f"noise_on {noise_on!r}: choose one of {', '.join(NOISE_ON)}")
+    if a == 0:
+        return data
+    if data.task not in PIXEL_TASKS:
+        raise UserError(f"{data.task}: pixel noise applies to {', '.join(PIXEL_TASKS)} only; use noise 0 here")
+    noisy = {"train", "dev", "test"} if noise_on == "train+test" else {"test"}
+    splits = {}
+    for i, (name, split) in enumerate(data.splits().items()):
+        if name in noisy:
+            g = torch.Generator().manual_seed(int(seed) * 7919 + i)
+            split = Split(x0=add_pixel_noise(split.x0, a, g), y=split.y, x1=split.x1)
+        splits[name] = split
+    return dataclasses.replace(data, **splits, source=f"{data.source}+noise(a={a:g},on={noise_on},seed={seed})")
 
 
 # ---------------------------------------------------------------------------------------------------------------------

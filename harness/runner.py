@@ -5,6 +5,9 @@ Executors:
 - ``--isolate``: one fresh ``python -m harness.worker`` per cell, so a crash, a hard hang or leaked memory
   stays inside that cell; the timeout kills the process. Peak-memory figures come from the allocator
   (profiler or CUDA stats), so they are the same either way.
+- ``--executor ray``: one Ray task per cell, on this machine or an existing cluster (``harness.ray_executor``).
+
+Whatever the executor, only this process writes the store, and every finished cell goes through ``_Recorder``.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from tqdm import tqdm
 from . import faults, report
 from .accuracy import checkpoint_path, run_accuracy_cell, task_data
 from .envinfo import collect_env
+from .errors import UserError
 from .flops import measure_gemm_peak_gflops
 from .measure import CellResult, measure_cell
 from .store import Store
@@ -58,6 +62,40 @@ class RunSummary:
     statuses: dict[str, int] = field(default_factory=dict)
     written: list[Path] = field(default_factory=list)
     wall_s: float = 0.0
+
+
+@dataclass
+class _Recorder:
+    """The one place a finished cell is recorded, whichever executor ran it.
+
+    ``starting`` runs before a cell is measured or submitted, ``__call__`` once its result is in: the store row
+    (one transaction), the accuracy checkpoint it no longer needs, the status count and the progress line.
+    """
+
+    store: Store
+    run_id: int
+    ctx: Context
+    summary: RunSummary
+    bar: Any  # tqdm
+    tty: bool
+    total: int
+    done: int = 0
+
+    def starting(self, cell: Cell) -> None:
+        self.bar.set_postfix_str(cell.label)
+        faults.point("runner.before_cell", cell.label)
+
+    def __call__(self, cell: Cell, result: CellResult) -> None:
+        faults.point("runner.before_put", cell.label)
+        self.store.put(self.run_id, cell, result.status, result.message, result.metrics, result.curve)
+        faults.point("runner.after_put", cell.label)
+        if cell.kind == "accuracy":
+            checkpoint_path(self.ctx.workdir, cell).unlink(missing_ok=True)  # the row is stored: no resume needed
+        self.summary.statuses[result.status] = self.summary.statuses.get(result.status, 0) + 1
+        self.done += 1
+        self.bar.update()
+        if not self.tty:
+            print(f"[{self.done}/{self.total}] {cell.label}: {_describe(result)}", file=sys.stderr, flush=True)
 
 
 def suite_dir(out: str | Path, suite: Suite) -> Path:
@@ -120,6 +158,9 @@ def run_suite(
     only: list[str] | None = None,
     argv: list[str] | None = None,
     progress: bool | None = None,
+    executor: str = "local",
+    address: str | None = None,
+    cpus_per_task: int | None = None,
 ) -> RunSummary:
     """Expand, skip finished cells, measure the rest (one store transaction each), write reports.
 
@@ -128,12 +169,19 @@ def run_suite(
         out: output root; results go to ``<out>/<suite>/<profile>/``.
         device: "cpu", "cuda" or "cuda:N".
         fresh: redo cells that already have a result.
-        isolate: one subprocess per cell.
+        isolate: one subprocess per cell (local executor only).
         timeout_s: per-cell time limit (None = no limit).
         only: fnmatch patterns restricting the attention axis.
         argv: the command line, stored with the run.
         progress: show a progress bar (None = when stderr is a terminal; else one line per cell).
+        executor: "local" (this process, or subprocesses with ``isolate``) or "ray" (one Ray task per cell).
+        address: Ray cluster address (None = start Ray embedded on this machine); ray only.
+        cpus_per_task: CPUs each Ray task reserves on CPU (None = ``torch.get_num_threads()``); ray only.
     """
+    if executor not in ("local", "ray"):
+        raise UserError(f"executor {executor!r}: use local or ray")
+    if executor == "ray" and isolate:
+        raise UserError("--isolate is for the local executor; Ray already runs each cell in a worker process")
     started = time.perf_counter()
     every_cell = suite.expand(device)
     cells = every_cell
@@ -146,6 +194,11 @@ def run_suite(
         todo = [c for c in cells if c.key not in done]
         env = collect_env(torch.device(device))
         env.update(suite=suite.name, profile=suite.profile, executor="isolate" if isolate else "in-process")
+        if executor == "ray":
+            from . import ray_executor  # imports ray only here: it is an optional extra
+
+            env.update(ray_executor.describe(address, cpus_per_task))
+        env["report"] = suite.report_options()  # so `attnbench report` rewrites the same tables later
         needs_peak = any("flops" in c.metrics and "time" in c.metrics for c in todo)
         if needs_peak:
             env["gemm_peak_gflops"] = measure_gemm_peak_gflops(torch.device(device))
@@ -155,23 +208,21 @@ def run_suite(
         ctx = Context(directory, Path(out) / ".data_cache", env.get("gemm_peak_gflops"), timeout_s)
         if suite.kind == "accuracy" and todo:
             _prepare_data(todo, ctx)
-        bar = tqdm(todo, desc=f"{suite.name}/{suite.profile}", unit="cell", disable=not tty, dynamic_ncols=True)
-        for i, cell in enumerate(bar, 1):
-            bar.set_postfix_str(cell.label)
-            faults.point("runner.before_cell", cell.label)
-            if isolate and not cell.skip_reason:
-                result = run_isolated(cell, gemm_peak_gflops=ctx.gemm_peak_gflops, timeout_s=timeout_s,
-                                      workdir=ctx.workdir, cache_dir=ctx.cache_dir)
-            else:
-                result = execute_cell(cell, ctx)
-            faults.point("runner.before_put", cell.label)
-            store.put(run_id, cell, result.status, result.message, result.metrics, result.curve)
-            faults.point("runner.after_put", cell.label)
-            if cell.kind == "accuracy":
-                checkpoint_path(ctx.workdir, cell).unlink(missing_ok=True)  # the row is stored: no resume needed
-            summary.statuses[result.status] = summary.statuses.get(result.status, 0) + 1
-            if not tty:
-                print(f"[{i}/{len(todo)}] {cell.label}: {_describe(result)}", file=sys.stderr, flush=True)
+        bar = tqdm(total=len(todo), desc=f"{suite.name}/{suite.profile}", unit="cell", disable=not tty,
+                   dynamic_ncols=True)
+        record = _Recorder(store, run_id, ctx, summary, bar, tty, len(todo))
+        if executor == "ray":
+            ray_executor.run_cells(todo, ctx, record, address=address, cpus_per_task=cpus_per_task)
+        else:
+            for cell in todo:
+                record.starting(cell)
+                if isolate and not cell.skip_reason:
+                    result = run_isolated(cell, gemm_peak_gflops=ctx.gemm_peak_gflops, timeout_s=timeout_s,
+                                          workdir=ctx.workdir, cache_dir=ctx.cache_dir)
+                else:
+                    result = execute_cell(cell, ctx)
+                record(cell, result)
+        bar.close()
         faults.point("runner.before_reports")
         # The reports cover the whole suite as stored, not just what --only ran this time.
         summary.written = write_suite_reports(store, suite, keys=[c.key for c in every_cell])
@@ -213,13 +264,13 @@ def write_suite_reports(store: Store, suite: Suite | None = None, *, keys: list[
     if df.empty:
         return []
     env: dict[str, Any] = store.latest_env()
-    opts = suite.report if suite is not None else {}
+    opts = suite.report_options() if suite is not None else env.get("report", {})
     name = suite.name if suite is not None else str(df["suite"].iloc[0])
     if (df["kind"] == "accuracy").all():
         from .report_accuracy import write_accuracy_reports
 
         return write_accuracy_reports(df, store.curves(keys), store.path.parent, env=env, suite=name,
-                                      baseline=opts.get("baseline", "vanilla"))
+                                      baseline=opts.get("baseline", "vanilla"), options=opts)
     return report.write_reports(
         df, store.path.parent, env=env, suite=name, baseline=opts.get("baseline", "vanilla"),
         slope_min_seq_len=int(opts.get("slope_min_seq_len", 1024)),

@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from . import faults
 from .suite import Cell
 
 STATUSES = ("ok", "oom", "error", "timeout", "unsupported", "nan")
@@ -116,6 +117,7 @@ class Store:
                 f"INSERT INTO curves (key, {', '.join(CURVE_COLUMNS)}) VALUES (?{', ?' * len(CURVE_COLUMNS)})",
                 [(cell.key, *(point.get(c) for c in CURVE_COLUMNS)) for point in curve or []],
             )
+            faults.point("store.in_transaction", cell.label)  # rows written, not yet committed
 
     def latest_env(self) -> dict[str, Any]:
         row = self.db.execute("SELECT env_json FROM runs ORDER BY run_id DESC LIMIT 1").fetchone()
@@ -152,5 +154,5 @@ class Store:
         points = pd.read_sql_query(f"SELECT key, {', '.join(CURVE_COLUMNS)} FROM curves ORDER BY key, step", self.db)
         if cells.empty or points.empty:
             return pd.DataFrame(columns=["key", *CURVE_COLUMNS])
-        axes = [c for c in ("attention", "task", "seed") if c in cells.columns]
+        axes = [c for c in ("attention", "task", "seed", "noise", "noise_on", "variant") if c in cells.columns]
         return points.merge(cells[["key", *axes]], on="key", how="inner")

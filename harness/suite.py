@@ -40,6 +40,27 @@ An accuracy suite file::
     tasks:                      # per task: sequence length, training settings, attention config, generator params
       listops: {seq_len: 2000, train: {lr: 1.0e-4}, config: {dropout: 0.0}, gen: {max_depth: 10}}
     profiles: {smoke: {...}, quick: {...}, paper: {...}}
+
+Optional axes and keys of accuracy suites (the paper's studies):
+
+- ``noise: [0, 2, 4, 8]`` and ``noise_on: [train+test, test]``: U(-a, a) pixel noise (Table 5; see
+  :func:`harness.data.add_pixel_noise`). A clean cell (a = 0) is the same whatever ``noise_on`` says, so it is
+  stored once, as ``noise_on: train+test``, and both modes' tables read it.
+- ``variants``: named config overrides applied last (after ``config``, ``attention_config`` and the task's), and a
+  ``variant`` axis choosing among them (default: all, in file order). Either a mapping ``label: {field: value}``
+  or the one-at-a-time grid of Table 6::
+
+      variants:
+        one_at_a_time:
+          base: {r: 8, s1: 8, s2: 8}
+          vary: {r: [1, 8, 16, 32, 64], s1: [8, 32, 64, 128, 256], s2: [1, 4, 8, 16, 32]}
+
+  which expands to ``base`` and one variant per other value, labelled ``r=1``, ``s1=32``, ... (13 models; the base
+  value of each parameter is the ``base`` model itself).
+- ``incoherence: {ranks: [16, 32], layer: 0, max_examples: 0}``: after training, measure μ-incoherence before and
+  after the Fourier convolution on the dev split (Table S7; :mod:`harness.incoherence`).
+- ``report.tables``: which of table1, table5, table6, table7, tableS7 to write (default: table1);
+  ``report.baseline_variant``: the variant the ablation and sweep tables compare against (default ``base``).
 """
 
 from __future__ import annotations
@@ -61,7 +82,7 @@ import yaml
 import attentions
 from attentions import RegistryError
 
-from .data import LRA_SEQ_LEN, TASKS
+from .data import LRA_SEQ_LEN, NOISE_ON, TASKS
 from .errors import SuiteError
 from .training import TrainConfig
 
@@ -73,12 +94,17 @@ PROFILES_REQUIRED = ("smoke", "quick", "paper")
 KINDS = ("speed", "accuracy")
 TOP_KEYS = {
     "name", "description", "kind", "axes", "config", "attention_config", "fixed", "metrics", "timing", "skip",
-    "report", "data", "train", "tasks", "profiles",
+    "report", "data", "train", "tasks", "variants", "incoherence", "profiles",
 }
 PROFILE_KEYS = TOP_KEYS - {"name", "profiles"}
 TIMING_DEFAULTS: dict[str, Any] = {"min_run_time_s": 1.0, "min_repeats": 5, "warmup": 2}
 FIXED_DEFAULTS: dict[str, Any] = {"layers": 2, "mlp_dim": 128, "vocab_size": 256, "num_classes": 2, "seed": 0}
-REPORT_DEFAULTS: dict[str, Any] = {"baseline": "vanilla", "slope_min_seq_len": 1024}
+REPORT_DEFAULTS: dict[str, Any] = {"baseline": "vanilla", "slope_min_seq_len": 1024, "tables": None,
+                                   "baseline_variant": "base"}
+#: The tables each kind of suite can write (``report.tables``), and the default.
+REPORT_TABLES: dict[str, tuple[str, ...]] = {"speed": ("table4",),
+                                             "accuracy": ("table1", "table5", "table6", "table7", "tableS7")}
+INCOHERENCE_DEFAULTS: dict[str, Any] = {"ranks": [16, 32], "layer": 0, "max_examples": 0}
 DATA_DEFAULTS: dict[str, Any] = {"dir": None, "seed": 0, "sizes": [2000, 200, 200]}
 TASK_KEYS = {"seq_len", "train", "config", "attention_config", "gen", "sizes"}
 TRAIN_FIELDS = {f.name for f in dataclasses.fields(TrainConfig)}
@@ -99,12 +125,18 @@ AXES: dict[str, tuple[Any, str]] = {
     "dtype": (lambda v: v in DTYPES, f"one of {', '.join(DTYPES)}"),
     "task": (lambda v: v in TASKS, f"one of {', '.join(TASKS)}"),
     "seed": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "non-negative integers"),
+    "noise": (lambda v: isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v < float("inf"),
+              "non-negative numbers (amplitude a of U(-a, a) pixel noise)"),
+    "noise_on": (lambda v: v in NOISE_ON, f"one of {', '.join(NOISE_ON)}"),
+    "variant": (lambda v: isinstance(v, str) and v != "", "labels defined under `variants`"),
 }
 # The axes each kind of suite must declare.
 KIND_AXES: dict[str, tuple[str, ...]] = {
     "speed": ("attention", "seq_len", "batch_size", "heads", "dim", "mode", "dtype"),
     "accuracy": ("attention", "task", "seed"),
 }
+#: Axes a kind of suite may add (the paper's studies).
+OPTIONAL_AXES: dict[str, tuple[str, ...]] = {"speed": (), "accuracy": ("noise", "noise_on", "variant")}
 
 
 @dataclass(frozen=True)
@@ -165,6 +197,13 @@ class Suite:
     data: dict[str, Any] = field(default_factory=dict)
     train: dict[str, Any] = field(default_factory=dict)
     tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    variants: dict[str, dict[str, Any]] = field(default_factory=dict)
+    incoherence: dict[str, Any] | None = None
+
+    def report_options(self) -> dict[str, Any]:
+        """What the reports need to know besides the cells (stored with each run for ``attnbench report``)."""
+        tables = self.report["tables"] or [REPORT_TABLES[self.kind][0]]
+        return {**self.report, "tables": tables, "variants": self.variants}
 
     def config_for(self, name: str) -> dict[str, Any]:
         """Config overrides of one attention: ``config``, then every matching ``attention_config`` pattern."""
@@ -182,30 +221,30 @@ class Suite:
         """Every cell of the suite (the cartesian product of the axes), skip rules applied."""
         names = list(self.axes)
         values = [self.attentions() if n == "attention" else self.axes[n] for n in names]
-        cells = []
+        cells: dict[str, Cell] = {}  # by key: a clean cell under both noise_on modes is one cell
         for combo in itertools.product(*values):
             params = dict(zip(names, combo, strict=True))
             if self.kind == "accuracy":
-                cells.append(self._accuracy_cell(params, device))
+                cell = self._accuracy_cell(params, device)
+                cells.setdefault(cell.key, cell)
                 continue
             cfg = attentions.make_config(
                 params["attention"],
                 **{**self.config_for(params["attention"]), "dim": params["dim"], "heads": params["heads"],
                    "max_seq_len": params["seq_len"]},
             )
-            cells.append(
-                Cell(
-                    suite=self.name,
-                    params=params,
-                    config=dataclasses.asdict(cfg),
-                    fixed=self.fixed,
-                    metrics=self.metrics,
-                    timing=self.timing,
-                    device=device,
-                    skip_reason=self._skip_reason(params),
-                )
+            cell = Cell(
+                suite=self.name,
+                params=params,
+                config=dataclasses.asdict(cfg),
+                fixed=self.fixed,
+                metrics=self.metrics,
+                timing=self.timing,
+                device=device,
+                skip_reason=self._skip_reason(params),
             )
-        return cells
+            cells.setdefault(cell.key, cell)
+        return list(cells.values())
 
     def task_settings(self, task: str) -> tuple[int, dict[str, Any], dict[str, Any]]:
         """(sequence length, resolved TrainConfig fields, data settings) of one task of an accuracy suite."""
@@ -216,25 +255,30 @@ class Suite:
                 "sizes": list(tdoc.get("sizes", self.data["sizes"]))}
         return seq_len, train, data
 
-    def attention_overrides(self, name: str, task: str) -> dict[str, Any]:
-        """Config overrides of one attention on one task: suite-wide, then the task's own."""
+    def attention_overrides(self, name: str, task: str, variant: str | None = None) -> dict[str, Any]:
+        """Config overrides of one attention on one task: suite-wide, then the task's own, then the variant's."""
         tdoc = self.tasks.get(task, {})
         out = {**self.config_for(name), **tdoc.get("config", {})}
         for pattern, overrides in tdoc.get("attention_config", {}).items():
             if fnmatch.fnmatchcase(name, pattern):
                 out.update(overrides)
-        return out
+        return {**out, **(self.variants[variant] if variant is not None else {})}
 
     def _accuracy_cell(self, params: dict[str, Any], device: str) -> Cell:
         seq_len, train, data = self.task_settings(params["task"])
+        if params.get("noise", None) == 0 and "noise_on" in params:
+            params = {**params, "noise_on": NOISE_ON[0]}  # clean data is the same under either mode
         cfg = attentions.make_config(
             params["attention"],
-            **{**self.attention_overrides(params["attention"], params["task"]), "dim": train["dim"],
-               "heads": train["heads"], "max_seq_len": seq_len},
+            **{**self.attention_overrides(params["attention"], params["task"], params.get("variant")),
+               "dim": train["dim"], "heads": train["heads"], "max_seq_len": seq_len},
         )
-        return Cell(suite=self.name, params=params, config=dataclasses.asdict(cfg),
-                    fixed={"train": train, "data": data}, metrics=("accuracy",), timing={}, device=device,
-                    skip_reason=self._skip_reason(params), kind="accuracy")
+        fixed = {"train": train, "data": data}
+        if self.incoherence is not None:
+            fixed["incoherence"] = self.incoherence
+        return Cell(suite=self.name, params=params, config=dataclasses.asdict(cfg), fixed=fixed,
+                    metrics=("accuracy",), timing={}, device=device, skip_reason=self._skip_reason(params),
+                    kind="accuracy")
 
     def _skip_reason(self, params: dict[str, Any]) -> str | None:
         for rule in self.skip:
@@ -315,6 +359,9 @@ def load_suite(
     kind = merged.get("kind", "speed")
     if kind not in KINDS:
         raise SuiteError(path, "kind", f"unknown kind {kind!r}; choose one of {', '.join(KINDS)}")
+    variants = _validate_variants(path, merged.get("variants"), kind)
+    if variants and "variant" not in _mapping(path, "axes", merged.get("axes")):
+        merged.setdefault("axes", {})["variant"] = list(variants)  # every variant unless the axis picks some
     if overrides:
         merged["axes"] = {**_mapping(path, "axes", merged.get("axes")), **overrides}
     if data_dir is not None:
@@ -338,11 +385,14 @@ def load_suite(
         data={**DATA_DEFAULTS, **_mapping(path, "data", merged.get("data"))},
         train=_mapping(path, "train", merged.get("train")),
         tasks=_validate_tasks(path, merged.get("tasks")),
+        variants=variants,
+        incoherence=_validate_incoherence(path, merged.get("incoherence"), kind),
     )
     _check_keys(path, "report", suite.report, set(REPORT_DEFAULTS))
     _check_keys(path, "fixed", suite.fixed, set(FIXED_DEFAULTS))
     _check_keys(path, "data", suite.data, set(DATA_DEFAULTS))
     _check_train(path, "train", suite.train)
+    _validate_report(path, suite)
     if kind == "accuracy":
         _validate_accuracy(path, suite)
     else:
@@ -375,8 +425,8 @@ def _mapping(path: Path, key: str, value: Any) -> dict[str, Any]:
 
 def _validate_axes(path: Path, axes: Any, kind: str) -> dict[str, list[Any]]:
     axes = _mapping(path, "axes", axes)
-    valid = KIND_AXES[kind]
-    for name in valid:
+    valid = KIND_AXES[kind] + OPTIONAL_AXES[kind]
+    for name in KIND_AXES[kind]:
         if name not in axes:
             raise SuiteError(path, f"axes.{name}", f"missing axis; give a list of {AXES[name][1]}")
     out: dict[str, list[Any]] = {}
@@ -434,8 +484,8 @@ def _validate_skip(path: Path, rules: Any, kind: str) -> list[dict[str, Any]]:
         if not isinstance(rule, dict) or set(rule) != {"when", "reason"} or not isinstance(rule["when"], dict):
             raise SuiteError(path, f"skip[{i}]", "each rule is {when: {axis: condition, ...}, reason: text}")
         for axis, cond in rule["when"].items():
-            if axis not in KIND_AXES[kind]:
-                valid = ", ".join(KIND_AXES[kind])
+            if axis not in KIND_AXES[kind] + OPTIONAL_AXES[kind]:
+                valid = ", ".join(KIND_AXES[kind] + OPTIONAL_AXES[kind])
                 raise SuiteError(path, f"skip[{i}].when.{axis}", f"unknown axis; valid axes: {valid}")
             if isinstance(cond, dict) and (
                 not cond
@@ -489,14 +539,105 @@ def _validate_accuracy(path: Path, suite: Suite) -> None:
         raise SuiteError(path, "data.sizes", f"must be three positive integers [train, dev, test], got {sizes!r}")
     if suite.data["dir"] is not None and not Path(str(suite.data["dir"])).is_dir():
         raise SuiteError(path, "data.dir", f"{suite.data['dir']} is not a directory; give the LRA data directory")
+    unknown = [v for v in suite.axes.get("variant", []) if v not in suite.variants]
+    if unknown:
+        defined = ", ".join(suite.variants) or "none"
+        raise SuiteError(path, "axes.variant", f"unknown variant {unknown[0]!r}; defined under `variants`: {defined}")
+    if any(a > 0 for a in suite.axes.get("noise", [])):
+        from .data import PIXEL_TASKS
+
+        other = [t for t in suite.axes["task"] if t not in PIXEL_TASKS]
+        if other:
+            raise SuiteError(path, "axes.noise", f"pixel noise applies to {', '.join(PIXEL_TASKS)} only, not "
+                             f"{', '.join(other)}; drop those tasks or use noise 0")
     for name in suite.attentions():
-        for task in suite.axes["task"]:
+        for task, variant in itertools.product(suite.axes["task"], suite.axes.get("variant", [None])):
+            params = {"attention": name, "task": task, "seed": 0}
+            if variant is not None:
+                params["variant"] = variant
             try:
-                suite._accuracy_cell({"attention": name, "task": task, "seed": 0}, "cpu")
+                suite._accuracy_cell(params, "cpu")
             except RegistryError as exc:
                 raise SuiteError(path, f"tasks.{task}", str(exc)) from None
             except (ValueError, TypeError) as exc:
-                raise SuiteError(path, f"tasks.{task}", f"{name}: {exc}") from None
+                where = f"variants.{variant}" if variant is not None else f"tasks.{task}"
+                raise SuiteError(path, where, f"{name} on {task}: {exc}") from None
+
+
+def _validate_variants(path: Path, value: Any, kind: str) -> dict[str, dict[str, Any]]:
+    """``variants`` as label -> overrides (the one-at-a-time form expanded; see the module docstring)."""
+    doc = _mapping(path, "variants", value)
+    if doc and kind != "accuracy":
+        raise SuiteError(path, "variants", "only accuracy suites have variants; remove the key")
+    if "one_at_a_time" in doc:
+        if len(doc) != 1:
+            raise SuiteError(path, "variants", "one_at_a_time cannot be mixed with named variants; use one form")
+        grid = _mapping(path, "variants.one_at_a_time", doc["one_at_a_time"])
+        _check_keys(path, "variants.one_at_a_time", grid, {"base", "vary"})
+        return one_at_a_time(_mapping(path, "variants.one_at_a_time.base", grid.get("base")),
+                             _validate_vary(path, grid.get("vary")))
+    for label, overrides in doc.items():
+        if not isinstance(label, str) or not label or "," in label:
+            raise SuiteError(path, f"variants.{label}", "a variant label is a non-empty string without commas")
+        doc[label] = _mapping(path, f"variants.{label}", overrides)
+    return doc
+
+
+def _validate_vary(path: Path, value: Any) -> dict[str, list[Any]]:
+    vary = _mapping(path, "variants.one_at_a_time.vary", value)
+    if not vary:
+        raise SuiteError(path, "variants.one_at_a_time.vary", "give at least one field: [values]")
+    for name, values in vary.items():
+        if not isinstance(values, list) or not values or len(set(map(str, values))) != len(values):
+            raise SuiteError(path, f"variants.one_at_a_time.vary.{name}", "must be a list of distinct values")
+    return vary
+
+
+def one_at_a_time(base: dict[str, Any], vary: dict[str, list[Any]]) -> dict[str, dict[str, Any]]:
+    """Variants that change one field of ``base`` at a time: ``{"base": base, "r=1": {**base, "r": 1}, ...}``.
+
+    A value equal to the base's own is the ``base`` variant (trained once, shown in every sub-table).
+    """
+    out = {"base": dict(base)}
+    for name, values in vary.items():
+        for v in values:
+            if base.get(name) != v:
+                out[f"{name}={v}"] = {**base, name: v}
+    return out
+
+
+def _validate_incoherence(path: Path, value: Any, kind: str) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if kind != "accuracy":
+        raise SuiteError(path, "incoherence", "only accuracy suites measure incoherence; remove the key")
+    doc = {**INCOHERENCE_DEFAULTS, **_mapping(path, "incoherence", value)}
+    _check_keys(path, "incoherence", doc, set(INCOHERENCE_DEFAULTS))
+    ranks = doc["ranks"] if isinstance(doc["ranks"], list) else [doc["ranks"]]
+    if not ranks or not all(_positive_int(r) for r in ranks) or len(set(ranks)) != len(ranks):
+        raise SuiteError(path, "incoherence.ranks", f"must be distinct positive integers, got {doc['ranks']!r}")
+    for key in ("layer", "max_examples"):
+        if isinstance(doc[key], bool) or not isinstance(doc[key], int) or doc[key] < 0:
+            raise SuiteError(path, f"incoherence.{key}", f"must be a non-negative integer, got {doc[key]!r}")
+    return {**doc, "ranks": ranks}
+
+
+def _validate_report(path: Path, suite: Suite) -> None:
+    """``report.tables`` names tables of this kind, and each study table has the axes or keys it reads."""
+    tables = suite.report["tables"]
+    if tables is None:
+        return
+    valid = REPORT_TABLES[suite.kind]
+    if not isinstance(tables, list) or not tables or any(t not in valid for t in tables):
+        raise SuiteError(path, "report.tables", f"must be a list of {', '.join(valid)}; got {tables!r}")
+    needs = {"table5": ("noise" in suite.axes, "a `noise` axis"),
+             "table6": (suite.report["baseline_variant"] in suite.variants, "variants with the baseline_variant"),
+             "table7": (suite.report["baseline_variant"] in suite.variants, "variants with the baseline_variant"),
+             "tableS7": (suite.incoherence is not None, "an `incoherence` key")}
+    for table in tables:
+        ok, what = needs.get(table, (True, ""))
+        if not ok:
+            raise SuiteError(path, "report.tables", f"{table} needs {what}; add it or drop {table}")
 
 
 def _validate_attention_configs(path: Path, suite: Suite) -> None:

@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from . import faults
 from .data import Split, TaskData
 from .models import Classifier
 
@@ -79,10 +80,12 @@ class TrainResult:
     wall_s: float
     curve: list[dict[str, float]] = field(default_factory=list)
     resumed_from_step: int = 0
+    analysis: dict[str, float] = field(default_factory=dict)  # what ``analyse`` measured on the trained model
 
     def metrics(self) -> dict[str, Any]:
         """Scalar metrics for the store (the curve is stored separately)."""
-        return {k: v for k, v in asdict(self).items() if k != "curve"}
+        out = {k: v for k, v in asdict(self).items() if k not in ("curve", "analysis")}
+        return {**out, **self.analysis}
 
 
 def build_model(attention: str, data: TaskData, cfg: TrainConfig, attention_overrides: dict[str, Any]) -> Classifier:
@@ -147,6 +150,7 @@ def train_and_evaluate(
     attention_overrides: dict[str, Any] | None = None,
     checkpoint_path: str | Path | None = None,
     stop_after: int | None = None,
+    analyse: Callable[[Classifier, TaskData], dict[str, float]] | None = None,
 ) -> TrainResult:
     """Train, evaluating on dev every ``cfg.eval_every`` steps; test the best-dev weights.
 
@@ -159,6 +163,8 @@ def train_and_evaluate(
         attention_overrides: attention config fields (e.g. r, s1, s2, dropout, ablation switches).
         checkpoint_path: if given, resume from it when present and write it every ``cfg.checkpoint_every`` steps.
         stop_after: stop (as if killed) after this many steps, after writing a checkpoint; for tests.
+        analyse: called with the model as it is after the last step (before the best-dev weights are restored
+            for the test) and the data; its metrics are added to the result (e.g. the incoherence study).
     """
     device = torch.device(device)
     torch.manual_seed(seed)
@@ -193,6 +199,7 @@ def train_and_evaluate(
             nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         opt.step()
         sched.step()
+        faults.point("training.step", f"step {step + 1}")
         loss_value = loss.item()
         if not math.isfinite(loss_value):
             raise FloatingPointError(f"non-finite training loss at step {step + 1}")
@@ -212,6 +219,7 @@ def train_and_evaluate(
             raise KeyboardInterrupt(f"stopped after {state['step']} steps (stop_after)")
 
     state["elapsed_s"] += time.perf_counter() - started
+    analysis = analyse(model, data) if analyse is not None else {}
     if state["best_weights"] is not None:
         model.load_state_dict(state["best_weights"])
     _, test_acc = evaluate(model, data.test, batch_size=cfg.batch_size, device=device)
@@ -219,7 +227,7 @@ def train_and_evaluate(
         test_acc=test_acc, best_dev_acc=state["best_dev_acc"], best_step=state["best_step"], steps=total,
         final_train_loss=loss_value if math.isfinite(loss_value) else state["curve"][-1]["train_loss"],
         steps_per_s=(total - resumed_from) / max(state["elapsed_s"], 1e-9), wall_s=state["elapsed_s"],
-        curve=state["curve"], resumed_from_step=resumed_from,
+        curve=state["curve"], resumed_from_step=resumed_from, analysis=analysis,
     )
 
 
@@ -242,4 +250,5 @@ def _save_checkpoint(path: Path, model: nn.Module, opt: torch.optim.Optimizer,
     tmp = path.with_suffix(".tmp")
     torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
                 "rng": torch.get_rng_state(), "state": state}, tmp)
+    faults.point("training.checkpoint_write", str(path))  # the new checkpoint is written, not yet in place
     os.replace(tmp, path)  # atomic: a kill mid-write leaves the previous checkpoint intact
