@@ -13,7 +13,10 @@ STAMP      := $(VENV)/.installed
 # Default device: cuda if torch sees one, else cpu (evaluated after setup, when the venv exists).
 DEVICE     ?= $(shell $(BIN)/python -c "import torch; print('cuda' if torch.cuda.is_available() else 'cpu')" 2>/dev/null || echo cpu)
 THREADS    ?=
-RUN         = $(BIN)/attnbench run --profile $(PROFILE) --device $(DEVICE) --out $(OUT) $(if $(THREADS),--threads $(THREADS))
+EXECUTOR   ?= local
+ADDRESS    ?=
+RUN         = $(BIN)/attnbench run --profile $(PROFILE) --device $(DEVICE) --out $(OUT) $(if $(THREADS),--threads $(THREADS)) \
+              --executor $(EXECUTOR) $(if $(ADDRESS),--address $(ADDRESS))
 
 DATA_DIR   ?=
 

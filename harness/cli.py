@@ -55,6 +55,23 @@ def check_out_dir(out: str) -> Path:
     return path
 
 
+def check_executor(args: argparse.Namespace) -> None:
+    """``--isolate`` is local-only; ``--address`` and ``--cpus-per-task`` are Ray-only; Ray must be installed."""
+    if args.executor != "ray":
+        for flag, value in (("--address", args.address), ("--cpus-per-task", args.cpus_per_task)):
+            if value is not None:
+                raise UserError(f"{flag} is an option of the Ray executor; add --executor ray")
+        return
+    if args.isolate:
+        raise UserError("--isolate is for the local executor; Ray already runs each cell in its own worker "
+                        "process (drop --isolate)")
+    if args.cpus_per_task is not None and args.cpus_per_task < 1:
+        raise UserError(f"--cpus-per-task {args.cpus_per_task}: must be a positive number of CPUs")
+    from .ray_executor import require_ray
+
+    require_ray()
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     dev = torch.device(default_device())
     rows = []
@@ -79,6 +96,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if args.timeout is not None and not 0 < args.timeout < float("inf"):  # also rejects nan
         raise UserError(f"--timeout {args.timeout}: must be a positive number of seconds")
+    check_executor(args)
     device = check_device(args.device or default_device())
     out = check_out_dir(args.out)
     if args.threads is not None:
@@ -98,7 +116,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UserError(f"--only {','.join(only)}: matches none of this suite's attentions ({names})")
     summary = run_suite(
         suite, out=out, device=device, fresh=args.fresh, isolate=args.isolate, timeout_s=args.timeout,
-        only=only or None, argv=sys.argv,
+        only=only or None, argv=sys.argv, executor=args.executor, address=args.address,
+        cpus_per_task=args.cpus_per_task,
     )
     counts = ", ".join(f"{k}={v}" for k, v in sorted(summary.statuses.items())) or "nothing to run"
     print(f"{suite.name}/{suite.profile}: {summary.total} cells, {summary.skipped_done} already done, "
@@ -150,6 +169,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--timeout", type=float, default=None, help="per-cell time limit in seconds")
     run.add_argument("--data-dir", default=None, help="accuracy suites: real LRA data instead of the generators")
     run.add_argument("--threads", type=int, default=None, help="CPU intra-op threads (default: torch's, all cores)")
+    run.add_argument("--executor", choices=("local", "ray"), default="local",
+                     help="local (this process; --isolate for subprocesses) or ray (one Ray task per cell)")
+    run.add_argument("--address", default=None,
+                     help="ray: address of an existing Ray cluster (default: start Ray on this machine)")
+    run.add_argument("--cpus-per-task", type=int, default=None,
+                     help="ray: CPUs each CPU cell reserves (default: the intra-op thread count)")
     run.set_defaults(func=cmd_run)
     rep = sub.add_parser("report", help="rewrite CSV/Markdown/LaTeX tables and plots from a results directory")
     rep.add_argument("dir", help="a directory holding results.db (or a parent of several)")
