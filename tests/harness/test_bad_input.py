@@ -1,0 +1,167 @@
+"""The catalogue of bad input: every malformed suite file, flag or environment problem makes ``attnbench run`` exit
+with code 2 and print ONE line naming the file or flag, the key (where there is one) and a fix, before anything is
+written or run.
+
+This is the single table of bad inputs; tests/harness/test_suite.py and test_cli.py check more variants of some of
+them (and the messages' wording in more detail).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from tests.conftest import CliResult, dump, tiny_doc
+from tests.harness.test_accuracy_suite import ACC
+
+# Every cell skipped: should a bad input slip through, the run costs nothing (and the test still fails).
+SKIP_ALL = [{"when": {"seq_len": {"ge": 1}}, "reason": "never measured in this test"}]
+
+
+def _duplicate_axis() -> str:
+    """The tiny suite with ``seq_len`` given twice under ``axes`` (PyYAML alone keeps the last one silently)."""
+    text = dump(tiny_doc(metrics=["time"], skip=SKIP_ALL))
+    assert "\naxes:\n" in text
+    return text.replace("\naxes:\n", "\naxes:\n  seq_len:\n  - 64\n", 1)
+
+
+def _file_in_the_way(tmp: Path) -> None:
+    (tmp / "file.txt").write_text("not a directory")
+
+
+def _read_only_dir(tmp: Path) -> None:
+    (tmp / "ro").mkdir()
+    (tmp / "ro").chmod(0o555)
+
+
+@dataclass(frozen=True)
+class Bad:
+    """One bad input. ``{suite}`` and ``{tmp}`` in args and expectations stand for the suite file and tmp_path.
+
+    Attributes:
+        suite: the suite file's text, or a document dumped as YAML, or None for a file that does not exist.
+        args: arguments after ``run SUITE --out {tmp}/out --device cpu`` (a later --out or --device wins).
+        where: the file or flag the line must name.
+        key: the key or value the line must name (None where the whole input is wrong).
+        fix: the part of the line that says how to fix it.
+        setup: prepares tmp_path before the run.
+        skip: a reason why this machine cannot show the case, or None.
+        never: a path (under tmp_path) that must not exist afterwards: what the bad input must not have done.
+    """
+
+    suite: str | dict[str, Any] | None
+    args: tuple[str, ...] = ()
+    where: str = "{suite}"
+    key: str | None = None
+    fix: str = ""
+    setup: Callable[[Path], None] | None = None
+    skip: str | None = None
+    never: str | None = None
+
+
+CUDA = "CUDA is available here" if torch.cuda.is_available() else None
+ROOT = "root writes into read-only directories" if hasattr(os, "geteuid") and os.geteuid() == 0 else None
+
+CASES = [
+    # the file
+    pytest.param(Bad(None, key=None, fix="give a path such as suites/speed.yaml"), id="missing-suite-file"),
+    pytest.param(Bad("name: tiny\naxes: {attention: [vanilla\n", key="line 3", fix="fix the syntax"),
+                 id="yaml-syntax"),
+    pytest.param(Bad("- vanilla\n- s3attention\n", fix="must be a mapping of keys, got list"), id="list-document"),
+    pytest.param(Bad("just some text\n", fix="must be a mapping of keys, got str"), id="scalar-document"),
+    pytest.param(Bad("name: !!python/object/apply:os.system ['touch {tmp}/pwned']\n",
+                     key="python/object/apply:os.system", fix="fix the syntax", never="pwned"), id="python-tag"),
+    pytest.param(Bad(_duplicate_axis(), key="duplicate key 'seq_len'", fix="each key once per mapping"),
+                 id="duplicate-axis"),
+    # keys and values
+    pytest.param(Bad(tiny_doc(colour="blue"), key="colour", fix="unknown key; valid keys here"),
+                 id="unknown-top-level-key"),
+    pytest.param(Bad(tiny_doc(axes={"seqlen": [16]}), key="axes.seqlen", fix="valid axes: attention"),
+                 id="unknown-axis"),
+    pytest.param(Bad(tiny_doc(axes={"seq_len": []}), key="axes.seq_len", fix="give at least one of positive integers"),
+                 id="empty-axis"),
+    pytest.param(Bad(tiny_doc(axes={"seq_len": ["long"]}), key="axes.seq_len",
+                     fix="bad value 'long'; expected positive integers"), id="string-seq-len"),
+    pytest.param(Bad(tiny_doc(axes={"heads": [True]}), key="axes.heads", fix="bad value True; expected positive"),
+                 id="bool-heads"),
+    pytest.param(Bad(tiny_doc(axes={"seq_len": [16, -32]}), key="axes.seq_len", fix="bad value -32; expected positive"),
+                 id="negative-seq-len"),
+    pytest.param(Bad(tiny_doc(axes={"batch_size": [0]}), key="axes.batch_size", fix="bad value 0; expected positive"),
+                 id="zero-batch-size"),
+    pytest.param(Bad(tiny_doc(axes={"attention": ["vanila"]}), key="axes.attention",
+                     fix="unknown attention 'vanila'. Did you mean vanilla"), id="unknown-attention"),
+    pytest.param(Bad(tiny_doc(axes={"attention": ["nosuch*"]}), key="axes.attention",
+                     fix="'nosuch*' matches no registered attention; see `attnbench list`"),
+                 id="pattern-matches-nothing"),
+    pytest.param(Bad(tiny_doc(config={"rank": 4}), key="config", fix="unknown config field(s) rank; valid fields"),
+                 id="unknown-config-field"),
+    pytest.param(Bad(tiny_doc(name="../escape"), key="name", fix="must be letters, digits, '-' or '_'",
+                     never="escape"),
+                 id="name-escapes-the-output-dir"),
+    # profiles
+    pytest.param(Bad(tiny_doc(), ("--profile", "nosuch"), key="unknown profile 'nosuch'",
+                     fix="choose one of smoke, quick, paper"), id="unknown-profile"),
+    pytest.param(Bad(tiny_doc(profiles={"smoke": [1], "quick": {}, "paper": {}}), key="profiles.smoke",
+                     fix="must be a mapping"), id="profile-not-a-mapping"),
+    # flags
+    pytest.param(Bad(tiny_doc(), ("--device", "tpu"), where="--device", key="tpu", fix="use cpu, cuda or cuda:N"),
+                 id="unknown-device"),
+    pytest.param(Bad(tiny_doc(), ("--device", "cuda"), where="--device cuda", key="CUDA is not available",
+                     fix="use --device cpu", skip=CUDA), id="cuda-without-cuda"),
+    pytest.param(Bad(tiny_doc(), ("--set", "nosuch=1"), where="--set", key="nosuch", fix="valid axes: attention"),
+                 id="set-unknown-axis"),
+    pytest.param(Bad(tiny_doc(), ("--set", "seq_len"), where="--set", key="seq_len",
+                     fix="expected AXIS=V1,V2,... e.g. --set seq_len=1024,2048"), id="set-without-equals"),
+    pytest.param(Bad(tiny_doc(), ("--out", "{tmp}/file.txt/results"), where="--out {tmp}/file.txt/results",
+                     key="{tmp}/file.txt is not a writable directory", fix="choose another output directory",
+                     setup=_file_in_the_way), id="out-under-a-file"),
+    pytest.param(Bad(tiny_doc(), ("--out", "{tmp}/ro/results"), where="--out {tmp}/ro/results",
+                     key="{tmp}/ro is not a writable directory", fix="choose another output directory",
+                     setup=_read_only_dir, skip=ROOT), id="out-read-only"),
+    pytest.param(Bad(ACC, ("--profile", "smoke", "--data-dir", "/nonexistent"), where="--data-dir /nonexistent",
+                     key="no such directory", fix="give the folder holding the LRA files"), id="data-dir-missing"),
+    pytest.param(Bad(tiny_doc(), ("--executor", "ray"), where="--executor ray", key="Ray is not installed",
+                     fix="pip install"), id="executor-not-installed"),
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_bad_input_exits_2_with_one_line(cli: Callable[..., CliResult], write_yaml: Callable[..., Path],
+                                         monkeypatch: pytest.MonkeyPatch, tmp_path: Path, case: Bad) -> None:
+    if case.skip:
+        pytest.skip(case.skip)
+    if case.setup:
+        case.setup(tmp_path)
+    if case.suite is None:
+        suite = tmp_path / "nosuch.yaml"
+    else:
+        text = case.suite if isinstance(case.suite, str) else dump(case.suite)
+        suite = write_yaml(text.replace("{tmp}", str(tmp_path)), "bad.yaml")
+    if "--executor" in case.args:
+        monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError, installed or not
+
+    def sub(text: str) -> str:
+        return text.replace("{tmp}", str(tmp_path)).replace("{suite}", str(suite))
+
+    out = tmp_path / "out"
+    result = cli("run", suite, "--out", out, "--device", "cpu", *map(sub, case.args))
+
+    assert result.code == 2, (result.out, result.err)
+    assert len(result.err_lines) == 1 and result.err.count("\n") == 1, result.err  # one line, no traceback
+    line = result.err_lines[0]
+    assert line.startswith("attnbench: error: ")
+    assert sub(case.where) in line, "the line must name the file or flag"
+    if case.key is not None:
+        assert sub(case.key) in line, "the line must name the key"
+    assert sub(case.fix) in line, "the line must say how to fix it"
+    assert result.out == ""
+    assert not out.exists()  # refused before anything was written
+    if case.never is not None:
+        assert not (tmp_path / case.never).exists()

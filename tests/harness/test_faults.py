@@ -1,0 +1,380 @@
+"""Crash safety with real faults: the runner killed (SIGKILL, SIGSEGV, os._exit) at named points of a sweep, a cell's
+worker dying under --isolate, time limits, out-of-memory and non-finite results raised from inside an attention,
+and run-to-run determinism of training cells.
+
+The kills use ``ATTNBENCH_FAULT`` (harness/faults.py) on a real ``python -m harness.cli run`` process. After each
+kill the suite is rerun (in this process, through the same CLI entry point); the final store must equal that of an
+uninterrupted run: the same keys and statuses, one row per cell, and every cell finished before the kill kept as
+it was (same run id and finish time: not redone). A kill loses at most the cell in flight.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+import torch
+
+import attentions
+import harness.accuracy
+import harness.measure
+from harness.accuracy import run_accuracy_cell
+from harness.cli import main as cli_main
+from harness.measure import measure_cell
+from harness.runner import run_suite
+from harness.store import Store
+from harness.suite import Cell, load_suite
+from harness.timing import GLIBC_TUNABLES_TIMING
+from tests.conftest import REPO_ROOT, CliResult, dump, tiny_doc
+from tests.harness.test_accuracy_suite import ACC
+
+SLOW = pytest.mark.slow
+
+# The speed suite killed below: 8 cells (vanilla, s3attention) x (16, 32) x (fwd, fwd+bwd), time only, one cell
+# skipped by a rule so that the store holds two statuses. The runner's order: vanilla 16 fwd, 16 fwd+bwd, 32 fwd,
+# 32 fwd+bwd, then the same for s3attention, whose 32 fwd (the 7th cell) is the skipped one.
+SPEED_DOC = tiny_doc(metrics=["time"],
+                     skip=[{"when": {"attention": "s3*", "seq_len": 32, "mode": "fwd"}, "reason": "rule"}])
+# The accuracy suite killed below: vanilla then s3attention on a generated Text task of 64 tokens, 4 steps each,
+# evaluated and checkpointed every 2 steps, so that a kill after step 3 resumes from step 2.
+ACC_DOC: dict[str, Any] = {
+    **copy.deepcopy(ACC),
+    "axes": {"attention": ["vanilla", "s3attention"], "task": ["text"], "seed": [0]},
+    "tasks": {"text": {"seq_len": 64}},
+}
+N_CELLS = {"speed": 8, "accuracy": 2}
+SUITE_NAME = {"speed": SPEED_DOC["name"], "accuracy": ACC_DOC["name"]}
+
+
+def _store_dir(out: Path, kind: str) -> Path:
+    return out / SUITE_NAME[kind] / "smoke"
+
+
+def _rows(out: Path, kind: str) -> dict[str, tuple[str, int, str]]:
+    """key -> (status, run id, finish time) of every stored cell; checks that no key is stored twice."""
+    path = _store_dir(out, kind) / "results.db"
+    if not path.exists():
+        return {}
+    db = sqlite3.connect(path)
+    try:
+        rows = db.execute("SELECT key, status, run_id, finished_utc FROM cells").fetchall()
+        (distinct,) = db.execute("SELECT COUNT(DISTINCT key) FROM cells").fetchone()
+    finally:
+        db.close()
+    assert distinct == len(rows), "a key is stored twice"
+    return {key: (status, run_id, finished) for key, status, run_id, finished in rows}
+
+
+def _last_run_id(out: Path, kind: str) -> int:
+    db = sqlite3.connect(_store_dir(out, kind) / "results.db")
+    try:
+        return int(db.execute("SELECT MAX(run_id) FROM runs").fetchone()[0])
+    finally:
+        db.close()
+
+
+def _accuracy_results(out: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(one row per cell: key, test_acc, best_dev_acc, best_step, resumed_from_step; every curve point)."""
+    with Store(_store_dir(out, "accuracy") / "results.db") as store:
+        df = store.dataframe()
+        curves = store.curves()
+    cells = df[["key", "attention", "test_acc", "best_dev_acc", "best_step", "resumed_from_step"]]
+    return (cells.sort_values("key").reset_index(drop=True),
+            curves.sort_values(["key", "step"]).reset_index(drop=True))
+
+
+def _cli_in_process(suite: Path, out: Path) -> int:
+    return cli_main(["run", str(suite), "--profile", "smoke", "--out", str(out), "--device", "cpu"])
+
+
+def _cli_process(suite: Path, out: Path, fault: str) -> subprocess.CompletedProcess[str]:
+    """``python -m harness.cli run SUITE`` in its own process with ATTNBENCH_FAULT set, on one thread."""
+    env = {
+        **os.environ,
+        "ATTNBENCH_FAULT": fault,
+        "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p),
+        "OMP_NUM_THREADS": "1",
+        # the malloc settings the CLI would otherwise re-exec itself to get: one interpreter start, not two
+        "GLIBC_TUNABLES": GLIBC_TUNABLES_TIMING,
+    }
+    argv = [sys.executable, "-m", "harness.cli", "run", str(suite), "--profile", "smoke", "--out", str(out),
+            "--device", "cpu", "--threads", "1"]
+    return subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def suites(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    directory = tmp_path_factory.mktemp("suites")
+    paths = {"speed": directory / "tiny.yaml", "accuracy": directory / "acc.yaml"}
+    paths["speed"].write_text(dump(SPEED_DOC))
+    paths["accuracy"].write_text(dump(ACC_DOC))
+    return paths
+
+
+@pytest.fixture(scope="module")
+def reference(suites: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Output root of an uninterrupted run of both suites (on one thread, like every run here)."""
+    out = tmp_path_factory.mktemp("reference")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for path in suites.values():
+            assert _cli_in_process(path, out) == 0
+    finally:
+        torch.set_num_threads(before)
+    for kind, n in N_CELLS.items():
+        assert len(_rows(out, kind)) == n
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# Kill the runner at a point of the sweep, rerun, compare with the uninterrupted run.
+
+
+@dataclass(frozen=True)
+class Kill:
+    fault: str  # ATTNBENCH_FAULT
+    stored: int  # cells the killed run leaves in the store: every finished one, never the one in flight
+    kind: str = "speed"
+    code: int = -signal.SIGKILL  # the killed process's return code
+    checkpoints: tuple[str, ...] = ()  # suffixes of the files the kill leaves in <store>/checkpoints
+    resumed_from: int = 0  # accuracy: the step the cell in flight resumes from on the rerun
+
+
+KILLS = [
+    # between cells
+    pytest.param(Kill("runner.before_cell:3", 2), id="before-cell-3"),
+    pytest.param(Kill("runner.after_put:1", 1), id="after-put-1"),
+    pytest.param(Kill("runner.before_reports", 8), id="before-reports"),
+    # inside a cell
+    pytest.param(Kill("measure.cell:2", 1), id="measure-cell-2"),
+    pytest.param(Kill("measure.cell:1:segv:s3attention n=16 b=1 fwd+bwd", 5, code=-signal.SIGSEGV),
+                 id="segv-in-cell-6"),
+    pytest.param(Kill("runner.before_put:2", 1), id="measured-not-stored"),
+    # during a store write: the cell's rows are written but not committed
+    pytest.param(Kill("store.in_transaction:3", 2), id="store-write-3"),
+    # a training cell's rows (result and learning curve) written but not committed
+    pytest.param(Kill("store.in_transaction:1", 0, "accuracy", checkpoints=(".pt",), resumed_from=4),
+                 id="accuracy-store-write-1"),
+    # inside a training cell: after an optimiser step, and between a checkpoint's temp file and its rename
+    pytest.param(Kill("training.step:3", 0, "accuracy", checkpoints=(".pt",), resumed_from=2), id="train-step-3"),
+    pytest.param(Kill("training.checkpoint_write:1", 0, "accuracy", checkpoints=(".tmp",), resumed_from=0),
+                 id="checkpoint-write-1"),
+    # more of the same kinds (`make test-slow`)
+    pytest.param(Kill("runner.before_cell:1", 0), id="before-first-cell", marks=SLOW),
+    pytest.param(Kill("runner.after_put:8", 8), id="after-last-put", marks=SLOW),
+    pytest.param(Kill("store.in_transaction:1", 0), id="store-write-1", marks=SLOW),
+    pytest.param(Kill("runner.after_put:4:exit", 4, code=3), id="exit-after-put-4", marks=SLOW),
+    pytest.param(Kill("training.step:7", 1, "accuracy", checkpoints=(".pt",), resumed_from=2),
+                 id="train-step-3-of-cell-2", marks=SLOW),
+    pytest.param(Kill("training.checkpoint_write:2", 0, "accuracy", checkpoints=(".pt", ".tmp"), resumed_from=2),
+                 id="checkpoint-write-2", marks=SLOW),
+    pytest.param(Kill("runner.before_put:1", 0, "accuracy", checkpoints=(".pt",), resumed_from=4),
+                 id="accuracy-trained-not-stored", marks=SLOW),
+]
+
+
+@pytest.mark.usefixtures("one_thread")
+@pytest.mark.parametrize("kill", KILLS)
+def test_killed_sweep_resumes_to_the_uninterrupted_result(
+    kill: Kill, suites: dict[str, Path], reference: Path, tmp_path: Path
+) -> None:
+    kind, out = kill.kind, tmp_path / "out"
+    directory = _store_dir(out, kind)
+    expected = {key: row[0] for key, row in _rows(reference, kind).items()}
+
+    proc = _cli_process(suites[kind], out, kill.fault)
+    assert proc.returncode == kill.code, proc.stderr[-3000:]
+    before = _rows(out, kind)
+    assert len(before) == kill.stored, f"{len(before)} cells stored, expected {kill.stored} (the cell in flight " \
+                                       "must not be stored, every finished one must)"
+    assert {key: row[0] for key, row in before.items()} == {key: expected[key] for key in before}
+    assert not (directory / "results.csv").exists()  # reports come after the last cell
+    leftovers = sorted(p.suffix for p in (directory / "checkpoints").glob("*")) if kind == "accuracy" else []
+    assert leftovers == sorted(kill.checkpoints)
+    killed_run = _last_run_id(out, kind)
+
+    assert _cli_in_process(suites[kind], out) == 0
+    after = _rows(out, kind)
+    assert len(after) == N_CELLS[kind]
+    assert {key: row[0] for key, row in after.items()} == expected
+    for key, row in before.items():
+        assert after[key] == row  # same status, run id and finish time: not redone
+    assert all(after[key][1] == killed_run + 1 for key in set(after) - set(before))  # the rest: by the rerun
+    assert (directory / "results.csv").is_file()
+
+    if kind == "accuracy":
+        assert not list((directory / "checkpoints").glob("*"))  # stored cells need no checkpoint
+        got, got_curves = _accuracy_results(out)
+        want, want_curves = _accuracy_results(reference)
+        in_flight = next(k for k in [c.key for c in load_suite(suites[kind], "smoke").expand("cpu")]
+                         if k not in before)
+        assert got.set_index("key").loc[in_flight, "resumed_from_step"] == kill.resumed_from
+        cols = ["key", "test_acc", "best_dev_acc", "best_step"]
+        pd.testing.assert_frame_equal(got[cols], want[cols])  # resuming from a checkpoint is exact
+        pd.testing.assert_frame_equal(got_curves, want_curves)
+
+
+# ---------------------------------------------------------------------------------------------------
+# --isolate: a cell whose worker dies is that cell's status; the others are measured.
+
+
+@pytest.fixture
+def worker_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make ``python -m harness.worker`` importable whatever the working directory."""
+    paths = [str(REPO_ROOT), os.environ.get("PYTHONPATH")]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in paths if p))
+
+
+@pytest.mark.usefixtures("one_thread", "worker_path")
+@pytest.mark.parametrize(
+    ("action", "status", "needle", "others"),
+    [
+        pytest.param("exit", "error", "exit code 3", ["s3attention"], id="exit"),
+        pytest.param("segv", "error", "SIGSEGV", [], id="segv"),  # a worker start costs seconds: one cell here
+        pytest.param("kill", "oom", "SIGKILL", ["s3attention"], id="kill", marks=SLOW),
+    ],
+)
+def test_a_dying_worker_fails_only_its_cell(monkeypatch: pytest.MonkeyPatch, write_yaml: Callable[..., Path],
+                                            tmp_path: Path, action: str, status: str, needle: str,
+                                            others: list[str]) -> None:
+    # Inherited by the workers; under --isolate the runner itself passes no `measure.cell` point.
+    monkeypatch.setenv("ATTNBENCH_FAULT", f"measure.cell:1:{action}:vanilla n=16")
+    doc = tiny_doc(metrics=["time"], axes={"attention": ["vanilla", *others], "seq_len": [16], "mode": ["fwd"]})
+    summary = run_suite(load_suite(write_yaml(doc), "smoke"), out=tmp_path, isolate=True, timeout_s=300,
+                        progress=False)
+    with Store(summary.out_dir / "results.db") as store:
+        rows = {r["attention"]: r for r in store.dataframe().to_dict("records")}
+    assert set(rows) == {"vanilla", *others}
+    assert rows["vanilla"]["status"] == status
+    assert needle in rows["vanilla"]["message"] and "\n" not in rows["vanilla"]["message"]
+    for name in others:
+        assert rows[name]["status"] == "ok", rows[name]["message"]  # the sweep went on
+
+
+# ---------------------------------------------------------------------------------------------------
+# --timeout through the command line, in-process and with --isolate.
+
+ONE_LENGTH = {"seq_len": [16], "mode": ["fwd"]}
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_timeout_flag_in_process(cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch,
+                                 write_yaml: Callable[..., Path], tmp_path: Path) -> None:
+    real = harness.measure.build_workload
+
+    def hangs_for_vanilla(cell: Cell, device: torch.device) -> Any:
+        if cell.params["attention"] == "vanilla":
+            time.sleep(60)
+            raise AssertionError("the time limit did not fire")
+        return real(cell, device)
+
+    monkeypatch.setattr(harness.measure, "build_workload", hangs_for_vanilla)
+    path = write_yaml(tiny_doc(metrics=["time"], axes=ONE_LENGTH))
+    start = time.perf_counter()
+    result = cli("run", path, "--profile", "smoke", "--out", tmp_path, "--device", "cpu", "--timeout", "2")
+    assert result.code == 0, result.err
+    assert time.perf_counter() - start < 30
+    with Store(tmp_path / "tiny" / "smoke" / "results.db") as store:
+        rows = {r["attention"]: r for r in store.dataframe().to_dict("records")}
+    assert rows["vanilla"]["status"] == "timeout" and "2 s time limit" in rows["vanilla"]["message"]
+    assert rows["s3attention"]["status"] == "ok"  # measured after the timeout: the sweep went on
+
+
+@pytest.mark.usefixtures("one_thread", "worker_path")
+def test_timeout_flag_with_isolate(cli: Callable[..., CliResult], write_yaml: Callable[..., Path],
+                                   tmp_path: Path) -> None:
+    # A real worker: starting Python and importing torch alone takes longer than 0.3 s, so the cell cannot finish.
+    path = write_yaml(tiny_doc(metrics=["time"], axes={**ONE_LENGTH, "attention": ["vanilla"]}))
+    start = time.perf_counter()
+    result = cli("run", path, "--profile", "smoke", "--out", tmp_path, "--device", "cpu", "--isolate",
+                 "--timeout", "0.3")
+    assert result.code == 0, result.err
+    assert time.perf_counter() - start < 30
+    with Store(tmp_path / "tiny" / "smoke" / "results.db") as store:
+        (row,) = store.dataframe().to_dict("records")
+    assert row["status"] == "timeout"
+    assert "0.3 s time limit" in row["message"] and "worker killed" in row["message"]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Out-of-memory and non-finite results raised from inside an attention's forward.
+
+FORWARD_FAULTS = {
+    "cuda-oom": (torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"), "oom",
+                 "OutOfMemoryError: CUDA out of memory"),
+    "cpu-allocator": (RuntimeError("[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate "
+                                   "memory: you tried to allocate 68719476736 bytes. Error code 12"), "oom",
+                      "DefaultCPUAllocator: can't allocate memory"),
+    "memory-error": (MemoryError(), "oom", "MemoryError"),
+    "nan-output": (float("nan"), "nan", "non-finite"),
+    "inf-output": (float("inf"), "nan", "non-finite"),
+}
+
+
+@pytest.fixture
+def faulty_vanilla(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[BaseException | float], None]]:
+    """``faulty_vanilla(exc)`` makes vanilla's forward raise exc; ``faulty_vanilla(value)`` scales its output."""
+    cls = attentions.spec("vanilla").module_cls
+
+    def install(fault: BaseException | float) -> None:
+        def forward(self: Any, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+            if isinstance(fault, BaseException):
+                raise fault
+            return x * fault
+
+        monkeypatch.setattr(cls, "forward", forward)
+
+    yield install
+
+
+@pytest.mark.usefixtures("one_thread")
+@pytest.mark.parametrize("where", ["fwd", "fwd+bwd", "train_step", "accuracy"])
+@pytest.mark.parametrize("fault", list(FORWARD_FAULTS))
+def test_fault_raised_in_forward_becomes_a_status(
+    faulty_vanilla: Callable[[BaseException | float], None], suites: dict[str, Path], write_yaml: Callable[..., Path],
+    tmp_path: Path, fault: str, where: str,
+) -> None:
+    error, status, needle = FORWARD_FAULTS[fault]
+    if where == "accuracy":
+        cell = load_suite(suites["accuracy"], "smoke").expand("cpu")[0]
+    else:
+        doc = tiny_doc(metrics=["time"], axes={"attention": ["vanilla"], "seq_len": [16], "mode": [where]})
+        cell = load_suite(write_yaml(doc), "smoke").expand("cpu")[0]
+    assert cell.params["attention"] == "vanilla"
+    faulty_vanilla(error)
+    if where == "accuracy":
+        result = run_accuracy_cell(cell, workdir=tmp_path, cache_dir=None)
+    else:
+        result = measure_cell(cell)
+    assert (result.status, needle in result.message) == (status, True), result.message
+    assert "\n" not in result.message
+
+
+# ---------------------------------------------------------------------------------------------------
+# Determinism: the same training suite twice on the CPU gives the same numbers.
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_accuracy_suite_is_deterministic(monkeypatch: pytest.MonkeyPatch, suites: dict[str, Path], reference: Path,
+                                         tmp_path: Path) -> None:
+    """The reference run (2 attentions, seed 0) and a second run into another directory, data regenerated."""
+    monkeypatch.setattr(harness.accuracy, "_LOADED", {})
+    assert _cli_in_process(suites["accuracy"], tmp_path) == 0
+    (first, first_curves), (second, second_curves) = _accuracy_results(reference), _accuracy_results(tmp_path)
+    assert sorted(first["attention"]) == ["s3attention", "vanilla"]
+    cols = ["key", "test_acc", "best_dev_acc", "best_step"]
+    pd.testing.assert_frame_equal(first[cols], second[cols])
+    assert len(first_curves) == 4  # evaluations at steps 2 and 4 of each cell
+    pd.testing.assert_frame_equal(first_curves, second_curves)
