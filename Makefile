@@ -20,7 +20,8 @@ RUN         = $(BIN)/attnbench run --profile $(PROFILE) --device $(DEVICE) --out
 
 DATA_DIR   ?=
 
-.PHONY: setup bench-speed bench-memory bench-long accuracy report test test-slow lint clean
+.PHONY: setup bench-speed bench-memory bench-long accuracy robustness hyperparams ablation incoherence report test \
+	test-slow lint clean
 
 setup: $(STAMP)
 
@@ -44,6 +45,14 @@ bench-long: setup
 # LRA accuracy (Table 1): offline generators, or the real LRA files with DATA_DIR=/path/to/lra
 accuracy: setup
 	$(RUN) suites/accuracy.yaml $(if $(DATA_DIR),--data-dir $(DATA_DIR))
+
+# The S3Attention paper's studies (accuracy suites; DATA_DIR as for `accuracy`):
+#   robustness  Table 5: Image-task accuracy under U(-a, a) pixel noise
+#   hyperparams Table 6: r, s1, s2 one at a time around (8, 8, 8)
+#   ablation    Table 7: each S3Attention component removed
+#   incoherence Table S7: μ-incoherence before/after the Fourier convolution
+robustness hyperparams ablation incoherence: setup
+	$(RUN) suites/$@.yaml $(if $(DATA_DIR),--data-dir $(DATA_DIR))
 
 report: setup
 	$(BIN)/attnbench report $(OUT)

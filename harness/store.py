@@ -7,10 +7,11 @@ CSV, Markdown, LaTeX and plots are exports derived from this file (``attnbench r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -97,7 +98,7 @@ class Store:
         """Record a cell's final result (and learning curve) atomically, replacing an earlier one (``--fresh``)."""
         if status not in STATUSES:
             raise ValueError(f"status {status!r} is not one of {STATUSES}")
-        with self.db:  # BEGIN ... COMMIT, or ROLLBACK on error
+        with self._transaction():
             self.db.execute(
                 "INSERT OR REPLACE INTO cells (key, run_id, suite, cell_json, status, message, metrics_json,"
                 " finished_utc) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -118,6 +119,23 @@ class Store:
                 [(cell.key, *(point.get(c) for c in CURVE_COLUMNS)) for point in curve or []],
             )
             faults.point("store.in_transaction", cell.label)  # rows written, not yet committed
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any exception.
+
+        With isolation_level=None sqlite3 autocommits every statement and ``with connection:`` opens no
+        transaction, so a process killed between a cell's row and its curve rows used to leave the cell stored
+        without its curve (and a rerun skipped it). A kill inside this block leaves nothing: the WAL holds no
+        commit record, so the next open rolls it back.
+        """
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
 
     def latest_env(self) -> dict[str, Any]:
         row = self.db.execute("SELECT env_json FROM runs ORDER BY run_id DESC LIMIT 1").fetchone()

@@ -309,6 +309,25 @@ def _matches(value: Any, cond: Any) -> bool:
     return value == cond
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` (never constructs Python objects) that refuses a key given twice in one mapping.
+
+    Plain PyYAML keeps the last of duplicate keys silently, so ``axes: {seq_len: [1024], seq_len: [2048]}`` would
+    sweep one of them without a word.
+    """
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (each key once per mapping)", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_suite(
     path: str | Path,
     profile: str = "quick",
@@ -327,13 +346,15 @@ def load_suite(
     if not path.is_file():
         raise SuiteError(path, "", "no such suite file; give a path such as suites/speed.yaml")
     try:
-        # safe_load only: a suite file must never construct Python objects.
-        doc = yaml.safe_load(path.read_text())
+        # Safe loading only: a suite file must never construct Python objects.
+        doc = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else "YAML"
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise SuiteError(path, where, f"not valid YAML ({problem}); fix the syntax") from None
+        fix = ("suite files are plain YAML: remove the tag" if "constructor for the tag" in problem
+               else "fix the syntax")
+        raise SuiteError(path, where, f"not valid YAML ({problem}); {fix}") from None
     if not isinstance(doc, dict):
         raise SuiteError(path, "", f"the document must be a mapping of keys, got {type(doc).__name__}")
     _check_keys(path, "", doc, TOP_KEYS)
@@ -555,12 +576,12 @@ def _validate_accuracy(path: Path, suite: Suite) -> None:
             params = {"attention": name, "task": task, "seed": 0}
             if variant is not None:
                 params["variant"] = variant
+            where = f"variants.{variant}" if variant is not None else f"tasks.{task}"
             try:
                 suite._accuracy_cell(params, "cpu")
             except RegistryError as exc:
-                raise SuiteError(path, f"tasks.{task}", str(exc)) from None
+                raise SuiteError(path, where, str(exc)) from None
             except (ValueError, TypeError) as exc:
-                where = f"variants.{variant}" if variant is not None else f"tasks.{task}"
                 raise SuiteError(path, where, f"{name} on {task}: {exc}") from None
 
 

@@ -72,8 +72,15 @@ def test_smoke_profile_runs_and_resumes(cli: Callable[..., CliResult], tmp_path:
     assert (directory / "env.json").is_file()
 
     if suite.kind == "accuracy":
-        # Table 1 in both formats, every evaluation point, learning curves per task; checkpoints cleaned up
-        assert (directory / "table1.md").is_file() and (directory / "table1.tex").is_file()
+        # The suite's tables in every format, every evaluation point, learning curves per task; no checkpoints left
+        for table in suite.report_options()["tables"]:
+            for suffix in (".md", ".tex", ".csv"):
+                assert (directory / f"{table}{suffix}").stat().st_size > 0, f"{table}{suffix}"
+        study_columns = [axis for axis in ("noise", "noise_on", "variant") if axis in suite.axes]
+        if suite.incoherence is not None:
+            study_columns += [f"mu_{m}_r{r}_{s}" for r in suite.incoherence["ranks"] for m in ("x", "smooth")
+                              for s in ("mean", "std")]
+        assert ok[study_columns].notna().all().all(), study_columns
         curves = pd.read_csv(directory / "curves.csv")
         assert set(curves["key"]) == set(ok["key"])
         for task in suite.axes["task"]:

@@ -77,7 +77,7 @@ CASES = [
     pytest.param(Bad("- vanilla\n- s3attention\n", fix="must be a mapping of keys, got list"), id="list-document"),
     pytest.param(Bad("just some text\n", fix="must be a mapping of keys, got str"), id="scalar-document"),
     pytest.param(Bad("name: !!python/object/apply:os.system ['touch {tmp}/pwned']\n",
-                     key="python/object/apply:os.system", fix="fix the syntax", never="pwned"), id="python-tag"),
+                     key="python/object/apply:os.system", fix="remove the tag", never="pwned"), id="python-tag"),
     pytest.param(Bad(_duplicate_axis(), key="duplicate key 'seq_len'", fix="each key once per mapping"),
                  id="duplicate-axis"),
     # keys and values
