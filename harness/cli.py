@@ -67,9 +67,11 @@ def check_executor(args: argparse.Namespace) -> None:
                         "process (drop --isolate)")
     if args.cpus_per_task is not None and args.cpus_per_task < 1:
         raise UserError(f"--cpus-per-task {args.cpus_per_task}: must be a positive number of CPUs")
-    from .ray_executor import require_ray
+    from .ray_executor import check_address, require_ray
 
     require_ray()
+    if args.address:
+        check_address(args.address)
 
 
 def cmd_list(args: argparse.Namespace) -> int:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -77,12 +78,12 @@ def start_ray(address: str | None = None, num_cpus: int | None = None) -> bool:
     if ray.is_initialized():
         return False
     if address:
+        check_address(address)
         try:
             ray.init(address=address, log_to_driver=False, configure_logging=False)
         except (ConnectionError, RuntimeError, ValueError) as exc:
-            first = (str(exc).strip().splitlines() or [""])[0]
-            raise UserError(f"--address {address}: cannot connect to a Ray cluster there ({first}); start one "
-                            "with `ray start --head` and pass the address it prints") from None
+            raise UserError(f"--address {address}: cannot connect to a Ray cluster there ({_first_line(exc)}); "
+                            "start one with `ray start --head` and pass the address it prints") from None
         return True
     from ray._private import ray_constants
 
@@ -92,8 +93,9 @@ def start_ray(address: str | None = None, num_cpus: int | None = None) -> bool:
             os.environ[key] = value
     ray_constants.ENABLE_RAY_CLUSTER = False  # the driver reads it at call time, Ray's processes the variable
     try:
-        ray.init(num_cpus=num_cpus or os.cpu_count(), include_dashboard=False, _node_ip_address="127.0.0.1",
-                 log_to_driver=False, configure_logging=False, ignore_reinit_error=True)
+        # "local": a new instance, never RAY_ADDRESS or a cluster already running on this machine
+        ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), include_dashboard=False,
+                 _node_ip_address="127.0.0.1", log_to_driver=False, configure_logging=False)
     finally:
         # Only the loopback switch is undone (a later --address in this process must see the real address);
         # the GCS, raylet and workers already started with it. Auth and usage settings stay for the process.
@@ -103,6 +105,18 @@ def start_ray(address: str | None = None, num_cpus: int | None = None) -> bool:
             os.environ[_LOOPBACK_VAR] = loopback_was[0]
         ray_constants.ENABLE_RAY_CLUSTER = loopback_was[1]
     return True
+
+
+def check_address(address: str) -> None:
+    """A HOST:PORT nobody listens on is an exit-2 error now (``ray.init`` would retry for minutes)."""
+    host, _, port = address.rpartition(":")
+    if "://" in address or not host or not port.isdigit():
+        return  # "auto", a Ray Client address, ...: left to Ray
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=10).close()
+    except OSError as exc:
+        raise UserError(f"--address {address}: nothing answers there ({exc.strerror or exc}); start a cluster "
+                        "with `ray start --head` and pass the address it prints") from None
 
 
 @contextlib.contextmanager

@@ -168,6 +168,16 @@ def test_executor_flag_errors(cli: Callable[..., CliResult], tiny_suite: Path, t
     assert result.code == 2 and len(result.err_lines) == 1 and needle in result.err, result.err
 
 
+def test_an_address_where_nothing_listens_is_an_exit_2_error(
+    cli: Callable[..., CliResult], tiny_suite: Path, tmp_path: Path
+) -> None:
+    pytest.importorskip("ray")
+    result = cli("run", tiny_suite, "--out", tmp_path, "--executor", "ray", "--address", "127.0.0.1:1")
+    assert result.code == 2 and len(result.err_lines) == 1, result.err
+    assert "--address 127.0.0.1:1: nothing answers there" in result.err and "ray start --head" in result.err
+    assert not (tmp_path / "tiny").exists()
+
+
 def test_run_suite_refuses_isolate_with_ray(tiny_suite: Path, tmp_path: Path) -> None:
     with pytest.raises(UserError, match="--isolate"):
         run_suite(load_suite(tiny_suite), out=tmp_path, executor="ray", isolate=True, progress=False)
