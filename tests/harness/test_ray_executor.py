@@ -138,6 +138,13 @@ def test_embedded_ray_is_loopback_only_and_writes_no_token(ray_home: Path) -> No
     assert ray.get_runtime_context().gcs_address.startswith("127.0.0.1:")
 
 
+def test_embedded_workers_run_at_normal_priority(ray_home: Path) -> None:
+    """Ray's default worker nice 15 lets any other load starve a cell (and its timings)."""
+    import ray
+
+    assert ray.get(ray.remote(lambda: os.nice(0)).remote()) == 0
+
+
 # ---------------------------------------------------------------------------------------------------
 # Exit-2 errors (no Ray needed)
 
