@@ -82,7 +82,7 @@ import yaml
 import attentions
 from attentions import RegistryError
 
-from .data import LRA_SEQ_LEN, NOISE_ON, TASKS
+from .data import LRA_SEQ_LEN, NOISE_ON, PIXEL_TASKS, TASKS
 from .errors import SuiteError
 from .training import TrainConfig
 
@@ -565,8 +565,6 @@ def _validate_accuracy(path: Path, suite: Suite) -> None:
         defined = ", ".join(suite.variants) or "none"
         raise SuiteError(path, "axes.variant", f"unknown variant {unknown[0]!r}; defined under `variants`: {defined}")
     if any(a > 0 for a in suite.axes.get("noise", [])):
-        from .data import PIXEL_TASKS
-
         other = [t for t in suite.axes["task"] if t not in PIXEL_TASKS]
         if other:
             raise SuiteError(path, "axes.noise", f"pixel noise applies to {', '.join(PIXEL_TASKS)} only, not "
