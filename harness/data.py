@@ -214,9 +214,9 @@ def add_pixel_noise(x: torch.Tensor, a: float, generator: torch.Generator) -> to
     """
     if a < 0:
         raise ValueError(f"noise amplitude must be >= 0, got {a}")
-    u = torch.rand(x.shape, generator=generator, dtype=torch.float64)  # drawn even for a = 0: same stream
     if a == 0:
         return x
+    u = torch.rand(x.shape, generator=generator, dtype=torch.float64)
     values = (x - 1).double() + a * (2.0 * u - 1.0)
     noisy = values.round().clamp_(0, 255).long() + 1  # torch.round: half to even
     return torch.where(x == PAD_ID, x, noisy)
