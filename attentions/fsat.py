@@ -5,7 +5,7 @@ ACL 2022 (Volume 1: Long Papers), pp. 234–243, https://aclanthology.org/2022.a
 (doi:10.18653/v1/2022.acl-long.19; the paper has no arXiv version and no public code: this is the first
 implementation, so every choice the paper leaves open is listed, with ours, in ``FSATAttention``'s docstring).
 
-- ``fsat`` (presets ``fsat_m4`` = the paper's default M = 4, ``fsat_m8``): pooled hidden-state cross by FFT
+- ``fsat`` (the paper's default M = 4; preset ``fsat_m8``): pooled hidden-state cross by FFT
   (eq. 1–4), Q from X and K, V from the cross C (eq. 6), M predicted dominant query indices per key (eq. 9),
   Gaussian edge confidences (eq. 8, 10) with truncated gradients (§4.2.4), and the sparse attention of eq. 7
   over O(n·M) edges (gathers, a scatter-softmax and CSR products) — never an n×n tensor.
@@ -413,7 +413,7 @@ class _CrossAttentionBase(nn.Module):
         return q, k.unflatten(-1, (h, -1)), v.unflatten(-1, (h, -1)), extra  # K, V [B, N, H, d]
 
 
-@register("fat", FATConfig, Capabilities(complexity="n^2"))
+@register("fat", FATConfig, Capabilities(complexity="n^2"), paper="https://aclanthology.org/2022.acl-long.19")
 class FATAttention(_CrossAttentionBase):
     """FAT: softmax attention with K, V projected from the pooled hidden-state cross (FSAT paper eq. 5).
 
@@ -466,8 +466,7 @@ class FSATConfig(FATConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if int(self.m_per_key) <= 0:
-            raise ValueError(f"m_per_key must be a positive integer, got {self.m_per_key!r}")
+        self._require_positive_ints("m_per_key")
         if self.n_random is not None and int(self.n_random) < 0:
             raise ValueError(f"n_random must be >= 0 or None (= m_per_key), got {self.n_random!r}")
         if self.sigma2 is not None and not self.sigma2 > 0:
@@ -502,7 +501,7 @@ class FSATEdges(NamedTuple):
     predicted: Tensor
 
 
-@register("fsat", FSATConfig, Capabilities(complexity="n log n"))
+@register("fsat", FSATConfig, Capabilities(complexity="n log n"), paper="https://aclanthology.org/2022.acl-long.19")
 class FSATAttention(_CrossAttentionBase):
     """FSAT: sparse attention over predicted dominant query→key edges, K and V from the hidden-state cross.
 
@@ -604,5 +603,4 @@ class FSATAttention(_CrossAttentionBase):
         return FSATEdges(index, conf, ibar)
 
 
-register_preset("fsat_m4", "fsat", m_per_key=4, description="FSAT, M = 4 predicted queries per key (paper).")
 register_preset("fsat_m8", "fsat", m_per_key=8, description="FSAT with M = 8 predicted queries per key.")

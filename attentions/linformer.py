@@ -36,11 +36,15 @@ class LinformerConfig(AttentionConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if int(self.k) <= 0:
-            raise ValueError(f"k must be a positive integer, got {self.k!r}")
+        self._require_positive_ints("k")
 
 
-@register("linformer", LinformerConfig, Capabilities(complexity="n", needs_fixed_length=True))
+@register(
+    "linformer",
+    LinformerConfig,
+    Capabilities(complexity="n", needs_fixed_length=True),
+    paper="https://arxiv.org/abs/2006.04768",
+)
 class LinformerAttention(nn.Module):
     """Linformer: softmax(Q (E K)ᵀ / √d) (F V), E, F ∈ R^{k×max_seq_len}; paper arxiv.org/abs/2006.04768.
 
@@ -120,5 +124,4 @@ class LinformerAttention(nn.Module):
         return k, v
 
 
-register_preset("linformer_k256", "linformer", k=256, description="Linformer, k = 256 (the default).")
 register_preset("linformer_k128", "linformer", k=128, description="Linformer, k = 128.")

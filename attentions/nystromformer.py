@@ -34,8 +34,7 @@ class NystromConfig(AttentionConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if int(self.num_landmarks) <= 0:
-            raise ValueError(f"num_landmarks must be a positive integer, got {self.num_landmarks!r}")
+        self._require_positive_ints("num_landmarks")
         if int(self.pinv_iterations) < 0:
             raise ValueError(f"pinv_iterations must be >= 0, got {self.pinv_iterations!r}")
         if self.conv_kernel < 0 or (self.conv_kernel and self.conv_kernel % 2 == 0):
@@ -83,7 +82,14 @@ def sequence_conv(v: Tensor, weight: Tensor) -> Tensor:
     return y.reshape(b, h, chunks * c, d)[:, :, :n]  # [B, H, N, d]
 
 
-@register("nystromformer", NystromConfig, Capabilities(complexity="n", seq_len_multiple_of=64))
+# pads_to_multiple: a length off the multiple of m runs the masked-landmark path, which is exactly right-padding
+# to a multiple of m and masking the padding (see the class docstring).
+@register(
+    "nystromformer",
+    NystromConfig,
+    Capabilities(complexity="n", seq_len_multiple_of=64, pads_to_multiple=True),
+    paper="https://arxiv.org/abs/2102.03902",
+)
 class NystromAttention(nn.Module):
     """Nyströmformer attention with segment-mean landmarks and a conv residual on V; arxiv.org/abs/2102.03902.
 
@@ -191,7 +197,6 @@ class NystromAttention(nn.Module):
         return sums / count.clamp_min(1.0)[..., None], count > 0
 
 
-register_preset("nystrom_m64", "nystromformer", num_landmarks=64, description="Nyströmformer, m = 64.")
 register_preset(
     "nystrom_m32",
     "nystromformer",

@@ -42,8 +42,7 @@ class PerformerConfig(AttentionConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if int(self.nb_features) <= 0:
-            raise ValueError(f"nb_features must be a positive integer, got {self.nb_features!r}")
+        self._require_positive_ints("nb_features")
         if int(self.redraw_interval) < 0:
             raise ValueError(f"redraw_interval must be >= 0 (0 = fixed), got {self.redraw_interval!r}")
         if not self.kernel_eps >= 0.0:
@@ -115,7 +114,7 @@ def softmax_kernel_features(
     return _stabilised_exp(x, features, is_query, mask) + eps / math.sqrt(features.shape[0])
 
 
-@register("performer", PerformerConfig, Capabilities(complexity="n"))
+@register("performer", PerformerConfig, Capabilities(complexity="n"), paper="https://arxiv.org/abs/2009.14794")
 class PerformerAttention(nn.Module):
     """Performer (FAVOR+) attention with positive orthogonal random features; arxiv.org/abs/2009.14794.
 
@@ -202,5 +201,4 @@ class PerformerAttention(nn.Module):
         return F.dropout(y, p=cfg.dropout, training=self.training)
 
 
-register_preset("performer_m256", "performer", nb_features=256, description="Performer (FAVOR+), m = 256.")
 register_preset("performer_m64", "performer", nb_features=64, description="Performer (FAVOR+), m = 64.")

@@ -228,15 +228,20 @@ class ReformerConfig(AttentionConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in ("n_hashes", "bucket_size"):
-            if int(getattr(self, name)) <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
+        self._require_positive_ints("n_hashes", "bucket_size")
         nb = self.n_buckets
         if nb is not None and (nb <= 0 or (nb != 1 and nb % 2)):
             raise ValueError(f"n_buckets must be None, 1 or a positive even number, got {nb!r}")
 
 
-@register("reformer", ReformerConfig, Capabilities(complexity="n log n", seq_len_multiple_of=64))
+# pads_to_multiple: forward pads to a whole number of chunks (bucket_size) and hashes the padding past every
+# real bucket.
+@register(
+    "reformer",
+    ReformerConfig,
+    Capabilities(complexity="n log n", seq_len_multiple_of=64, pads_to_multiple=True),
+    paper="https://arxiv.org/abs/2001.04451",
+)
 class ReformerAttention(nn.Module):
     """Reformer LSH self-attention (shared QK, n_hashes rounds of angular LSH, chunked attention).
 
@@ -315,5 +320,4 @@ class ReformerAttention(nn.Module):
         return self.out(merge_heads(y)[:, :n_in])
 
 
-register_preset("reformer_h2", "reformer", n_hashes=2, description="Reformer LSH attention, 2 hash rounds.")
 register_preset("reformer_h4", "reformer", n_hashes=4, description="Reformer LSH attention, 4 hash rounds.")

@@ -6,13 +6,16 @@ A variant module defines a frozen dataclass config and an ``nn.Module`` and regi
     class MyConfig(AttentionConfig):
         rank: int = 8
 
-    @register("mine", MyConfig, Capabilities(complexity="n"))
+    @register("mine", MyConfig, Capabilities(complexity="n"), paper="https://arxiv.org/abs/NNNN.NNNNN")
     class MyAttention(nn.Module):
         def __init__(self, cfg: MyConfig) -> None: ...
         def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor: ...
 
 Presets are further names with fixed hyperparameters (``register_preset("mine_r16", "mine", rank=16)``),
-so patterns such as ``mine_*`` in a suite mean something (timm's naming habit).
+so patterns such as ``mine_*`` in a suite mean something (timm's naming habit); a preset shares its base's
+paper and, unless it changes them, its capabilities. ``list_attentions`` sorts names naturally (``mine_r8``
+before ``mine_r16``), and ``spec(name).cannot_run(seq_len, padded=...)`` tells a runner, before it builds
+anything, why a variant cannot take given inputs.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import fnmatch
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,7 +40,6 @@ __all__ = [
     "UnknownAttentionError",
     "UnknownConfigKeyError",
     "build",
-    "config_fields",
     "list_attentions",
     "make_config",
     "register",
@@ -79,9 +82,7 @@ class AttentionConfig:
     dropout: float = 0.1
 
     def __post_init__(self) -> None:
-        for name in ("dim", "heads", "max_seq_len"):
-            if int(getattr(self, name)) <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
+        self._require_positive_ints("dim", "heads", "max_seq_len")
         if self.dim % self.heads:
             raise ValueError(f"dim={self.dim} must be divisible by heads={self.heads}")
         if not 0.0 <= self.dropout < 1.0:
@@ -91,16 +92,32 @@ class AttentionConfig:
     def head_dim(self) -> int:
         return self.dim // self.heads
 
+    def _require_positive_ints(self, *names: str) -> None:
+        """Raise ValueError naming the first of the fields ``names`` that is not a positive int.
+
+        bool is rejected although it is an int subclass (``heads=True`` is a typo, not 1), and so are floats
+        (``dim=64.0`` would reach ``nn.Linear`` and fail there, far from the config).
+        """
+        for name in names:
+            value = getattr(self, name)
+            if not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
 
 @dataclass(frozen=True)
 class Capabilities:
-    """What a variant can do; the runner and the tests read these to skip cleanly.
+    """What a variant can do; the runner and the tests read these (``AttentionSpec.cannot_run``) to skip cleanly.
 
     Attributes:
-        supports_mask: honours a key-padding mask (real positions never depend on padded ones).
-        needs_fixed_length: parameters are sized by ``max_seq_len``; the harness sets
-            ``max_seq_len = seq_len`` and shorter inputs are padded inside the layer.
-        seq_len_multiple_of: the layer pads internally to this multiple (informational).
+        supports_mask: honours a key-padding mask (real positions never depend on padded ones). A variant
+            without it cannot run on padded inputs.
+        needs_fixed_length: parameters are sized by ``max_seq_len`` (Linformer's E/F, S3Attention's Fourier
+            weights and BatchNorm), so the layer cannot run on inputs longer than the ``max_seq_len`` it was
+            built with; shorter inputs are handled inside the layer.
+        seq_len_multiple_of: the layer computes on whole blocks of this many positions (landmark segments, LSH
+            chunks). Inputs must have a length that is a multiple of it, unless ``pads_to_multiple``.
+        pads_to_multiple: the layer pads inputs internally to a multiple of ``seq_len_multiple_of`` and masks
+            the padding, so any length runs.
         complexity: asymptotic time in the sequence length, e.g. "n^2", "n", "n log n".
         exact: computes softmax attention exactly (only vanilla does).
         devices: device types the variant can run on.
@@ -109,6 +126,7 @@ class Capabilities:
     supports_mask: bool = True
     needs_fixed_length: bool = False
     seq_len_multiple_of: int = 1
+    pads_to_multiple: bool = False
     complexity: str = "n^2"
     exact: bool = False
     devices: tuple[str, ...] = ("cpu", "cuda")
@@ -130,7 +148,18 @@ def _device_check(caps: Capabilities) -> AvailabilityCheck:
 
 @dataclass(frozen=True)
 class AttentionSpec:
-    """Everything the registry knows about one registered name."""
+    """Everything the registry knows about one registered name.
+
+    Attributes:
+        name: the registered name.
+        family: the name the variant class was registered under (a preset's base).
+        module_cls: the ``nn.Module`` class; ``module_cls(config)`` builds the layer.
+        config: the resolved default config (a preset's overrides applied).
+        caps: capabilities.
+        description: one line for listings (the class docstring's first line unless the preset gives one).
+        paper: link to the paper the variant implements (a preset shares its base's).
+        extra_check: availability check beyond the device list (e.g. an optional package).
+    """
 
     name: str
     family: str
@@ -138,6 +167,7 @@ class AttentionSpec:
     config: AttentionConfig
     caps: Capabilities
     description: str
+    paper: str
     extra_check: AvailabilityCheck | None = field(default=None, repr=False)
 
     def unavailable_reason(self, device: torch.device | str = "cpu") -> str | None:
@@ -150,6 +180,33 @@ class AttentionSpec:
 
     def available(self, device: torch.device | str = "cpu") -> bool:
         return self.unavailable_reason(device) is None
+
+    def cannot_run(self, seq_len: int, *, padded: bool, max_seq_len: int | None = None) -> str | None:
+        """Why this variant cannot run on inputs of ``seq_len`` tokens (``padded``: they carry a padding mask), or None.
+
+        Reads the capabilities only, so a runner can skip a cell with this reason before building anything.
+        Rules: padded inputs need ``supports_mask``; a length off ``seq_len_multiple_of`` needs
+        ``pads_to_multiple``; with ``needs_fixed_length``, ``seq_len`` must not exceed ``max_seq_len``.
+
+        Args:
+            seq_len: length N of the inputs [B, N, D].
+            padded: the inputs come with a key-padding mask that has False entries.
+            max_seq_len: the ``max_seq_len`` the layer will be built with; None = not known (not checked).
+
+        Returns:
+            A human-readable reason naming the variant, or None when the capabilities allow these inputs.
+        """
+        caps = self.caps
+        if padded and not caps.supports_mask:
+            return f"{self.name} does not honour a padding mask, and these inputs are padded"
+        if seq_len % caps.seq_len_multiple_of and not caps.pads_to_multiple:
+            return f"{self.name} needs seq_len to be a multiple of {caps.seq_len_multiple_of}, got {seq_len}"
+        if caps.needs_fixed_length and max_seq_len is not None and seq_len > max_seq_len:
+            return (
+                f"{self.name} has parameters sized by max_seq_len={max_seq_len} and cannot take "
+                f"seq_len={seq_len} > max_seq_len"
+            )
+        return None
 
     @property
     def backend(self) -> str:
@@ -173,6 +230,7 @@ def register(
     config_cls: type[AttentionConfig],
     caps: Capabilities,
     *,
+    paper: str,
     check: AvailabilityCheck | None = None,
 ) -> Callable[[type[nn.Module]], type[nn.Module]]:
     """Class decorator: register ``cls`` under ``name`` with ``config_cls()`` as its defaults.
@@ -181,12 +239,18 @@ def register(
         name: registry name (the variant family's base name).
         config_cls: frozen dataclass deriving from AttentionConfig; its defaults are the real defaults.
         caps: capabilities of the variant.
+        paper: http(s) link to the paper the variant implements (its presets share it).
         check: optional extra availability check (e.g. an optional package), returning a reason or None.
+
+    Raises:
+        RegistryError: ``paper`` is not an http(s) link (checked at import, before anything runs).
     """
+    if not paper.startswith(("https://", "http://")):
+        raise RegistryError(f"attention {name!r}: paper must be an http(s) link, got {paper!r}")
 
     def deco(cls: type[nn.Module]) -> type[nn.Module]:
         doc = (cls.__doc__ or "").strip().splitlines()
-        _add(AttentionSpec(name, name, cls, config_cls(), caps, doc[0] if doc else "", check))
+        _add(AttentionSpec(name, name, cls, config_cls(), caps, doc[0] if doc else "", paper, check))
         return cls
 
     return deco
@@ -213,14 +277,26 @@ def register_preset(
             cfg,
             new_caps,
             description or parent.description,
+            parent.paper,
             check or parent.extra_check,
         )
     )
 
 
+def _natural_key(name: str) -> tuple[tuple[str | int, ...], str]:
+    """Sort key comparing digit runs as integers: ``performer_m64`` < ``performer_m256``.
+
+    ``re.split`` with a capturing group alternates text and digit runs (text at even indices, possibly ""),
+    so two keys compare str with str and int with int at every position. The name itself breaks ties
+    between spellings of one number (``m08``, ``m8``).
+    """
+    parts = re.split(r"(\d+)", name)
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(parts)), name
+
+
 def list_attentions(pattern: str = "*") -> list[str]:
-    """Registered names matching an fnmatch ``pattern`` (e.g. "s3*", "vanilla*"), sorted."""
-    return sorted(n for n in _REGISTRY if fnmatch.fnmatchcase(n, pattern))
+    """Registered names matching an fnmatch ``pattern`` (e.g. "s3*", "vanilla*"), in natural order."""
+    return sorted((n for n in _REGISTRY if fnmatch.fnmatchcase(n, pattern)), key=_natural_key)
 
 
 def spec(name: str) -> AttentionSpec:
@@ -231,13 +307,8 @@ def spec(name: str) -> AttentionSpec:
         close = difflib.get_close_matches(name, list(_REGISTRY), n=3, cutoff=0.5)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
         raise UnknownAttentionError(
-            f"unknown attention {name!r}.{hint} Registered: {', '.join(sorted(_REGISTRY))}"
+            f"unknown attention {name!r}.{hint} Registered: {', '.join(list_attentions())}"
         ) from None
-
-
-def config_fields(name: str) -> list[str]:
-    """Names of the config fields that ``build(name, ...)`` accepts."""
-    return [f.name for f in dataclasses.fields(spec(name).config)]
 
 
 def _replace_config(cfg: AttentionConfig, overrides: dict[str, Any], name: str) -> AttentionConfig:

@@ -56,9 +56,7 @@ class S3Config(AttentionConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in ("r", "s1", "s2", "conv_kernel"):
-            if int(getattr(self, name)) <= 0:
-                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
+        self._require_positive_ints("r", "s1", "s2", "conv_kernel")
         if self.segment_average and self.dim % self.r:
             raise ValueError(f"r={self.r} must divide dim={self.dim} (segments of the hidden dimension)")
         if self.conv_kernel % 2 == 0:
@@ -133,7 +131,12 @@ class Smoother(nn.Module):
         return self.drop(self.act(h))
 
 
-@register("s3attention", S3Config, Capabilities(complexity="n log n", needs_fixed_length=True))
+@register(
+    "s3attention",
+    S3Config,
+    Capabilities(complexity="n log n", needs_fixed_length=True),
+    paper="https://arxiv.org/abs/2408.08567",
+)
 class S3Attention(nn.Module):
     """S3Attention (smoother + skeleton attention), journal Algorithms 1–2; paper: arxiv.org/abs/2408.08567.
 

@@ -52,7 +52,9 @@ def _xformers_check(device: torch.device) -> str | None:
     return _xformers_reason() if device.type == "cuda" else None
 
 
-@register("vanilla", VanillaConfig, Capabilities(complexity="n^2", exact=True))
+@register(
+    "vanilla", VanillaConfig, Capabilities(complexity="n^2", exact=True), paper="https://arxiv.org/abs/1706.03762"
+)
 class VanillaAttention(nn.Module):
     """Exact multi-head softmax attention with fused Q/K/V and output projections.
 

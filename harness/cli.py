@@ -16,7 +16,15 @@ import torch
 
 import attentions
 
+from .envinfo import collect_env
 from .errors import UserError
+from .report.export import write_suite_reports
+from .run.ray_executor import check_address, require_ray
+from .run.runner import run_suite
+from .spec import expand_patterns
+from .speed.timing import GLIBC_TUNABLES_TIMING, timing_env_active
+from .store import Store
+from .suite import load_suite, parse_set
 
 
 class _Parser(argparse.ArgumentParser):
@@ -67,8 +75,6 @@ def check_executor(args: argparse.Namespace) -> None:
                         "process (drop --isolate)")
     if args.cpus_per_task is not None and args.cpus_per_task < 1:
         raise UserError(f"--cpus-per-task {args.cpus_per_task}: must be a positive number of CPUs")
-    from .ray_executor import check_address, require_ray
-
     require_ray()
     if args.address:
         check_address(args.address)
@@ -83,9 +89,10 @@ def cmd_list(args: argparse.Namespace) -> int:
         rows.append(
             (name, s.family, s.backend or "-", s.caps.complexity, "yes" if s.caps.exact else "no",
              "yes" if s.caps.supports_mask else "no", "yes" if s.caps.needs_fixed_length else "no",
-             "yes" if reason is None else f"no: {reason}")
+             "yes" if reason is None else f"no: {reason}", s.paper)
         )
-    header = ("name", "family", "backend", "complexity", "exact", "mask", "fixed_len", f"available on {dev.type}")
+    header = ("name", "family", "backend", "complexity", "exact", "mask", "fixed_len", f"available on {dev.type}",
+              "paper")
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     for r in [header, *rows]:
         print("  ".join(str(v).ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
@@ -93,9 +100,6 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .runner import run_suite
-    from .suite import expand_patterns, load_suite, parse_set
-
     if args.timeout is not None and not 0 < args.timeout < float("inf"):  # also rejects nan
         raise UserError(f"--timeout {args.timeout}: must be a positive number of seconds")
     check_executor(args)
@@ -122,6 +126,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         cpus_per_task=args.cpus_per_task,
     )
     counts = ", ".join(f"{k}={v}" for k, v in sorted(summary.statuses.items())) or "nothing to run"
+    if suite.description:
+        print(f"{suite.name}: {suite.description}")
     print(f"{suite.name}/{suite.profile}: {summary.total} cells, {summary.skipped_done} already done, "
           f"ran: {counts}; {summary.wall_s:.1f} s")
     print(f"results: {summary.out_dir}")
@@ -132,9 +138,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .runner import write_suite_reports
-    from .store import Store
-
     directory = Path(args.dir)
     dbs = [directory / "results.db"] if (directory / "results.db").is_file() else sorted(directory.rglob("results.db"))
     if not dbs:
@@ -147,8 +150,6 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_env(args: argparse.Namespace) -> int:
-    from .envinfo import collect_env
-
     print(json.dumps(collect_env(torch.device(args.device or default_device())), indent=2))
     return 0
 
@@ -189,8 +190,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _reexec_with_timing_env(argv: list[str]) -> None:
     """Re-run this command with the timing malloc settings: glibc reads GLIBC_TUNABLES at start only."""
-    from .timing import GLIBC_TUNABLES_TIMING, timing_env_active
-
     if argv[:1] == ["run"] and not timing_env_active() and not os.environ.get("ATTNBENCH_NO_REEXEC"):
         env = {**os.environ, "GLIBC_TUNABLES": GLIBC_TUNABLES_TIMING, "ATTNBENCH_NO_REEXEC": "1"}
         os.execve(sys.executable, [sys.executable, "-m", "harness.cli", *argv], env)

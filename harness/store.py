@@ -18,9 +18,7 @@ from typing import Any
 import pandas as pd
 
 from . import faults
-from .suite import Cell
-
-STATUSES = ("ok", "oom", "error", "timeout", "unsupported", "nan")
+from .cell import STATUSES, Cell
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -36,7 +34,7 @@ CREATE TABLE IF NOT EXISTS cells (
     run_id INTEGER NOT NULL REFERENCES runs(run_id),
     suite TEXT NOT NULL,
     cell_json TEXT NOT NULL,
-    status TEXT NOT NULL CHECK (status IN ('ok', 'oom', 'error', 'timeout', 'unsupported', 'nan')),
+    status TEXT NOT NULL CHECK (status IN (%s)),
     message TEXT NOT NULL DEFAULT '',
     metrics_json TEXT NOT NULL DEFAULT '{}',
     finished_utc TEXT NOT NULL
@@ -48,6 +46,7 @@ CREATE TABLE IF NOT EXISTS curves (
     PRIMARY KEY (key, step)
 );
 """
+_SCHEMA %= ", ".join(f"'{status}'" for status in STATUSES)  # the statuses are written once, in harness.cell
 CURVE_COLUMNS = ("step", "train_loss", "train_acc", "dev_loss", "dev_acc")
 
 
@@ -155,7 +154,7 @@ class Store:
                 {
                     "key": key,
                     "suite": suite,
-                    "kind": cell.get("kind", "speed"),
+                    "kind": cell["kind"],
                     **cell["params"],
                     "device": cell["device"].split(":")[0],
                     "status": status,
@@ -167,10 +166,12 @@ class Store:
         return pd.DataFrame(rows)
 
     def curves(self, keys: Iterable[str] | None = None) -> pd.DataFrame:
-        """Every evaluation point: key, the cell's axis values, step, train/dev loss and accuracy."""
-        cells = self.dataframe(keys)
+        """Every evaluation point: key, step, train/dev loss and accuracy, and the cell's axis values."""
+        wanted = None if keys is None else set(keys)
         points = pd.read_sql_query(f"SELECT key, {', '.join(CURVE_COLUMNS)} FROM curves ORDER BY key, step", self.db)
-        if cells.empty or points.empty:
+        params = pd.DataFrame([{"key": key, **json.loads(cell_json)["params"]}
+                               for key, cell_json in self.db.execute("SELECT key, cell_json FROM cells")
+                               if wanted is None or key in wanted])
+        if params.empty or points.empty:
             return pd.DataFrame(columns=["key", *CURVE_COLUMNS])
-        axes = [c for c in ("attention", "task", "seed", "noise", "noise_on", "variant") if c in cells.columns]
-        return points.merge(cells[["key", *axes]], on="key", how="inner")
+        return points.merge(params, on="key", how="inner")

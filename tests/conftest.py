@@ -7,6 +7,7 @@ sweep takes about a second on a loaded 2-core CPU; no test asserts a speed.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,9 @@ from typing import Any
 
 import pytest
 import yaml
+
+import harness.run.runner
+from harness.kinds import KINDS
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -100,9 +104,16 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
 @pytest.fixture
 def fast_runner(monkeypatch: pytest.MonkeyPatch) -> None:
     """Skip the ~1 s GEMM peak measurement a run does before its first timed cell."""
-    import harness.runner
+    monkeypatch.setattr(harness.run.runner, "measure_gemm_peak_gflops", lambda device: 100.0)
 
-    monkeypatch.setattr(harness.runner, "measure_gemm_peak_gflops", lambda device: 100.0)
+
+def patch_kind(monkeypatch: pytest.MonkeyPatch, kind: str, **changes: Any) -> None:
+    """Replace parts of a suite kind (e.g. ``run=`` the function that runs one cell) for one test.
+
+    The runner, the recorder and the workers look a kind up in ``harness.kinds.KINDS`` when they use it, so the
+    replacement is seen everywhere in this process.
+    """
+    monkeypatch.setitem(KINDS, kind, dataclasses.replace(KINDS[kind], **changes))
 
 
 @pytest.fixture

@@ -363,10 +363,10 @@ def test_longer_than_max_seq_len_is_rejected_and_config_is_validated() -> None:
 
 
 def test_registered_names_presets_and_capabilities() -> None:
-    assert {"fat", "fsat", "fsat_m4", "fsat_m8"} <= set(list_attentions("f*at*"))
+    assert {"fat", "fsat", "fsat_m8"} <= set(list_attentions("f*at*"))
     assert spec("fsat").caps.complexity == "n log n" and not spec("fsat").caps.needs_fixed_length
     assert spec("fat").caps.complexity == "n^2"
-    assert spec("fsat_m4").config.m_per_key == 4 and spec("fsat_m8").config.m_per_key == 8
+    assert spec("fsat").config.m_per_key == 4 and spec("fsat_m8").config.m_per_key == 8
     assert spec("fsat").config.randoms == 4 and spec("fsat").config.variance == 1024.0
 
 

@@ -159,9 +159,9 @@ def test_deterministic_under_seed() -> None:
 def test_presets_and_config_validation() -> None:
     cfg = attentions.spec("nystromformer").config
     assert (cfg.num_landmarks, cfg.pinv_iterations, cfg.conv_kernel) == (64, 6, 33)
-    assert attentions.spec("nystrom_m64").config.num_landmarks == 64
     assert attentions.spec("nystrom_m32").config.num_landmarks == 32
     assert attentions.spec("nystrom_m32").caps.seq_len_multiple_of == 32
+    assert all(attentions.spec(n).caps.pads_to_multiple for n in ("nystromformer", "nystrom_m32"))
     assert attentions.spec("nystromformer").caps.complexity == "n"
     assert _build(conv_kernel=0).conv is None
     for bad in ({"num_landmarks": 0}, {"pinv_iterations": -1}, {"conv_kernel": 4}, {"conv_kernel": -1}):

@@ -180,7 +180,6 @@ def test_deterministic_under_seed() -> None:
 
 def test_presets_and_config_validation() -> None:
     assert attentions.spec("performer").config.nb_features == 256
-    assert attentions.spec("performer_m256").config.nb_features == 256
     assert attentions.spec("performer_m64").config.nb_features == 64
     assert attentions.spec("performer").caps.complexity == "n"
     assert _build(nb_features=64).features.shape == (64, 16)

@@ -233,11 +233,12 @@ def test_bucket_count_follows_length_and_config() -> None:
 
 
 def test_presets() -> None:
-    assert {"reformer", "reformer_h2", "reformer_h4"} <= set(attentions.list_attentions("reformer*"))
-    assert attentions.spec("reformer_h2").config.n_hashes == 2
+    assert {"reformer", "reformer_h4"} <= set(attentions.list_attentions("reformer*"))
+    assert attentions.spec("reformer").config.n_hashes == 2
     assert attentions.spec("reformer_h4").config.n_hashes == 4
     caps = attentions.spec("reformer").caps
     assert caps.complexity == "n log n" and caps.supports_mask and not caps.exact
+    assert caps.seq_len_multiple_of == 64 and caps.pads_to_multiple  # forward pads to whole chunks
 
 
 @pytest.mark.parametrize("dropout", [0.0, 0.3])

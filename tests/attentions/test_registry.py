@@ -1,8 +1,12 @@
-"""Registry behaviour: listing, specs, presets, helpful errors, duplicate names, config validation."""
+"""Registry behaviour: listing, specs, presets, papers, helpful errors, duplicate names, config validation,
+and the capability rules of ``AttentionSpec.cannot_run``."""
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
+from urllib.parse import urlparse
 
 import pytest
 import torch
@@ -14,10 +18,42 @@ from attentions import registry
 
 def test_list_patterns_and_presets() -> None:
     names = attentions.list_attentions()
-    assert names == sorted(names)
+    assert names == sorted(names, key=registry._natural_key)
     assert {"vanilla", "vanilla_sdpa", "vanilla_xformers", "s3attention", "s3attention_released"} <= set(names)
     assert attentions.list_attentions("vanilla*") == ["vanilla", "vanilla_sdpa", "vanilla_xformers"]
     assert attentions.list_attentions("nothing*") == []
+    assert attentions.list_attentions("s3*") == ["s3attention", "s3attention_released"]
+
+
+def test_natural_order_compares_digit_runs_as_integers() -> None:
+    names = ["performer_m256", "s3attention_released", "performer_m64", "performer", "s3attention", "x10", "x9",
+             "x09", "2b", "10a"]
+    assert sorted(names, key=registry._natural_key) == [
+        "2b", "10a", "performer", "performer_m64", "performer_m256", "s3attention", "s3attention_released",
+        "x09", "x9", "x10",
+    ]
+
+
+@pytest.mark.parametrize("name", [n for n in attentions.list_attentions() if attentions.spec(n).family != n])
+def test_preset_differs_from_its_base(name: str) -> None:
+    """A preset identical to its base would only be a second name for the same cells."""
+    entry = attentions.spec(name)
+    base = attentions.spec(entry.family)
+    assert (entry.config, entry.caps, entry.extra_check) != (base.config, base.caps, base.extra_check)
+
+
+@pytest.mark.parametrize("name", attentions.list_attentions())
+def test_every_variant_links_its_paper(name: str) -> None:
+    entry = attentions.spec(name)
+    url = urlparse(entry.paper)
+    assert url.scheme in ("http", "https") and url.netloc, entry.paper
+    assert entry.paper == attentions.spec(entry.family).paper  # presets share their base's paper
+
+
+def test_register_requires_a_paper_link() -> None:
+    with pytest.raises(attentions.RegistryError, match="paper must be an http"):
+        attentions.register("_no_paper", attentions.AttentionConfig, attentions.Capabilities(), paper="")
+    assert "_no_paper" not in attentions.list_attentions()
 
 
 def test_spec_capabilities_are_data() -> None:
@@ -49,7 +85,9 @@ def test_unknown_config_key_rejected_by_name() -> None:
 
 def test_duplicate_name_is_an_error() -> None:
     with pytest.raises(attentions.DuplicateNameError, match="already registered"):
-        attentions.register("vanilla", attentions.AttentionConfig, attentions.Capabilities())(nn.Identity)
+        attentions.register(
+            "vanilla", attentions.AttentionConfig, attentions.Capabilities(), paper="https://example.org/toy"
+        )(nn.Identity)
     with pytest.raises(attentions.DuplicateNameError):
         attentions.register_preset("s3attention_released", "s3attention")
 
@@ -70,11 +108,12 @@ def test_register_and_preset_new_variant() -> None:
             return x * self.cfg.scale
 
     try:
-        attentions.register("_toy", ToyConfig, attentions.Capabilities(complexity="n"))(Toy)
+        attentions.register("_toy", ToyConfig, attentions.Capabilities(complexity="n"), paper="https://example.org/toy")(Toy)
         attentions.register_preset("_toy_s2", "_toy", scale=2.0)
         assert attentions.build("_toy_s2")(torch.ones(1, 2, 64)).sum().item() == 256.0
         assert attentions.build("_toy_s2", scale=3.0).cfg.scale == 3.0  # overrides beat the preset
         assert attentions.spec("_toy_s2").description == "Toy mixer."
+        assert attentions.spec("_toy_s2").paper == "https://example.org/toy"
         with pytest.raises(attentions.UnknownConfigKeyError):
             attentions.register_preset("_toy_bad", "_toy", nope=1)
     finally:
@@ -92,8 +131,95 @@ def test_register_and_preset_new_variant() -> None:
         ("s3attention", {"r": 7}, "r=7"),
         ("s3attention", {"conv_kernel": 2}, "odd"),
         ("s3attention", {"row_attention": False, "col_attention": False}, "at least one"),
+        # One positive-integer check (AttentionConfig._require_positive_ints) for every variant's fields.
+        ("vanilla", {"heads": True}, "heads must be a positive integer, got True"),
+        ("vanilla", {"dim": 64.0}, "dim must be a positive integer, got 64.0"),
+        ("vanilla", {"dim": -64}, "dim must be a positive integer, got -64"),
+        ("s3attention", {"s1": 0}, "s1 must be a positive integer, got 0"),
+        ("linformer", {"k": 0}, "k must be a positive integer, got 0"),
+        ("performer", {"nb_features": "64"}, "nb_features must be a positive integer, got '64'"),
+        ("nystromformer", {"num_landmarks": 0}, "num_landmarks must be a positive integer, got 0"),
+        ("reformer", {"bucket_size": 0}, "bucket_size must be a positive integer, got 0"),
+        ("fsat", {"m_per_key": 0}, "m_per_key must be a positive integer, got 0"),
     ],
 )
 def test_config_validation(name: str, overrides: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         attentions.make_config(name, **overrides)
+
+
+class _Passthrough(nn.Module):
+    """Identity mixer for throwaway registrations."""
+
+    def __init__(self, cfg: attentions.AttentionConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        return x
+
+
+_throwaway_ids = itertools.count()
+
+
+@pytest.fixture
+def throwaway(request: pytest.FixtureRequest) -> Callable[..., attentions.AttentionSpec]:
+    """Register a passthrough variant with the given capabilities under a unique test-only name.
+
+    The finalizer removes every name it registered, so nothing leaks into registry-parametrised tests.
+    """
+    names: list[str] = []
+
+    def unregister() -> None:
+        for name in names:
+            registry._REGISTRY.pop(name, None)
+
+    request.addfinalizer(unregister)
+
+    def make(**caps: object) -> attentions.AttentionSpec:
+        name = f"_throwaway_{next(_throwaway_ids)}"
+        names.append(name)
+        attentions.register(
+            name, attentions.AttentionConfig, attentions.Capabilities(**caps), paper="https://example.org/throwaway"
+        )(_Passthrough)
+        return attentions.spec(name)
+
+    return make
+
+
+def test_cannot_run_padded_inputs_without_mask_support(throwaway: Callable[..., attentions.AttentionSpec]) -> None:
+    entry = throwaway(supports_mask=False)
+    reason = entry.cannot_run(128, padded=True)
+    assert reason is not None and entry.name in reason and "padding mask" in reason
+    assert entry.cannot_run(128, padded=False) is None
+    assert throwaway().cannot_run(128, padded=True) is None
+
+
+def test_cannot_run_length_off_the_multiple_unless_padded_inside(
+    throwaway: Callable[..., attentions.AttentionSpec],
+) -> None:
+    strict = throwaway(seq_len_multiple_of=64)
+    reason = strict.cannot_run(100, padded=False)
+    assert reason is not None and strict.name in reason and "multiple of 64, got 100" in reason
+    assert strict.cannot_run(192, padded=False) is None
+    assert throwaway(seq_len_multiple_of=64, pads_to_multiple=True).cannot_run(100, padded=False) is None
+
+
+def test_cannot_run_beyond_a_fixed_length(throwaway: Callable[..., attentions.AttentionSpec]) -> None:
+    fixed = throwaway(needs_fixed_length=True)
+    reason = fixed.cannot_run(2048, padded=False, max_seq_len=1024)
+    assert reason is not None and fixed.name in reason and "max_seq_len=1024" in reason and "2048" in reason
+    assert fixed.cannot_run(1024, padded=False, max_seq_len=1024) is None
+    assert fixed.cannot_run(512, padded=True, max_seq_len=1024) is None  # shorter inputs are handled inside
+    assert fixed.cannot_run(2048, padded=False) is None  # max_seq_len unknown: not checked
+    assert throwaway().cannot_run(2048, padded=False, max_seq_len=1024) is None
+
+
+def test_throwaway_variants_do_not_leak() -> None:
+    assert not attentions.list_attentions("_throwaway_*")
+
+
+@pytest.mark.parametrize("n", [64, 192, 4096])
+@pytest.mark.parametrize("name", attentions.list_attentions())
+def test_every_variant_runs_on_padded_multiples_of_64(name: str, n: int) -> None:
+    assert attentions.spec(name).cannot_run(n, padded=True, max_seq_len=n) is None

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import attentions
-from harness.memory import peak_memory_bytes
+from harness.speed.memory import peak_memory_bytes
 
 CPU_VARIANTS = [n for n in attentions.list_attentions() if attentions.spec(n).available("cpu")]
 SMALL = {"dim": 32, "heads": 2, "max_seq_len": 128}
@@ -93,6 +93,25 @@ def test_fully_padded_sequence_and_large_inputs_stay_finite(name: str) -> None:
     assert torch.isfinite(y).all()
     y.sum().backward()
     assert torch.isfinite(x.grad).all()
+
+
+@pytest.mark.parametrize("padded", [False, True])
+@pytest.mark.parametrize("name", CPU_VARIANTS)
+def test_runs_where_capabilities_say_it_can(name: str, padded: bool) -> None:
+    """What ``cannot_run`` allows really runs: 100 tokens (off every multiple of 64 and 32), built for 128."""
+    n = 100
+    reason = attentions.spec(name).cannot_run(n, padded=padded, max_seq_len=SMALL["max_seq_len"])
+    if reason is not None:
+        pytest.skip(reason)
+    module = _build(name).eval()
+    x = torch.randn(2, n, SMALL["dim"])
+    mask = None
+    if padded:
+        mask = torch.ones(2, n, dtype=torch.bool)
+        mask[1, 70:] = False
+    with torch.no_grad():
+        y = _forward(module, x, mask)
+    assert y.shape == x.shape and torch.isfinite(y).all()
 
 
 @pytest.mark.parametrize("name", CPU_VARIANTS)

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from tests.conftest import CliResult, dump, tiny_doc
-from tests.harness.test_accuracy_suite import ACC
+from tests.harness.lra.test_kind import ACC
 
 # Every cell skipped: should a bad input slip through, the run costs nothing (and the test still fails).
 SKIP_ALL = [{"when": {"seq_len": {"ge": 1}}, "reason": "never measured in this test"}]

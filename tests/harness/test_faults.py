@@ -27,17 +27,18 @@ import pytest
 import torch
 
 import attentions
-import harness.accuracy
-import harness.measure
-from harness.accuracy import run_accuracy_cell
+import harness.lra.cell
+import harness.speed.measure
+from harness.cell import Cell
 from harness.cli import main as cli_main
-from harness.measure import measure_cell
-from harness.runner import run_suite
+from harness.lra.cell import run_accuracy_cell
+from harness.run.runner import run_suite
+from harness.speed.measure import measure_cell
+from harness.speed.timing import GLIBC_TUNABLES_TIMING
 from harness.store import Store
-from harness.suite import Cell, load_suite
-from harness.timing import GLIBC_TUNABLES_TIMING
+from harness.suite import load_suite
 from tests.conftest import REPO_ROOT, CliResult, dump, tiny_doc
-from tests.harness.test_accuracy_suite import ACC
+from tests.harness.lra.test_kind import ACC
 
 SLOW = pytest.mark.slow
 
@@ -272,7 +273,7 @@ ONE_LENGTH = {"seq_len": [16], "mode": ["fwd"]}
 @pytest.mark.usefixtures("one_thread")
 def test_timeout_flag_in_process(cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch,
                                  write_yaml: Callable[..., Path], tmp_path: Path) -> None:
-    real = harness.measure.build_workload
+    real = harness.speed.measure.build_workload
 
     def hangs_for_vanilla(cell: Cell, device: torch.device) -> Any:
         if cell.params["attention"] == "vanilla":
@@ -280,7 +281,7 @@ def test_timeout_flag_in_process(cli: Callable[..., CliResult], monkeypatch: pyt
             raise AssertionError("the time limit did not fire")
         return real(cell, device)
 
-    monkeypatch.setattr(harness.measure, "build_workload", hangs_for_vanilla)
+    monkeypatch.setattr(harness.speed.measure, "build_workload", hangs_for_vanilla)
     path = write_yaml(tiny_doc(metrics=["time"], axes=ONE_LENGTH))
     start = time.perf_counter()
     result = cli("run", path, "--profile", "smoke", "--out", tmp_path, "--device", "cpu", "--timeout", "2")
@@ -370,7 +371,7 @@ def test_fault_raised_in_forward_becomes_a_status(
 def test_accuracy_suite_is_deterministic(monkeypatch: pytest.MonkeyPatch, suites: dict[str, Path], reference: Path,
                                          tmp_path: Path) -> None:
     """The reference run (2 attentions, seed 0) and a second run into another directory, data regenerated."""
-    monkeypatch.setattr(harness.accuracy, "_LOADED", {})
+    monkeypatch.setattr(harness.lra.cell, "_LOADED", {})
     assert _cli_in_process(suites["accuracy"], tmp_path) == 0
     (first, first_curves), (second, second_curves) = _accuracy_results(reference), _accuracy_results(tmp_path)
     assert sorted(first["attention"]) == ["s3attention", "vanilla"]

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.cell import Cell
 from harness.store import STATUSES, Store
-from harness.suite import Cell, load_suite
+from harness.suite import load_suite
 
 
 @pytest.fixture

@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 
+from harness.cell import Cell
 from harness.errors import SuiteError
-from harness.suite import Cell, expand_patterns, load_suite, parse_set
+from harness.spec import expand_patterns
+from harness.suite import load_suite, parse_set
 from tests.conftest import TINY_SUITE, CliResult, dump, tiny_doc
 
 # ---------------------------------------------------------------------------------------------------

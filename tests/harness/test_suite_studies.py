@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from harness.errors import SuiteError
-from harness.suite import load_suite, one_at_a_time
+from harness.lra.kind import one_at_a_time
+from harness.suite import load_suite
 from tests.conftest import REPO_ROOT, tiny_doc
 
 ACCURACY: dict[str, Any] = {

@@ -1,0 +1,299 @@
+"""Offline generators of the two pixel tasks of Long Range Arena, deterministic from a seed: Pathfinder-style contour
+images and a 10-class image set. The rules of each are in :mod:`harness.lra.generators`' docstring (which covers all
+five tasks); this module holds the pixel-grid code so that neither file grows past a reader's patience.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import UserError
+from .generators import balanced_labels
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Pathfinder
+
+PATHFINDER_MARKER = 255  # marker dots are the only pixels at full intensity
+PATHFINDER_DASH = 191  # LRA paddle_contrast 0.75 of full intensity
+# 8 compass directions in (row, col) order; a turn moves one index (45 degrees) left or right.
+_DIRS = ((0, 1), (1, 1), (1, 0), (1, -1), (0, -1), (-1, -1), (-1, 0), (-1, 1))
+_LINK = 2  # the connectivity rule: lit pixels within Chebyshev distance 2 are linked
+
+
+class _Canvas:
+    """Occupancy of one image being built: which cells are too close to contours placed so far."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.blocked = np.zeros((size, size), dtype=bool)
+
+    def block_around(self, cells: list[tuple[int, int]], radius: int) -> None:
+        for cell in cells:
+            self.blocked[_square(cell, radius)] = True
+
+
+def _walk(
+    rng: np.random.Generator,
+    canvas: _Canvas,
+    n_px: int,
+    period: int,
+    turn_p: float,
+    lo: int,
+    hi: int,
+) -> list[tuple[int, int]] | None:
+    """One contour's chain of 8-connected pixels inside [lo, hi]^2 and away from ``canvas.blocked``, or None.
+
+    The heading turns by 45 degrees (left or right) at the start of a dash with probability ``turn_p``. When the next
+    pixel is not free the walk steers (straight, then the other turns) rather than give up: a blind walk of 41 pixels
+    fits a 30-pixel box only a few % of the time. Consecutive headings differ by at most 45 degrees, so a pixel is
+    always at Chebyshev distance 2 from the one two steps back; the chain never comes within one pixel of its own
+    older pixels, so a contour does not touch itself.
+    """
+    # One-pixel border of False so that steps off the image need no bounds checks; (r, c) are padded coordinates.
+    free = np.zeros((canvas.size + 2, canvas.size + 2), dtype=bool)
+    free[lo + 1 : hi + 2, lo + 1 : hi + 2] = ~canvas.blocked[lo : hi + 1, lo : hi + 1]
+    starts = np.flatnonzero(free)
+    if starts.size == 0:
+        return None
+    r, c = divmod(int(rng.choice(starts)), canvas.size + 2)
+    heading = int(rng.integers(8))
+    u = rng.random((2, n_px))
+    turns = (u[0] > 1 - turn_p / 2).astype(int) - (u[0] < turn_p / 2)  # -1, 0, +1 with turn_p / 2, 1 - turn_p, ...
+    sides = np.where(u[1] < 0.5, -1, 1)  # which way to steer first when straight ahead is not free
+    chain = [(r, c)]
+    for i in range(1, n_px):
+        turn = int(turns[i]) if i % period == 0 else 0
+        options = (turn, 0, -turn) if turn else (0, int(sides[i]), -int(sides[i]))
+        for t in options:
+            dr, dc = _DIRS[(heading + t) % 8]
+            if free[r + dr, c + dc]:
+                heading, r, c = (heading + t) % 8, r + dr, c + dc
+                break
+        else:
+            return None
+        free[_square(chain[-1], 1)] = False  # the own-chain rule: older pixels and their neighbours
+        chain.append((r, c))
+    return [(r - 1, c - 1) for r, c in chain]
+
+
+def _square(centre: tuple[int, int], radius: int) -> tuple[slice, slice]:
+    """Index of the (2 radius + 1)-pixel square around ``centre`` (clipped at the top/left image edge)."""
+    r, c = centre
+    return slice(max(r - radius, 0), r + radius + 1), slice(max(c - radius, 0), c + radius + 1)
+
+
+def _dash_cells(chain: list[tuple[int, int]], dash: int, period: int) -> list[tuple[int, int]]:
+    """The lit pixels of a chain: ``dash`` on, ``period - dash`` off, starting and ending on a dash."""
+    return [p for i, p in enumerate(chain) if i % period < dash]
+
+
+def _pathfinder_image(
+    rng: np.random.Generator,
+    label: int,
+    *,
+    size: int,
+    contour_length: int,
+    distractor_length: int,
+    num_distractors: int,
+    dash_length: int,
+    dash_gap: int,
+    marker_radius: int,
+    padding: int,
+    turn_prob: float,
+    min_marker_distance: int,
+    max_tries: int,
+) -> np.ndarray | None:
+    """One image, or None when the contours could not be placed (the caller resamples)."""
+    period = dash_length + dash_gap
+    canvas = _Canvas(size)
+    # Marker dots must fit inside the padding, so contour ends stay marker_radius further in; chains use the rest.
+    lo, hi = padding, size - 1 - padding
+    img = np.zeros((size, size), dtype=np.uint8)
+    mains: list[list[tuple[int, int]]] = []
+    lengths = [contour_length] * 2 + [distractor_length] * num_distractors
+    for k, n_dashes in enumerate(lengths):
+        n_px = n_dashes * period - dash_gap
+        for _ in range(max_tries):
+            chain = _walk(rng, canvas, n_px, period, turn_p=turn_prob, lo=lo, hi=hi)
+            if chain is None:
+                continue
+            ends = [chain[0], chain[-1]]
+            if k < 2:
+                # Both ends of both main contours get room for a marker whatever the label, so the geometry of the
+                # two classes is the same; only where the markers are drawn differs.
+                inner = all(lo + marker_radius <= v <= hi - marker_radius for e in ends for v in e)
+                far = max(abs(ends[0][0] - ends[1][0]), abs(ends[0][1] - ends[1][1])) >= min_marker_distance
+                if not (inner and far) or any(canvas.blocked[_square(e, marker_radius)].any() for e in ends):
+                    continue
+                mains.append(chain)
+            break
+        else:
+            return None
+        for r, c in _dash_cells(chain, dash_length, period):
+            img[r, c] = PATHFINDER_DASH
+        # Everything within _LINK of this contour (and of its marker room) is off limits to later contours, which
+        # therefore stay at Chebyshev distance >= _LINK + 1 and never link to it.
+        room = marker_radius if k < 2 else 0
+        canvas.block_around(chain, _LINK)
+        canvas.block_around(ends, _LINK + room)
+    # Positive: both ends of contour A; negative: a random end of A and a random end of B.
+    a, b = mains
+    pick_a, pick_b = rng.integers(0, 2, size=2) * -1  # index 0 or -1
+    markers = [a[0], a[-1]] if label == 1 else [a[pick_a], b[pick_b]]
+    for end in markers:
+        img[_square(end, marker_radius)] = PATHFINDER_MARKER
+    return img
+
+
+def generate_pathfinder(
+    n: int,
+    *,
+    seed: int = 0,
+    size: int = 32,
+    contour_length: int = 14,
+    distractor_length: int = 4,
+    num_distractors: int = 5,
+    dash_length: int = 2,
+    dash_gap: int = 1,
+    marker_radius: int = 1,
+    padding: int = 1,
+    turn_prob: float = 0.8,
+    min_marker_distance: int = 4,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Pathfinder images: two marked dashed contours plus distractors; label 1 iff the markers share a contour.
+
+    Defaults are LRA's pathfinder32 ``curv_contour_length_14`` settings where a pixel grid can express them:
+    contour_length 14 dashes, distractor_length 14 // 3 = 4 dashes, 20 // 4 = 5 distractors, paddle_length 2
+    (dash_length), paddle_margin 1 (dash_gap), padding 1, marker_radius 1.5 (a 3x3 dot: the pixels within 1.5 of
+    the centre), paddle_contrast 0.75 (dash intensity 191, markers 255, background 0). LRA's antialiasing,
+    paddle_thickness 0.5, continuity 1.0 and seed_distance 7 are not reproduced; instead each dash may turn by
+    45 degrees with probability ``turn_prob`` and the two ends of a main contour are ``min_marker_distance`` apart.
+
+    Connectivity: lit pixels (> 0) within Chebyshev distance 2 of each other are linked (8-connectivity after closing
+    gaps of one pixel). Each contour, its markers included, is one component (dash gaps are one pixel), and every
+    contour stays at distance >= 3 from every other one, so the label is exactly "the two markers are in the same
+    component". Placements that would break this are rejected and resampled.
+
+    Args:
+        n: number of images.
+        seed: seed of the random stream.
+        size: image side in pixels.
+        contour_length, distractor_length: dashes per main contour and per distractor.
+        num_distractors: unmarked distractor contours.
+        dash_length, dash_gap: pixels on and off along a contour (a gap of 0 or 1 keeps a contour linked).
+        marker_radius: marker dots are (2 r + 1) x (2 r + 1) squares centred on a contour end.
+        padding: blank border in pixels.
+        turn_prob: probability that a dash turns by 45 degrees (left or right equally).
+        min_marker_distance: minimum Chebyshev distance between the two ends of a main contour.
+
+    Returns:
+        (images, labels): uint8 [n, size, size] and int64 [n], balanced in consecutive pairs.
+
+    Raises:
+        UserError: parameters that break the connectivity rule or do not fit in the image.
+    """
+    if dash_gap not in (0, 1) or dash_length < 1 or marker_radius < 1:
+        raise UserError(
+            f"pathfinder: need dash_gap 0 or 1 (the linking rule closes one-pixel gaps), dash_length >= 1 and "
+            f"marker_radius >= 1, got dash_gap={dash_gap}, dash_length={dash_length}, marker_radius={marker_radius}"
+        )
+    rng = np.random.default_rng(seed)
+    labels = balanced_labels(rng, n, 2)
+    images = np.zeros((n, size, size), dtype=np.uint8)
+    params = dict(
+        size=size, contour_length=contour_length, distractor_length=distractor_length,
+        num_distractors=num_distractors, dash_length=dash_length, dash_gap=dash_gap, marker_radius=marker_radius,
+        padding=padding, turn_prob=turn_prob, min_marker_distance=min_marker_distance, max_tries=200,
+    )
+    max_images = 50
+    for i in range(n):
+        for _ in range(max_images):
+            img = _pathfinder_image(rng, int(labels[i]), **params)
+            if img is not None:
+                images[i] = img
+                break
+        else:
+            raise UserError(
+                f"pathfinder: could not place 2 contours of {contour_length} dashes and {num_distractors} distractors "
+                f"of {distractor_length} in a {size}x{size} image; lower contour_length or num_distractors"
+            )
+    return images, labels
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Image classification
+
+IMAGE_CLASSES: tuple[str, ...] = (
+    "disc", "ring", "square", "triangle", "cross", "bar", "stripes", "checker", "two_discs", "half_disc",
+)
+_SQRT3 = float(np.sqrt(3.0))
+
+
+def _shape_masks(u: np.ndarray, v: np.ndarray, upx: np.ndarray, vpx: np.ndarray, period: np.ndarray) -> np.ndarray:
+    """Foreground masks of every class: [10, S, H, W] from shape coordinates (u, v) and pixel coordinates.
+
+    (u, v) are rotated coordinates in units of the shape radius; (upx, vpx) the same in pixels, for the textures.
+    """
+    r2 = u**2 + v**2
+    stripes = np.cos(2 * np.pi * upx / period)
+    return np.stack([
+        r2 <= 1.0,
+        (r2 >= 0.55**2) & (r2 <= 1.0),
+        np.maximum(abs(u), abs(v)) <= 0.8,
+        (v >= -0.6) & (_SQRT3 * u + v <= 1.2) & (-_SQRT3 * u + v <= 1.2),
+        ((abs(u) <= 0.28) & (abs(v) <= 1.0)) | ((abs(v) <= 0.28) & (abs(u) <= 1.0)),
+        (abs(u) <= 1.0) & (abs(v) <= 0.35),
+        stripes > 0,
+        stripes * np.cos(2 * np.pi * vpx / period) > 0,
+        ((u - 0.55) ** 2 + v**2 <= 0.42**2) | ((u + 0.55) ** 2 + v**2 <= 0.42**2),
+        (r2 <= 1.0) & (u >= 0),
+    ])
+
+
+def generate_images(
+    n: int,
+    *,
+    seed: int = 0,
+    size: int = 32,
+    min_contrast: int = 60,
+    noise_max: float = 20.0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """A 10-class grayscale image set (:data:`IMAGE_CLASSES`) that intensity statistics cannot separate.
+
+    Each image is one shape or texture at a random centre (middle 40% of the image), radius (20-38% of the side),
+    rotation, and texture period (6-10 px), drawn with intensity ``a`` on background ``b`` plus Gaussian noise of a
+    random std in [3, noise_max]. ``a`` and ``b`` are drawn from the same distribution (uniform on 0..255 with
+    ``|a - b| >= min_contrast``), so foreground and background are exchangeable: the expected intensity histogram,
+    and the mean intensity, is the same for every class whatever its area.
+
+    Args:
+        n: number of images; classes are balanced in consecutive blocks of 10.
+        seed: seed of the random stream.
+        size: image side in pixels.
+        min_contrast: minimum difference between the two intensities of an image.
+        noise_max: maximum standard deviation of the additive noise.
+
+    Returns:
+        (images, labels): uint8 [n, size, size] and int64 [n] in 0..9.
+    """
+    rng = np.random.default_rng(seed)
+    labels = balanced_labels(rng, n, len(IMAGE_CLASSES))
+    # Exchangeable (a, b) pairs with enough contrast: draw, keep the valid pairs, draw again if too few survived.
+    pairs = np.empty((0, 2))
+    while len(pairs) < n:
+        draw = rng.uniform(0, 255, size=(2 * n + 16, 2))
+        pairs = np.concatenate([pairs, draw[abs(draw[:, 0] - draw[:, 1]) >= min_contrast]])
+    fg, bg = pairs[:n, 0, None, None], pairs[:n, 1, None, None]  # [n, 1, 1]
+    cy, cx = (rng.uniform(0.3, 0.7, size=(2, n)) * size)[..., None, None]  # [n, 1, 1] each
+    radius = rng.uniform(0.2, 0.38, size=n)[:, None, None] * size
+    theta = rng.uniform(0, 2 * np.pi, size=n)[:, None, None]
+    period = rng.uniform(6, 10, size=n)[:, None, None]
+    noise_std = rng.uniform(3, noise_max, size=n)[:, None, None]
+    ys, xs = np.mgrid[0:size, 0:size] + 0.5  # pixel centres, [H, W] each
+    dy, dx = ys[None] - cy, xs[None] - cx  # [n, H, W]
+    upx = dx * np.cos(theta) + dy * np.sin(theta)
+    vpx = -dx * np.sin(theta) + dy * np.cos(theta)
+    masks = _shape_masks(upx / radius, vpx / radius, upx, vpx, period)  # [10, n, H, W]
+    mask = masks[labels, np.arange(n)]  # each image's own class, [n, H, W]
+    pixels = np.where(mask, fg, bg) + rng.normal(size=(n, size, size)) * noise_std
+    return np.clip(np.rint(pixels), 0, 255).astype(np.uint8), labels

@@ -1,0 +1,31 @@
+"""Which writer for which suite: every report of a store is written by its suite kind (:mod:`harness.kinds`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..kinds import KINDS
+from ..store import Store
+
+
+def write_suite_reports(store: Store, name: str | None = None, options: Mapping[str, Any] | None = None, *,
+                        keys: list[str] | None = None) -> list[Path]:
+    """Export the store (optionally only ``keys``) as CSV/Markdown/LaTeX tables and plots beside it.
+
+    Args:
+        store: a suite's store of record.
+        name: the suite's name (default: the one stored with the cells).
+        options: the suite's report options (default: those stored with the latest run, so ``attnbench report``
+            rewrites the tables the run wrote).
+        keys: the cells to report (default: all).
+    """
+    df = store.dataframe(keys)
+    if df.empty:
+        return []
+    kinds = set(df["kind"])
+    if len(kinds) != 1:  # a store belongs to one suite, and a suite to one kind
+        raise ValueError(f"{store.path}: cells of several suite kinds ({', '.join(sorted(kinds))})")
+    options = store.latest_env().get("report", {}) if options is None else options
+    return KINDS[kinds.pop()].write_reports(store, name or str(df["suite"].iloc[0]), options, keys)

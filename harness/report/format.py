@@ -1,0 +1,187 @@
+"""How every report writes: numbers, the quantities shown (unit, orientation), Markdown and LaTeX (booktabs) tables,
+marks for the best cells, the environment line, and the files themselves (each written atomically).
+
+One renderer per format for every table of the harness, so a number, a failed cell or an escaped label reads the
+same in Table 1, Table 4 and the study tables.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import pandas as pd
+
+from ..files import atomic_write, atomic_write_text
+
+Fmt = Literal["md", "tex"]
+MIB = 2**20
+_SIG_DIGITS = 3
+#: A failed or absent cell: an em dash (``---`` in LaTeX, where the Unicode one needs font support).
+MISSING: dict[str, str] = {"md": "—", "tex": "---"}
+#: The multiplication sign of ×-multipliers.
+TIMES: dict[str, str] = {"md": "×", "tex": r"$\times$"}
+FAILED_NOTE = "OOM = out of memory; — = failed or not run."
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A measured quantity as shown in tables and plots.
+
+    Attributes:
+        column: Column of the results DataFrame holding the raw value.
+        label: Human-readable name including the displayed unit.
+        scale: Factor from the raw column unit to the displayed unit.
+        higher_is_better: Orients the multiplier so that above 1.0× always means "better".
+        kind: Which block/figure the metric belongs to ("time" or "memory"); used in file names.
+    """
+
+    column: str
+    label: str
+    scale: float
+    higher_is_better: bool
+    kind: Literal["time", "memory"]
+
+
+TIME = Metric("time_ms_median", "Time (ms)", 1.0, higher_is_better=False, kind="time")
+THROUGHPUT = Metric("steps_per_s", "Throughput (steps/s)", 1.0, higher_is_better=True, kind="time")
+MEMORY = Metric("peak_mem_bytes", "Peak memory (MiB)", 1.0 / MIB, higher_is_better=False, kind="memory")
+
+
+def metrics_for(mode: str) -> tuple[Metric, Metric]:
+    """Returns the (time, memory) metrics shown for a benchmark mode.
+
+    Training steps are reported as throughput, as the paper does; single passes as latency.
+    """
+    return (THROUGHPUT if mode == "train_step" else TIME, MEMORY)
+
+
+def length_label(seq_len: int) -> str:
+    """Formats a sequence length as the paper does: ``1K``, ``4K`` when divisible by 1024, else the number."""
+    n = int(seq_len)
+    return f"{n // 1024}K" if n > 0 and n % 1024 == 0 else str(n)
+
+
+def format_value(value: float) -> str:
+    """3 significant digits, in fixed notation (tables must not show ``1.23e+03``)."""
+    if value == 0:
+        return "0"
+    # Decimals are chosen from the value rounded to 3 significant digits so that 9.996 → "10.0".
+    rounded = float(f"{value:.{_SIG_DIGITS}g}")
+    decimals = max(0, _SIG_DIGITS - 1 - math.floor(math.log10(abs(rounded))))
+    return f"{value:.{decimals}f}"
+
+
+def tex_escape(text: str) -> str:
+    return re.sub(r"([&%$#_{}])", r"\\\1", text)
+
+
+def escape(text: str, fmt: Fmt) -> str:
+    """A label made safe for a Markdown table cell or LaTeX."""
+    return text.replace("|", r"\|") if fmt == "md" else tex_escape(text)
+
+
+def failed_text(statuses: set[str] | None, fmt: Fmt) -> str:
+    """``OOM`` when every run behind a cell ran out of memory (a result in itself), else the missing mark."""
+    return "OOM" if statuses == {"oom"} else MISSING[fmt]
+
+
+def rank_marks(values: Sequence[float | None], depth: int = 1) -> list[int | None]:
+    """0 for the best, 1 for the second best, ... (up to ``depth``) of ``values`` as displayed with 2 decimals.
+
+    Comparing the displayed numbers makes cells that read the same share a mark; None values get none.
+    """
+    shown = [None if v is None else float(f"{v:.2f}") for v in values]
+    top = sorted({v for v in shown if v is not None}, reverse=True)[:depth]
+    return [top.index(v) if v in top else None for v in shown]
+
+
+def mark(text: str, rank: int | None, fmt: Fmt) -> str:
+    """Bold for rank 0 (best) and underline for rank 1 (second best), as the paper marks them."""
+    if rank == 0:
+        return f"**{text}**" if fmt == "md" else rf"\textbf{{{text}}}"
+    if rank == 1:
+        return f"<u>{text}</u>" if fmt == "md" else rf"\underline{{{text}}}"
+    return text
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Tables
+
+
+def md_table(header: Sequence[str], rows: Sequence[Sequence[str]], n_left: int = 1) -> str:
+    """GitHub Markdown table, padded for legibility; the first ``n_left`` columns are left-aligned."""
+    widths = [max(len(c) for c in column) for column in zip(header, *rows, strict=True)]
+
+    def line(cells: Sequence[str]) -> str:
+        padded = [c.ljust(w) if i < n_left else c.rjust(w)
+                  for i, (c, w) in enumerate(zip(cells, widths, strict=True))]
+        return "| " + " | ".join(padded) + " |"
+
+    rule = [":" + "-" * (w + 1) if i < n_left else "-" * (w + 1) + ":" for i, w in enumerate(widths)]
+    return "\n".join([line(header), "|" + "|".join(rule) + "|", *map(line, rows)])
+
+
+def booktabs(columns: str, head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A LaTeX booktabs ``tabular`` with column spec ``columns``, ``head`` lines (already LaTeX) above the mid rule."""
+    return "\n".join([
+        rf"\begin{{tabular}}{{{columns}}}",
+        r"\toprule",
+        *head,
+        r"\midrule",
+        *(" & ".join(row) + r" \\" for row in rows),
+        r"\bottomrule",
+        r"\end{tabular}",
+    ])
+
+
+def render_table(header: Sequence[str], rows: Sequence[Sequence[str]], fmt: Fmt) -> str:
+    """A GitHub Markdown table or a booktabs ``tabular`` (first column left, the others centred)."""
+    if fmt == "md":
+        return md_table(header, rows)
+    return booktabs(f"l{'c' * (len(header) - 1)}", [" & ".join(header) + r" \\"], rows)
+
+
+def tex_comment(text: str) -> str:
+    """A one-line LaTeX comment: a newline inside ``text`` would end the comment and leak text into the document."""
+    return "% " + " ".join(text.splitlines())
+
+
+def env_summary(env: Mapping[str, object]) -> str:
+    def get(key: str) -> object:
+        value = env.get(key)
+        return "n/a" if value in (None, "") else value
+
+    return (f"{get('device_name')} · torch {get('torch_version')} · CUDA {get('cuda_version')} · "
+            f"{get('threads')} threads · commit {get('git_commit')} · {get('time_utc')}")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Files
+
+
+def write_table_files(out_dir: Path, stem: str, *, title: str, note: str, md_body: str, tex_body: str,
+                      env: Mapping[str, object]) -> list[Path]:
+    """``<stem>.md`` (title, table, note, environment) and ``<stem>.tex`` (title, note and environment as comments,
+    so the fragment can be ``\\input`` into a table float, then the tabular)."""
+    md = f"### {title}\n\n{md_body}\n\n{note}\n\n_Environment: {env_summary(env)}_\n"
+    tex = "\n".join([tex_comment(f"{title}. {note}"), *(tex_comment(f"{k}: {v}") for k, v in env.items()),
+                     tex_body]) + "\n"
+    return [atomic_write_text(out_dir / f"{stem}.md", md), atomic_write_text(out_dir / f"{stem}.tex", tex)]
+
+
+def write_csv(df: pd.DataFrame, path: Path) -> Path:
+    """``df`` as CSV at full precision (float_format unset: pandas writes round-trippable reprs)."""
+    return atomic_write(path, lambda tmp: df.to_csv(tmp, index=False))
+
+
+def write_raw(df: pd.DataFrame, out_dir: Path, env: Mapping[str, object]) -> list[Path]:
+    """``results.csv`` (every row and column at full precision) and ``env.json`` — written before any table."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return [write_csv(df, out_dir / "results.csv"),
+            atomic_write_text(out_dir / "env.json", json.dumps(env, indent=2) + "\n")]

@@ -1,0 +1,293 @@
+"""Report exports: full-precision CSV, paper-style Table 4 (Markdown + LaTeX) and fitted scaling slopes.
+
+The layout follows Table 4 of the S3Attention paper: one row per attention variant, one column per
+sequence length, each value followed by a multiplier against the baseline, e.g. ``32.2 (1.4×)``.
+Multipliers are always oriented so that above 1.0× means better than the baseline (faster, higher
+throughput, less memory).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..files import atomic_write_text
+from .format import (
+    MEMORY,
+    MISSING,
+    THROUGHPUT,
+    TIME,
+    TIMES,
+    Fmt,
+    Metric,
+    booktabs,
+    env_summary,
+    escape,
+    format_value,
+    length_label,
+    md_table,
+    metrics_for,
+    tex_comment,
+    write_csv,
+    write_raw,
+)
+from .plots import plot_scaling
+
+# One table (and one pair of plots) per combination of these; the rows of a group differ only by
+# attention variant and sequence length.
+GROUP_COLUMNS: tuple[str, ...] = ("device", "dtype", "mode", "batch_size", "heads", "dim")
+SLOPE_METRICS: tuple[str, ...] = ("time_ms_median", "peak_mem_bytes")
+SLOPE_COLUMNS: tuple[str, ...] = (
+    *GROUP_COLUMNS, "attention", "metric", "slope", "n_points", "seq_len_min", "seq_len_max",
+)
+
+
+def group_slug(group: Mapping[str, object]) -> str:
+    """File-name slug of a group, e.g. ``cpu_float32_fwdpbwd_b4_h2_d64``.
+
+    Args:
+        group: Mapping with (at least) the ``GROUP_COLUMNS`` keys.
+    """
+    g = group
+    slug = f"{g['device']}_{g['dtype']}_{g['mode']}_b{g['batch_size']}_h{g['heads']}_d{g['dim']}"
+    # "+" is legal in file names but awkward in URLs, LaTeX \input and shells.
+    return slug.replace("+", "p")
+
+
+def group_title(group: Mapping[str, object]) -> str:
+    """Human-readable name of a group, e.g. ``cpu · float32 · fwd+bwd · batch 4 · 2 heads · dim 64``."""
+    g = group
+    return (f"{g['device']} · {g['dtype']} · {g['mode']} · batch {g['batch_size']} · "
+            f"{g['heads']} heads · dim {g['dim']}")
+
+
+def fit_loglog_slope(seq_len: Sequence[float], values: Sequence[float]) -> float:
+    """Least-squares slope of log(values) against log(seq_len), i.e. the empirical scaling exponent.
+
+    Args:
+        seq_len: Sequence lengths (positive, at least two distinct).
+        values: Measured values at those lengths (positive).
+
+    Returns:
+        The exponent k of the best fit ``values ≈ c · seq_len**k``.
+
+    Raises:
+        ValueError: On mismatched lengths, non-positive inputs or fewer than two distinct lengths.
+    """
+    x = np.asarray(seq_len, dtype=float)
+    y = np.asarray(values, dtype=float)
+    if x.shape != y.shape or x.ndim != 1:
+        raise ValueError(f"seq_len and values must be 1-D of equal length, got {x.shape} and {y.shape}")
+    if not (np.all(x > 0) and np.all(y > 0)):
+        raise ValueError("log-log fit needs positive seq_len and values")
+    if np.unique(x).size < 2:
+        raise ValueError("log-log fit needs at least two distinct sequence lengths")
+    slope, _intercept = np.polyfit(np.log(x), np.log(y), deg=1)
+    return float(slope)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Table 4: one cell formatter, two renderers.
+
+
+_Cells = dict[tuple[str, int], dict[str, object]]
+
+
+def _metric_value(cells: _Cells, attention: str, seq_len: int, metric: Metric) -> float | None:
+    """The displayed value of an ok cell, or None for a missing, failed or unmeasured cell."""
+    cell = cells.get((attention, seq_len))
+    if cell is None or cell["status"] != "ok":
+        return None
+    raw = cell[metric.column]
+    if pd.isna(raw):
+        return None
+    value = float(raw) * metric.scale
+    return value if math.isfinite(value) else None
+
+
+def _format_cell(cells: _Cells, attention: str, seq_len: int, metric: Metric, baseline: str, fmt: Fmt) -> str:
+    cell = cells.get((attention, seq_len))
+    if cell is not None and cell["status"] == "oom":
+        return "OOM"
+    value = _metric_value(cells, attention, seq_len, metric)
+    if value is None:
+        return MISSING[fmt]
+    text = format_value(value)
+    base = _metric_value(cells, baseline, seq_len, metric) if attention != baseline else None
+    if base is None or base <= 0 or value <= 0:
+        return text
+    ratio = value / base if metric.higher_is_better else base / value
+    return f"{text} ({ratio:.1f}{TIMES[fmt]})"
+
+
+def _shown_metrics(df_group: pd.DataFrame) -> list[Metric]:
+    """Metrics to tabulate: a block is dropped when the group has ok cells but none measured it
+    (e.g. a memory-only suite has no time); an all-OOM group keeps both blocks so the OOMs show."""
+    ok = df_group[df_group["status"] == "ok"]
+    metrics = metrics_for(str(df_group["mode"].iloc[0]))
+    return [m for m in metrics if ok.empty or ok[m.column].notna().any()]
+
+
+def _render_md(metrics: Sequence[Metric], lengths: Sequence[int], rows: Sequence[Sequence[str]]) -> str:
+    header = ["Attention", *(f"{m.label} {length_label(n)}" for m in metrics for n in lengths)]
+    return md_table(header, rows)
+
+
+def _render_tex(metrics: Sequence[Metric], lengths: Sequence[int], rows: Sequence[Sequence[str]]) -> str:
+    k = len(lengths)
+    spans = [rf"\multicolumn{{{k}}}{{c}}{{{escape(m.label, 'tex')}}}" for m in metrics]
+    rules = [rf"\cmidrule(lr){{{2 + i * k}-{1 + (i + 1) * k}}}" for i in range(len(metrics))]
+    lengths_row = ["Attention", *(length_label(n) for _ in metrics for n in lengths)]
+    head = [" & ".join(["", *spans]) + r" \\", " ".join(rules), " & ".join(lengths_row) + r" \\"]
+    return booktabs(f"l{'r' * k * len(metrics)}", head, rows)
+
+
+def table4(df_group: pd.DataFrame, *, baseline: str, fmt: Fmt) -> str:
+    """Renders one group as the paper's Table 4: variants × sequence lengths, time block then memory block.
+
+    Cells show the value (3 significant digits) and, for non-baseline rows whose baseline cell is ok,
+    a multiplier: speed-up (baseline/variant time), throughput ratio (variant/baseline steps/s, train_step
+    mode) or memory saving (baseline/variant peak memory). ``OOM`` marks out-of-memory cells and ``—``
+    (``---`` in LaTeX) any other failure or a cell that was not run.
+
+    Args:
+        df_group: Results rows of a single group (equal ``GROUP_COLUMNS``), at most one per
+            (attention, seq_len).
+        baseline: Attention name the multipliers are relative to; it is listed first. If absent, no
+            multipliers are shown.
+        fmt: ``"md"`` for GitHub Markdown or ``"tex"`` for a LaTeX booktabs ``tabular``.
+
+    Returns:
+        The table text, without a trailing newline.
+
+    Raises:
+        ValueError: If ``df_group`` is empty, spans several groups or has duplicate cells.
+    """
+    if df_group.empty:
+        raise ValueError("table4 needs at least one row")
+    if len(df_group[list(GROUP_COLUMNS)].drop_duplicates()) > 1:
+        raise ValueError(f"table4 expects a single group of {GROUP_COLUMNS}; split the frame first")
+    duplicated = df_group.duplicated(["attention", "seq_len"], keep=False)
+    if duplicated.any():
+        dups = df_group.loc[duplicated]
+        pairs = sorted(set(zip(dups["attention"], dups["seq_len"], strict=True)))
+        raise ValueError(f"several rows for the same (attention, seq_len): {pairs}")
+
+    cells: _Cells = df_group.set_index(["attention", "seq_len"]).to_dict("index")
+    lengths = sorted(int(n) for n in df_group["seq_len"].unique())
+    metrics = _shown_metrics(df_group)
+    others = sorted(set(df_group["attention"]) - {baseline})
+    variants = [baseline, *others] if baseline in set(df_group["attention"]) else others
+    rows = [
+        [escape(name, fmt), *(_format_cell(cells, name, n, m, baseline, fmt) for m in metrics for n in lengths)]
+        for name in variants
+    ]
+    render = _render_md if fmt == "md" else _render_tex
+    return render(metrics, lengths, rows)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Slopes and file output.
+
+
+def _slopes(df: pd.DataFrame, min_seq_len: int) -> pd.DataFrame:
+    ok = df[(df["status"] == "ok") & (df["seq_len"] >= min_seq_len)]
+    records = []
+    for key, sub in ok.groupby([*GROUP_COLUMNS, "attention"], sort=True):
+        for metric in SLOPE_METRICS:
+            points = sub[sub[metric] > 0]  # NaN compares False, so unmeasured points drop out too
+            if points["seq_len"].nunique() < 2:
+                continue
+            records.append((*key, metric, fit_loglog_slope(points["seq_len"], points[metric]), len(points),
+                            int(points["seq_len"].min()), int(points["seq_len"].max())))
+    return pd.DataFrame.from_records(records, columns=list(SLOPE_COLUMNS))
+
+
+def _slopes_md(slopes: pd.DataFrame, min_seq_len: int) -> str:
+    title = f"### Fitted log-log slopes (seq_len ≥ {min_seq_len})"
+    if slopes.empty:
+        return f"{title}\n\nNo (group, attention) has at least two ok points at seq_len ≥ {min_seq_len}.\n"
+    header = [*GROUP_COLUMNS, "attention", "metric", "slope", "points", "lengths"]
+    rows = [
+        [*(str(r[c]) for c in (*GROUP_COLUMNS, "attention", "metric")), f"{r['slope']:.2f}",
+         str(r["n_points"]), f"{length_label(r['seq_len_min'])}–{length_label(r['seq_len_max'])}"]
+        for r in slopes.to_dict("records")
+    ]
+    note = "A slope of 2 means time or memory grows quadratically with sequence length, 1 linearly."
+    return f"{title}\n\n{md_table(header, rows, n_left=len(GROUP_COLUMNS) + 2)}\n\n{note}\n"
+
+
+def _table4_md(df_group: pd.DataFrame, group: Mapping[str, object], *, suite: str, baseline: str,
+               env: Mapping[str, object]) -> str:
+    return (
+        f"### Table 4 — {suite}: {group_title(group)}\n\n"
+        f"{table4(df_group, baseline=baseline, fmt='md')}\n\n"
+        f"Multipliers are relative to `{baseline}`; above 1.0× is better (faster, higher throughput or "
+        "less memory). OOM = out of memory; — = failed, unsupported or not run.\n\n"
+        f"_Environment: {env_summary(env)}_\n"
+    )
+
+
+def _table4_tex(df_group: pd.DataFrame, group: Mapping[str, object], *, suite: str, baseline: str,
+                env: Mapping[str, object]) -> str:
+    # Comments rather than a caption: the fragment is meant to be \input into a table float.
+    comments = [f"Table 4 — {suite}: {group_title(group)} (multipliers vs {baseline})",
+                *(f"{k}: {v}" for k, v in env.items())]
+    # A newline inside a value would end the comment and leak text into the document.
+    lines = [tex_comment(c) for c in comments]
+    return "\n".join([*lines, table4(df_group, baseline=baseline, fmt="tex")]) + "\n"
+
+
+def write_speed_reports(df: pd.DataFrame, out_dir: Path, *, env: Mapping[str, object], suite: str,
+                        baseline: str = "vanilla", slope_min_seq_len: int = 1024, plots: bool = True) -> list[Path]:
+    """Writes every report of a suite's results into ``out_dir``.
+
+    Files: ``results.csv`` (all rows and columns, full precision), ``env.json``, per group
+    ``table4_<slug>.md`` and ``table4_<slug>.tex``, ``slopes.csv`` and ``slopes.md``, and with ``plots``
+    the figures of :func:`harness.report.plots.plot_scaling`.
+
+    Args:
+        df: Results, one row per benchmark cell (see the store for the columns).
+        out_dir: Destination directory; created if needed, existing files are overwritten.
+        env: Environment description (JSON-serialisable).
+        suite: Suite name, used in titles.
+        baseline: Attention the multipliers are relative to.
+        slope_min_seq_len: Only points at this length or longer enter the log-log fits, so that
+            fixed overheads at short lengths do not flatten the slopes.
+        plots: Whether to draw the scaling figures.
+
+    Returns:
+        The paths written, in writing order.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+
+    def write(name: str, text: str) -> None:
+        written.append(atomic_write_text(out_dir / name, text))
+
+    # A suite that never measured a metric (memory-only, or every cell failed) has no column for it;
+    # tables, slopes and plots treat it as "not measured".
+    missing = [m.column for m in (TIME, THROUGHPUT, MEMORY) if m.column not in df.columns]
+    df = df.assign(**{column: float("nan") for column in missing})
+    # Raw data first, so that a formatting failure further down cannot lose the measurements.
+    df = df.sort_values([*GROUP_COLUMNS, "attention", "seq_len"], kind="stable", ignore_index=True)
+    written += write_raw(df, out_dir, env)
+
+    for key, df_group in df.groupby(list(GROUP_COLUMNS), sort=True):
+        group = dict(zip(GROUP_COLUMNS, key, strict=True))
+        slug = group_slug(group)
+        context = {"group": group, "suite": suite, "baseline": baseline, "env": env}
+        write(f"table4_{slug}.md", _table4_md(df_group, **context))
+        write(f"table4_{slug}.tex", _table4_tex(df_group, **context))
+        if plots:
+            written += plot_scaling(df_group, out_dir, slug=slug, title=f"{suite}: {group_title(group)}")
+
+    slopes = _slopes(df, slope_min_seq_len)
+    written.append(write_csv(slopes, out_dir / "slopes.csv"))
+    write("slopes.md", _slopes_md(slopes, slope_min_seq_len))
+    return written

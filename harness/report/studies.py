@@ -1,0 +1,504 @@
+"""The S3Attention paper's study tables, from accuracy cells: Table 5 (noise robustness), Table 6 (r, s1, s2 varied
+one at a time), Table 7 (ablation of each component) and Table S7 (μ-incoherence before and after the Fourier
+convolution). Each is written as Markdown, LaTeX (booktabs) and a full-precision CSV, plus figures.
+
+The numbers come from the same summary as Table 1 (:func:`harness.report.summary.accuracy_summary`, grouped by the
+study axes), so a mean, a failed cell or a per-seed average means the same in every table.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Hashable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..lra.noise import TEST_ONLY, TRAIN_TEST
+from .format import (
+    FAILED_NOTE,
+    MISSING,
+    Fmt,
+    escape,
+    failed_text,
+    mark,
+    rank_marks,
+    render_table,
+    tex_comment,
+    write_csv,
+    write_table_files,
+)
+from .plots import plot_ablation, plot_incoherence, plot_noise_robustness, plot_parameter_sweep
+from .summary import (
+    AVG,
+    AXIS_DEFAULTS,
+    TASK_LABELS,
+    SummaryCells,
+    present_tasks,
+    row_label,
+    row_order,
+    seeds_text,
+    varying_axes,
+    with_axis_defaults,
+)
+
+STUDY_TABLES = ("table5", "table6", "table7", "tableS7")
+
+#: Row names of the paper's Table 7 for the four ablated components.
+ABLATION_LABELS = {"no_fourier_conv": "Four. Conv.", "no_conv_stem": "Conv. Stem", "no_col_attention": "Col. Attn.",
+                   "no_row_attention": "Row Attn."}
+NOISE_MODE_HEADINGS = {TRAIN_TEST: "noise on train and test", TEST_ONLY: "noise on test only"}
+_MODEL = ["attention", "variant"]
+_NOISE_KEYS = [*_MODEL, "noise", "noise_on"]
+_MU_COLUMN = re.compile(r"^mu_x_r(\d+)_mean$")
+
+
+def _label(df: pd.DataFrame, keys: Sequence[str], values: Sequence[Hashable], primary: str = "attention") -> str:
+    """Row label showing the primary key and those other ``keys`` that vary in ``df``."""
+    shown = {primary, *varying_axes(df, [k for k in keys if k != primary])}
+    return row_label({k: v for k, v in zip(keys, values, strict=True) if k in shown}, primary)
+
+
+def _average_header(df: pd.DataFrame) -> list[str]:
+    return [*(TASK_LABELS[t] for t in present_tasks(df)), "Average"]
+
+
+def _sub_tables(parts: Sequence[tuple[str, str]], fmt: Fmt) -> str:
+    """Several tables under headings: Markdown ``####`` lines, LaTeX one tabular each after a comment."""
+    if fmt == "md":
+        return "\n\n".join(f"#### {heading}\n\n{body}" for heading, body in parts)
+    return "\n\n".join(f"{tex_comment(heading)}\n{body}" for heading, body in parts)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Table 5: noise robustness.
+
+
+def relative_change_pct(value: float, clean: float | None) -> float:
+    """(value − clean) / clean in percent: the paper's "relative performance change" against a = 0."""
+    return math.nan if clean is None or clean == 0 or not np.isfinite(clean) else 100.0 * (value - clean) / clean
+
+
+def _noise_modes(df: pd.DataFrame) -> list[str]:
+    modes = set(df.loc[df["noise"] > 0, "noise_on"]) or {AXIS_DEFAULTS["noise_on"]}
+    return sorted(modes, key=lambda m: (m != AXIS_DEFAULTS["noise_on"], m))
+
+
+def noise_summary(df: pd.DataFrame) -> pd.DataFrame:
+    """Table 5's numbers: per (attention, variant, noise, noise_on, task) mean, std and n of test accuracy (%) over
+    seeds, failed runs, and ``rel_change_pct`` against the same model and task at a = 0."""
+    s = SummaryCells(df, _NOISE_KEYS).summary
+    s = s[s["task"] != AVG]
+    clean = s[s["noise"] == 0][[*_MODEL, "task", "mean"]].rename(columns={"mean": "clean_mean"})
+    s = s.merge(clean, on=[*_MODEL, "task"], how="left")
+    s["rel_change_pct"] = [relative_change_pct(v, c) for v, c in zip(s["mean"], s["clean_mean"], strict=True)]
+    return s.drop(columns="clean_mean")
+
+
+def table5(df: pd.DataFrame, *, fmt: Fmt, baseline: str | None = "vanilla") -> str:
+    """Table 5: models × noise levels a, one table per noise mode (noise in every split, or in the test split only).
+
+    A cell is the mean test accuracy (%) over seeds; for a > 0 the relative change from the same model's a = 0 cell
+    follows in parentheses, e.g. ``40.29 (-2.82%)``. The clean cells are shared by both modes. Rows are the
+    attentions (baseline first), with the variant and task in the label where those vary.
+    """
+    df = with_axis_defaults(df)
+    cells = SummaryCells(df, _NOISE_KEYS)
+    row_keys = [*_MODEL, "task"]
+    pct = "%" if fmt == "md" else r"\%"
+    parts = []
+    for mode in _noise_modes(df):
+        sub = df[(df["noise"] == 0) | (df["noise_on"] == mode)]
+        levels = sorted(sub["noise"].unique())
+        rows = []
+        for model in row_order(sub, row_keys, baseline):
+            row = [escape(_label(df, row_keys, model), fmt)]
+            attention, variant, task = model
+            clean = cells.mean((attention, variant, 0.0, AXIS_DEFAULTS["noise_on"], task))
+            for a in levels:
+                key = (attention, variant, a, mode if a > 0 else AXIS_DEFAULTS["noise_on"], task)
+                value = cells.mean(key)
+                if value is None:
+                    row.append(cells.failed(key, fmt))
+                    continue
+                change = relative_change_pct(value, clean) if a > 0 else math.nan
+                row.append(f"{value:.2f}" + (f" ({change:+.2f}{pct})" if np.isfinite(change) else ""))
+            rows.append(row)
+        header = ["Noise level", *(f"{a:g}" for a in levels)]
+        heading = NOISE_MODE_HEADINGS.get(mode, f"noise on {mode}")
+        parts.append((heading if fmt == "md" else f"noise_on: {mode} ({heading})", render_table(header, rows, fmt)))
+    return _sub_tables(parts, fmt)
+
+
+def _table5_note(df: pd.DataFrame) -> str:
+    return (f"Test accuracy (%), mean over seeds {seeds_text(df)}, with noise U(-a, a) added to every pixel; in "
+            "parentheses the relative change from a = 0 of the same model. The std over seeds is in table5.csv. "
+            + FAILED_NOTE)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Table 6: r, s1, s2 varied one at a time.
+
+
+def sweep_parameters(variants: Mapping[str, Mapping[str, Any]], baseline_variant: str = "base"
+                     ) -> dict[str, list[tuple[Any, str]]]:
+    """The one-at-a-time sweeps hidden in a suite's variants: parameter -> [(value, variant label)], ascending.
+
+    A variant belongs to parameter p when its overrides differ from the base's in p and nothing else, and its
+    value of p is a number: a switched-off component (``fourier_conv: false``) is an ablation for Table 7, not a
+    sweep. The base itself is the row of its own value in every sweep (the paper repeats it in each sub-table);
+    where the base does not set p, its value is None ("default") and its row comes first. Parameters come in the
+    order they first appear among the variants.
+    """
+    if baseline_variant not in variants:
+        return {}
+    base = variants[baseline_variant]
+    sweeps: dict[str, list[tuple[Any, str]]] = {}
+    for label, overrides in variants.items():
+        differ = [k for k in {**base, **overrides} if base.get(k) != overrides.get(k)]
+        if label != baseline_variant and len(differ) == 1 and _is_number(overrides.get(differ[0])):
+            sweeps.setdefault(differ[0], []).append((overrides.get(differ[0]), label))
+
+    def order(item: tuple[Any, str]) -> tuple[int, float]:
+        return (1, float(item[0])) if _is_number(item[0]) else (0, 0.0)
+
+    return {p: sorted([(base.get(p), baseline_variant), *rows], key=order) for p, rows in sweeps.items()}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return "default" if value is None else str(value)
+
+
+def _study_attentions(df: pd.DataFrame, labels: Sequence[str], baseline: str | None) -> list[str]:
+    """Attentions with cells of any of the variants ``labels``; one set of sub-tables each."""
+    present = df[df["variant"].isin(list(labels))]
+    return [a for (a,) in row_order(present, ["attention"], baseline)]
+
+
+def _has_cells(df: pd.DataFrame, attention: str, variant: str) -> bool:
+    return bool(((df["attention"] == attention) & (df["variant"] == variant)).any())
+
+
+def variant_sweep_summary(df: pd.DataFrame, variants: Mapping[str, Mapping[str, Any]],
+                          baseline_variant: str = "base") -> pd.DataFrame:
+    """Table 6's numbers: per (parameter, value, attention, variant, task) mean, std and n of test accuracy (%)
+    over seeds and failed runs; task ``avg`` is the per-seed average over tasks. The base rows repeat under each
+    parameter, as in the paper."""
+    sweeps = sweep_parameters(variants, baseline_variant)
+    frame = pd.DataFrame([(p, v, label) for p, rows in sweeps.items() for v, label in rows],
+                         columns=["parameter", "value", "variant"])
+    return frame.merge(SummaryCells(df, _MODEL).summary, on="variant", how="inner")
+
+
+def _marked_rows(cells: SummaryCells, models: Sequence[tuple[str, str]], labels: Sequence[str],
+                 columns: Sequence[str], fmt: Fmt) -> list[list[str]]:
+    """Rows of means with 2 decimals, the best of each column bold and the second underlined."""
+    marks = {c: rank_marks([cells.mean((*m, c)) for m in models], depth=2) for c in columns}
+    rows = []
+    for i, (model, label) in enumerate(zip(models, labels, strict=True)):
+        row = [escape(label, fmt)]
+        for c in columns:
+            value = cells.mean((*model, c))
+            row.append(cells.failed((*model, c), fmt) if value is None else mark(f"{value:.2f}", marks[c][i], fmt))
+        rows.append(row)
+    return rows
+
+
+def table6(df: pd.DataFrame, *, fmt: Fmt, variants: Mapping[str, Mapping[str, Any]],
+           baseline_variant: str = "base", baseline: str | None = "vanilla") -> str:
+    """Table 6: one sub-table per parameter varied alone around the base variant — "(a) r", "(b) s1", "(c) s2" —
+    rows = the parameter's values ascending, columns = tasks + Average, cells = mean test accuracy (%) over seeds.
+
+    In each column of each sub-table the best is bold and the second best underlined; equal displayed numbers
+    share the mark. With several attentions, each gets its own sub-tables.
+    """
+    df = with_axis_defaults(df)
+    sweeps = sweep_parameters(variants, baseline_variant)
+    if not sweeps:
+        return ("No variant differs from the base variant "
+                f"`{baseline_variant}` in exactly one setting." if fmt == "md" else tex_comment("no sweeps"))
+    cells = SummaryCells(df, _MODEL)
+    columns = [*present_tasks(df), AVG]
+    labels = [label for rows in sweeps.values() for _, label in rows]
+    attentions = _study_attentions(df, labels, baseline)
+    parts = []
+    for i, (parameter, rows) in enumerate(sweeps.items()):
+        for attention in attentions:
+            shown = [(v, label) for v, label in rows if _has_cells(df, attention, label)]
+            models = [(attention, label) for _, label in shown]
+            body = _marked_rows(cells, models, [_value_text(v) for v, _ in shown], columns, fmt)
+            heading = f"({chr(ord('a') + i)}) {parameter}" + (f" — {attention}" if len(attentions) > 1 else "")
+            parts.append((heading, render_table([escape(parameter, fmt), *_average_header(df)], body, fmt)))
+    return _sub_tables(parts, fmt)
+
+
+def _table6_note(df: pd.DataFrame) -> str:
+    return (f"Test accuracy (%), mean over seeds {seeds_text(df)}; Average = mean of each seed's average over the "
+            "tasks. One setting varied at a time around the base variant. Best in bold, second best underlined, "
+            "per column of each sub-table. The std over seeds is in table6.csv. " + FAILED_NOTE)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Table 7: ablation.
+
+
+def _ablation_variants(df: pd.DataFrame, variants: Mapping[str, Any] | None, baseline_variant: str) -> list[str]:
+    """The base variant, then the others in suite order, then any variant of ``df`` the options do not list."""
+    listed = [v for v in (variants or {}) if v != baseline_variant]
+    extra = sorted(set(df["variant"]) - {baseline_variant, *listed, AXIS_DEFAULTS["variant"]})
+    return [baseline_variant, *listed, *extra]
+
+
+def ablation_name(variant: str, baseline_variant: str = "base") -> str:
+    """Table 7's row name of a variant: "Baseline", the paper's component names, else the label itself."""
+    return "Baseline" if variant == baseline_variant else ABLATION_LABELS.get(variant, variant)
+
+
+def ablation_summary(df: pd.DataFrame, variants: Mapping[str, Any] | None = None,
+                     baseline_variant: str = "base") -> pd.DataFrame:
+    """Table 7's numbers: per (attention, variant, task) mean, std, n and failed runs, the row name, and ``diff``
+    = variant mean − base variant mean of the same attention and task (percentage points; 0 for the base)."""
+    df = with_axis_defaults(df)
+    order = _ablation_variants(df, variants, baseline_variant)
+    s = SummaryCells(df, _MODEL).summary
+    s = s[s["variant"].isin(order)]
+    base = s[s["variant"] == baseline_variant][["attention", "task", "mean"]].rename(columns={"mean": "base_mean"})
+    s = s.merge(base, on=["attention", "task"], how="left")
+    s["diff"] = s["mean"] - s["base_mean"]
+    s.insert(2, "model", [ablation_name(v, baseline_variant) for v in s["variant"]])
+    s["_order"] = s["variant"].map(order.index)
+    return s.sort_values(["attention", "_order", "task"], ignore_index=True).drop(columns=["base_mean", "_order"])
+
+
+def table7(df: pd.DataFrame, *, fmt: Fmt, variants: Mapping[str, Any] | None = None,
+           baseline_variant: str = "base", baseline: str | None = "vanilla") -> str:
+    """Table 7: "Baseline" (the base variant's mean test accuracy per task and Average), then each other variant in
+    suite order as its difference from the baseline, with an explicit sign (``-4.04``, ``+0.31``).
+
+    The paper's four components get its row names (``no_fourier_conv`` -> "Four. Conv.", ...). A difference needs
+    both the variant's and the baseline's cell; otherwise the cell shows OOM or —.
+    """
+    df = with_axis_defaults(df)
+    order = _ablation_variants(df, variants, baseline_variant)
+    cells = SummaryCells(df, _MODEL)
+    columns = [*present_tasks(df), AVG]
+    attentions = _study_attentions(df, order, baseline)
+    parts = []
+    for attention in attentions:
+        rows = []
+        for variant in (v for v in order if _has_cells(df, attention, v)):
+            row = [escape(ablation_name(variant, baseline_variant), fmt)]
+            for c in columns:
+                value, base = cells.mean((attention, variant, c)), cells.mean((attention, baseline_variant, c))
+                if value is None:
+                    row.append(cells.failed((attention, variant, c), fmt))
+                elif variant == baseline_variant:
+                    row.append(f"{value:.2f}")
+                else:
+                    row.append(MISSING[fmt] if base is None else f"{value - base:+.2f}")
+            rows.append(row)
+        parts.append((attention, render_table(["Model", *_average_header(df)], rows, fmt)))
+    if not parts:
+        return f"No cells of the variants {', '.join(order)}." if fmt == "md" else tex_comment("no ablation cells")
+    return parts[0][1] if len(parts) == 1 else _sub_tables(parts, fmt)
+
+
+def _table7_note(df: pd.DataFrame, baseline_variant: str) -> str:
+    return (f"Baseline: the `{baseline_variant}` variant, test accuracy (%), mean over seeds {seeds_text(df)}; other "
+            "rows: difference from the baseline (variant − baseline, percentage points). Average = mean of each "
+            "seed's average over the tasks. The std over seeds is in table7.csv. " + FAILED_NOTE)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Table S7: μ-incoherence.
+
+
+def incoherence_ranks(df: pd.DataFrame) -> list[int]:
+    """Ranks with incoherence columns (``mu_x_r{rank}_mean``) in ``df``, descending as in the paper."""
+    return sorted((int(m.group(1)) for c in df.columns if (m := _MU_COLUMN.match(str(c)))), reverse=True)
+
+
+def pooled_mean_std(means: Sequence[float], stds: Sequence[float], counts: Sequence[float]) -> tuple[float, float]:
+    """Mean and population std over all samples of several groups, from each group's mean, population std and
+    sample count: mean = Σ nᵢ mᵢ / N, std = sqrt(Σ nᵢ (sᵢ² + (mᵢ − mean)²) / N).
+
+    Raises:
+        ValueError: If the counts sum to zero.
+    """
+    m, s, n = (np.asarray(x, dtype=float) for x in (means, stds, counts))
+    total = n.sum()
+    if total <= 0:
+        raise ValueError("pooling needs a positive total count")
+    mean = float((n * m).sum() / total)
+    return mean, float(np.sqrt((n * (s**2 + (m - mean) ** 2)).sum() / total))
+
+
+_S7_KEYS = ["task", "attention", "variant"]
+
+
+def incoherence_summary(df: pd.DataFrame) -> pd.DataFrame:
+    """Table S7's numbers: per (task, attention, variant, rank) the pooled mean and population std of μ_X and
+    μ_X^smooth over every validation sample of every ok seed, the sample count, the number of seeds and the
+    relative reduction 1 − μ_smooth / μ_X."""
+    df = with_axis_defaults(df)
+    counts = df["mu_count"] if "mu_count" in df.columns else pd.Series(1.0, index=df.index)
+    df = df.assign(_count=counts.astype(float))
+    records = []
+    for key, sub in df[df["status"] == "ok"].groupby(_S7_KEYS, sort=False):
+        for rank in incoherence_ranks(df):
+            columns = [f"mu_{w}_r{rank}_{s}" for w in ("x", "smooth") for s in ("mean", "std")]
+            cells = sub.dropna(subset=[*columns, "_count"])
+            cells = cells[cells["_count"] > 0]
+            if cells.empty:
+                continue
+            x = pooled_mean_std(cells[columns[0]], cells[columns[1]], cells["_count"])
+            smooth = pooled_mean_std(cells[columns[2]], cells[columns[3]], cells["_count"])
+            records.append((*key, rank, *x, *smooth, int(cells["_count"].sum()), len(cells), 1.0 - smooth[0] / x[0]))
+    return pd.DataFrame.from_records(records, columns=[*_S7_KEYS, "rank", "mu_x_mean", "mu_x_std", "mu_smooth_mean",
+                                                       "mu_smooth_std", "n_samples", "n_seeds", "reduction"])
+
+
+def _incoherence_header(ranks: Sequence[int], fmt: Fmt) -> list[str]:
+    if fmt == "md":
+        names = ("μ_X", "μ_X^smooth")
+    else:
+        names = (r"$\mu_{X}$", r"$\mu_{X^{\mathrm{smooth}}}$")
+    return ["Dataset", *(f"{name} (rank={r})" for r in ranks for name in names)]
+
+
+def tableS7(df: pd.DataFrame, *, fmt: Fmt, baseline: str | None = "vanilla") -> str:
+    """Table S7: one row per task (the attention or variant in parentheses where several), per rank (descending)
+    μ_X and μ_X^smooth as ``mean (std)`` — 2 and 3 decimals, like the paper — pooled over all samples of all
+    seeds."""
+    df = with_axis_defaults(df)
+    ranks = incoherence_ranks(df)
+    summary = incoherence_summary(df).set_index([*_S7_KEYS, "rank"])
+    statuses = df.groupby(_S7_KEYS)["status"].agg(set)
+    rows = []
+    for key in row_order(df, _S7_KEYS, baseline):
+        row = [escape(_label(df, _S7_KEYS, key, primary="task"), fmt)]
+        for rank in ranks:
+            if (*key, rank) not in summary.index:
+                row += [failed_text(statuses.get(key), fmt)] * 2
+                continue
+            s = summary.loc[(*key, rank)]
+            row += [f"{s[f'mu_{w}_mean']:.2f} ({s[f'mu_{w}_std']:.3f})" for w in ("x", "smooth")]
+        rows.append(row)
+    return render_table(_incoherence_header(ranks, fmt), rows, fmt)
+
+
+def _tableS7_note(df: pd.DataFrame) -> str:
+    return ("μ-incoherence of the token matrix before (μ_X) and after (μ_X^smooth) the Fourier convolution, "
+            f"mean (population std) over all validation samples of seeds {seeds_text(df)}. The relative reduction "
+            "1 − μ_smooth/μ_X per rank is in tableS7.csv. " + FAILED_NOTE)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Files.
+
+
+def _stem(base: str, *parts: str) -> str:
+    """A file stem: ``base`` and ``parts`` joined by ``_``, anything but letters, digits, ``.`` and ``-`` replaced."""
+    return "_".join([base, *(re.sub(r"[^A-Za-z0-9.\-]+", "_", p) for p in parts)])
+
+
+def _with_label(summary: pd.DataFrame, keys: Sequence[str], primary: str = "attention") -> pd.DataFrame:
+    values = summary[list(keys)].itertuples(index=False, name=None)
+    return summary.assign(label=[_label(summary, keys, v, primary) for v in values])
+
+
+def _table5_figures(df: pd.DataFrame, summary: pd.DataFrame, out_dir: Path, suite: str) -> list[Path]:
+    return plot_noise_robustness(_with_label(summary, [*_MODEL, "task"]), out_dir, stem="table5_noise",
+                                 title=f"{suite}: accuracy under pixel noise")
+
+
+def _table6_figures(df: pd.DataFrame, summary: pd.DataFrame, out_dir: Path, suite: str) -> list[Path]:
+    numeric = summary[summary["value"].map(_is_number)]
+    numeric = numeric.assign(value=numeric["value"].astype(float),
+                             series=numeric["task"].map(lambda t: TASK_LABELS.get(t, "Average")))
+    several = numeric["attention"].nunique() > 1
+    written: list[Path] = []
+    for (parameter, attention), sub in numeric.groupby(["parameter", "attention"], sort=False):
+        stem = _stem("table6", parameter, *([attention] if several else []))
+        written += plot_parameter_sweep(sub, out_dir, stem=stem, title=f"{suite}: {attention}, varying {parameter}",
+                                        parameter=str(parameter))
+    return written
+
+
+def _table7_figures(df: pd.DataFrame, summary: pd.DataFrame, out_dir: Path, suite: str) -> list[Path]:
+    rows = summary[(summary["task"] == AVG) & (summary["model"] != "Baseline") & summary["diff"].notna()]
+    several = rows["attention"].nunique() > 1
+    written: list[Path] = []
+    for attention, sub in rows.groupby("attention", sort=False):
+        written += plot_ablation(sub, out_dir, stem=_stem("table7_ablation", *([attention] if several else [])),
+                                 title=f"{suite}: {attention}, ablation (Average)")
+    return written
+
+
+def _tableS7_figures(df: pd.DataFrame, summary: pd.DataFrame, out_dir: Path, suite: str) -> list[Path]:
+    labelled = _with_label(summary.assign(_order=summary["task"].map(list(TASK_LABELS).index)), _S7_KEYS, "task")
+    return plot_incoherence(labelled.sort_values(["_order", "label", "rank"], ascending=[True, True, False]),
+                            out_dir, stem="tableS7_incoherence", title=f"{suite}: μ-incoherence")
+
+
+def write_study_reports(df: pd.DataFrame, out_dir: Path, *, tables: Sequence[str], env: Mapping[str, object],
+                        suite: str, options: Mapping[str, Any] | None = None, plots: bool = True) -> list[Path]:
+    """For each of ``tables`` (Table 5, 6, 7 or S7), ``<table>.md``, ``<table>.tex``, ``<table>.csv`` (the summary
+    at full precision, with std and n) and, with ``plots``, its figures as PNG and PDF.
+
+    Args:
+        df: Accuracy cells (see :func:`harness.report.table1.write_accuracy_reports`).
+        out_dir: Destination directory; created if needed.
+        tables: Subset of :data:`STUDY_TABLES`.
+        env: Environment of the run, shown under each table.
+        suite: Suite name, used in titles.
+        options: ``baseline`` (attention listed first), ``baseline_variant`` (default ``base``) and ``variants``
+            (label -> config overrides, in suite order; Table 6 needs them, Table 7 takes its row order from them).
+        plots: Whether to draw the figures.
+
+    Raises:
+        ValueError: If ``tables`` names a table that is not a study table.
+    """
+    unknown = [t for t in tables if t not in STUDY_TABLES]
+    if unknown:
+        raise ValueError(f"unknown study tables {unknown}; choose from {', '.join(STUDY_TABLES)}")
+    options = options or {}
+    baseline = options.get("baseline", "vanilla")
+    base_variant = str(options.get("baseline_variant", "base"))
+    variants: Mapping[str, Mapping[str, Any]] = options.get("variants") or {}
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    specs = {
+        "table5": ("Table 5 — {suite}: noise robustness", lambda: noise_summary(df), _table5_note(df),
+                   lambda fmt: table5(df, fmt=fmt, baseline=baseline), _table5_figures),
+        "table6": ("Table 6 — {suite}: varying one setting at a time",
+                   lambda: variant_sweep_summary(df, variants, base_variant), _table6_note(df),
+                   lambda fmt: table6(df, fmt=fmt, variants=variants, baseline_variant=base_variant,
+                                      baseline=baseline), _table6_figures),
+        "table7": ("Table 7 — {suite}: ablation", lambda: ablation_summary(df, variants, base_variant),
+                   _table7_note(df, base_variant),
+                   lambda fmt: table7(df, fmt=fmt, variants=variants, baseline_variant=base_variant,
+                                      baseline=baseline), _table7_figures),
+        "tableS7": ("Table S7 — {suite}: μ-incoherence", lambda: incoherence_summary(df), _tableS7_note(df),
+                    lambda fmt: tableS7(df, fmt=fmt, baseline=baseline), _tableS7_figures),
+    }
+    written: list[Path] = []
+    for table in tables:
+        title, summarise, note, render, figures = specs[table]
+        summary = summarise()
+        csv_path = write_csv(summary, out_dir / f"{table}.csv")
+        written += write_table_files(out_dir, table, title=title.format(suite=suite), note=note,
+                                     md_body=render("md"), tex_body=render("tex"), env=env)
+        written.append(csv_path)
+        if plots and not summary.empty:
+            written += figures(df, summary, out_dir, suite)
+    return written

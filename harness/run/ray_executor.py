@@ -1,0 +1,253 @@
+"""``--executor ray``: each cell is one Ray task, on this machine (embedded Ray) or on an existing cluster.
+
+The driver (the ``attnbench run`` process) alone writes the store: it submits cells as tasks, waits for them
+and records every result through the runner's recorder, so resume, ``--fresh`` and the reports behave exactly
+as with the local executor. A task:
+
+- reserves ``num_gpus=1`` for a CUDA cell (a GPU to itself, so timings stay clean) and ``cpus_per_task`` CPUs
+  for a CPU cell (default: the driver's ``torch.get_num_threads()``, so on one machine speed cells run one at a
+  time), and runs with ``min(threads, cpus_per_task)`` intra-op threads;
+- starts its worker with ``GLIBC_TUNABLES`` (CPU cells: the timing malloc settings, which glibc reads only at
+  process start; Ray's ``runtime_env`` sets them in the worker's initial environment), ``OMP_NUM_THREADS`` and
+  the driver's ``ATTNBENCH_FAULT``, if any;
+- is never retried (``max_retries=0``): a worker crash, a lost node or a lost object becomes an ``error`` cell
+  whose message says how the task died, and the sweep goes on;
+- yields a "started" marker before measuring, so ``--timeout`` counts from when the cell starts, not from when
+  it was queued. The cell's own in-process limit fires first (as with the local executor); a task still
+  running ``KILL_GRACE_S`` later (stuck in native code) is cancelled with ``force=True``, killing its worker.
+
+Ray is an optional extra (``pip install 'attnbench[ray]'``) and is imported only inside these functions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from ..cell import Cell, CellResult, Context
+from ..errors import UserError, first_line
+from ..speed.timing import GLIBC_TUNABLES_TIMING
+from .execute import Recorder, execute_cell
+
+INSTALL_HINT = "install it with `pip install 'attnbench[ray]'` (in this checkout: `.venv/bin/pip install ray`)"
+KILL_GRACE_S = 3.0  # after --timeout, how long a started task may take to stop by itself before it is killed
+_STARTED = "started"
+
+# Embedded Ray: loopback only, no token file under ~/.ray, no usage reporting. RAY_AUTH_MODE=disabled is safe
+# only because nothing listens beyond 127.0.0.1; RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 is what makes Ray (2.x on
+# Linux) bind and advertise the loopback address (a plain _node_ip_address="127.0.0.1" is resolved to the
+# machine's address and its servers listen on every interface).
+# RAY_worker_niceness=0: Ray runs workers at nice 15 by default, so on a machine with any other load a cell's
+# worker is starved (seen here: importing torch took 38 s instead of 2.5 s beside a training run) and its timings
+# measure the scheduler. A benchmark worker is the point of the run; it gets normal priority, like the local
+# executor. On an existing cluster (--address) the cluster's own setting applies: start it with the same variable.
+_LOOPBACK_VAR = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+_EMBEDDED_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", _LOOPBACK_VAR: "0",
+                 "RAY_worker_niceness": "0"}
+
+
+def require_ray() -> ModuleType:
+    """Import ray, or raise the exit-2 error saying how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise UserError(f"--executor ray: Ray is not installed; {INSTALL_HINT}") from None
+    return ray
+
+
+def describe(address: str | None, cpus_per_task: int | None) -> dict[str, Any]:
+    """The run-environment fields of this executor."""
+    ray = require_ray()
+    return {"executor": "ray", "ray_version": ray.__version__, "ray_address": address or "embedded",
+            "ray_cpus_per_task": cpus_per_task or torch.get_num_threads()}
+
+
+def start_ray(address: str | None = None, num_cpus: int | None = None) -> bool:
+    """Connect to the cluster at ``address``, or start Ray embedded on this machine; reuse a running one.
+
+    Returns whether this call started (or connected) Ray, i.e. whether the caller should shut it down.
+    """
+    ray = require_ray()
+    if ray.is_initialized():
+        return False
+    if address:
+        check_address(address)
+        try:
+            ray.init(address=address, log_to_driver=False, configure_logging=False)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise UserError(f"--address {address}: cannot connect to a Ray cluster there ({first_line(exc, 300)}); "
+                            "start one with `ray start --head` and pass the address it prints") from None
+        return True
+    from ray._private import ray_constants
+
+    loopback_was = os.environ.get(_LOOPBACK_VAR), ray_constants.ENABLE_RAY_CLUSTER
+    for key, value in _EMBEDDED_ENV.items():
+        if key != "RAY_AUTH_MODE" or key not in os.environ:  # an explicit RAY_AUTH_MODE=token is respected
+            os.environ[key] = value
+    ray_constants.ENABLE_RAY_CLUSTER = False  # the driver reads it at call time, Ray's processes the variable
+    try:
+        # "local": a new instance, never RAY_ADDRESS or a cluster already running on this machine
+        ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), include_dashboard=False,
+                 _node_ip_address="127.0.0.1", log_to_driver=False, configure_logging=False)
+    finally:
+        # Only the loopback switch is undone (a later --address in this process must see the real address);
+        # the GCS, raylet and workers already started with it. Auth and usage settings stay for the process.
+        if loopback_was[0] is None:
+            del os.environ[_LOOPBACK_VAR]
+        else:
+            os.environ[_LOOPBACK_VAR] = loopback_was[0]
+        ray_constants.ENABLE_RAY_CLUSTER = loopback_was[1]
+    return True
+
+
+def check_address(address: str) -> None:
+    """A HOST:PORT nobody listens on is an exit-2 error now (``ray.init`` would retry for minutes)."""
+    host, _, port = address.rpartition(":")
+    if "://" in address or not host or not port.isdigit():
+        return  # "auto", a Ray Client address, ...: left to Ray
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=10).close()
+    except OSError as exc:
+        raise UserError(f"--address {address}: nothing answers there ({exc.strerror or exc}); start a cluster "
+                        "with `ray start --head` and pass the address it prints") from None
+
+
+@contextlib.contextmanager
+def ray_session(address: str | None) -> Iterator[ModuleType]:
+    """Ray, started or connected for the block; shut down afterwards only if this block started it."""
+    ray = require_ray()
+    started = start_ray(address)
+    try:
+        yield ray
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _cell_task(cell_json: dict[str, Any], context: dict[str, Any]) -> Iterator[Any]:
+    """The Ray task body (a streaming generator): yields ``_STARTED``, then ``asdict(CellResult)``."""
+    torch.set_num_threads(context["threads"])
+    cell = Cell.from_json(cell_json)
+    if cell.device.startswith("cuda"):
+        # Ray made the task's one GPU the only visible one. The key (computed above) stays the driver's, so an
+        # accuracy cell's checkpoint keeps its name.
+        object.__setattr__(cell, "device", "cuda")
+    ctx = Context(Path(context["workdir"]), Path(context["cache_dir"]) if context["cache_dir"] else None,
+                  context["gemm_peak_gflops"], context["timeout_s"])
+    yield _STARTED
+    yield dataclasses.asdict(execute_cell(cell, ctx))
+
+
+@dataclasses.dataclass
+class _Task:
+    cell: Cell
+    deadline: float | None = None  # set when the task reports that it started
+
+
+def _death(ray: ModuleType, exc: BaseException) -> CellResult:
+    """The ``error`` result of a task that raised or whose worker, node or object was lost."""
+    cause = getattr(exc, "cause", None) if isinstance(exc, ray.exceptions.RayTaskError) else None
+    if cause is not None:  # an exception outside execute_cell (e.g. attnbench missing on that node)
+        return CellResult("error", f"ray task failed: {type(cause).__name__}: {first_line(cause, 300)}")
+    return CellResult("error", f"ray task died: {type(exc).__name__}: {first_line(exc, 300)}".rstrip(": "))
+
+
+def _slots(ray: ModuleType, gpu: bool, cpus_per_task: int) -> int:
+    """How many tasks the cluster runs at once; an exit-2 error if no node can run one."""
+    nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive", True)]
+    kind, need = ("GPU", 1) if gpu else ("CPU", cpus_per_task)
+    largest = max((n.get(kind, 0) for n in nodes), default=0)
+    if largest < need:
+        what = "has no GPU" if gpu else f"has {cpus_per_task} CPUs (largest: {largest:g})"
+        fix = "run on a cluster with GPU nodes" if gpu else "lower --cpus-per-task or --threads"
+        raise UserError(f"--executor ray: no node of the Ray cluster {what}; {fix}")
+    return sum(int(n.get(kind, 0) // need) for n in nodes)
+
+
+def run_cells(
+    cells: list[Cell],
+    ctx: Context,
+    record: Recorder,
+    *,
+    address: str | None = None,
+    cpus_per_task: int | None = None,
+) -> None:
+    """Run ``cells`` as Ray tasks and ``record`` each result as it arrives (in completion order).
+
+    ``record.starting(cell)`` runs when a cell is submitted. Skipped cells never reach a worker: they are
+    recorded here, as the local executor records them.
+    """
+    threads = torch.get_num_threads()
+    cpus = cpus_per_task or threads
+    queue = []
+    for cell in cells:
+        if cell.skip_reason:
+            record.starting(cell)
+            record(cell, execute_cell(cell, ctx))
+        else:
+            queue.append(cell)
+    if not queue:
+        return
+    context = {
+        "workdir": str(Path(ctx.workdir).resolve()),
+        "cache_dir": None if ctx.cache_dir is None else str(Path(ctx.cache_dir).resolve()),
+        "gemm_peak_gflops": ctx.gemm_peak_gflops,
+        "timeout_s": ctx.timeout_s,
+    }
+    with ray_session(address) as ray:
+        gpu = queue[0].device.startswith("cuda")
+        limit = max(1, 2 * _slots(ray, gpu, cpus))
+        # A CPU task never runs more threads than the CPUs it holds; a CUDA task holds its GPU and one CPU
+        # (or --cpus-per-task) and keeps the driver's thread count.
+        context["threads"] = threads if gpu else min(threads, cpus)
+        env_vars = {"OMP_NUM_THREADS": str(context["threads"])}
+        if not gpu:
+            env_vars["GLIBC_TUNABLES"] = GLIBC_TUNABLES_TIMING
+        if os.environ.get("ATTNBENCH_FAULT"):
+            env_vars["ATTNBENCH_FAULT"] = os.environ["ATTNBENCH_FAULT"]
+        task = ray.remote(_cell_task).options(
+            num_cpus=(cpus_per_task or 1) if gpu else cpus, num_gpus=1 if gpu else 0, max_retries=0,
+            retry_exceptions=False, num_returns="streaming", runtime_env={"env_vars": env_vars},
+        )
+        pending: dict[Any, _Task] = {}
+        queue.reverse()
+        while queue or pending:
+            while queue and len(pending) < limit:
+                cell = queue.pop()
+                record.starting(cell)
+                pending[task.remote(cell.to_json(), context)] = _Task(cell)
+            deadlines = [t.deadline for t in pending.values() if t.deadline is not None]
+            wait_s = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=wait_s)
+            for gen in ready:
+                entry = pending[gen]
+                try:
+                    value = ray.get(next(gen))
+                except StopIteration:
+                    result = CellResult("error", "ray task ended without a result")
+                except ray.exceptions.RayError as exc:
+                    result = _death(ray, exc)
+                else:
+                    if value == _STARTED:
+                        if ctx.timeout_s:
+                            entry.deadline = time.monotonic() + ctx.timeout_s + KILL_GRACE_S
+                        continue
+                    result = CellResult(**value)
+                del pending[gen]
+                record(entry.cell, result)
+            now = time.monotonic()
+            for gen, entry in list(pending.items()):
+                if entry.deadline is not None and entry.deadline <= now:
+                    ray.cancel(gen, force=True)  # kills the worker: the cell is stuck in native code
+                    del pending[gen]
+                    record(entry.cell, CellResult(
+                        "timeout", f"cell exceeded its {ctx.timeout_s:g} s time limit (Ray task cancelled)"))

@@ -1,0 +1,129 @@
+"""Run a suite's cells through an executor into the store, then write the reports.
+
+Executors:
+- in-process (default): fastest; a per-cell ``--timeout`` is enforced with SIGALRM between torch ops.
+- ``--isolate``: one fresh ``python -m harness.run.worker`` per cell (:mod:`harness.run.worker`), so a crash, a hard
+  hang or leaked memory stays inside that cell; the timeout kills the process. Peak-memory figures come from the
+  allocator (profiler or CUDA stats), so they are the same either way.
+- ``--executor ray``: one Ray task per cell, on this machine or an existing cluster (:mod:`harness.run.ray_executor`).
+
+Whatever the executor, only this process writes the store, and every finished cell goes through
+:class:`~harness.run.execute.Recorder`.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from .. import faults
+from ..cell import Cell, Context
+from ..envinfo import collect_env
+from ..errors import UserError
+from ..report.export import write_suite_reports
+from ..spec import Suite, expand_patterns
+from ..speed.flops import measure_gemm_peak_gflops
+from ..store import Store
+from . import ray_executor
+from .execute import Recorder, RunSummary, execute_cell
+from .worker import run_isolated
+
+
+def suite_dir(out: str | Path, suite: Suite) -> Path:
+    """Where a suite's store and reports live: ``<out>/<suite>/<profile>/``."""
+    return Path(out) / suite.name / suite.profile
+
+
+def run_suite(
+    suite: Suite,
+    *,
+    out: str | Path = "results",
+    device: str = "cpu",
+    fresh: bool = False,
+    isolate: bool = False,
+    timeout_s: float | None = None,
+    only: list[str] | None = None,
+    argv: list[str] | None = None,
+    progress: bool | None = None,
+    executor: str = "local",
+    address: str | None = None,
+    cpus_per_task: int | None = None,
+) -> RunSummary:
+    """Expand, skip finished cells, measure the rest (one store transaction each), write reports.
+
+    Args:
+        suite: a validated suite (profile applied).
+        out: output root; results go to ``<out>/<suite>/<profile>/``.
+        device: "cpu", "cuda" or "cuda:N".
+        fresh: redo cells that already have a result.
+        isolate: one subprocess per cell (local executor only).
+        timeout_s: per-cell time limit (None = no limit).
+        only: fnmatch patterns restricting the attention axis.
+        argv: the command line, stored with the run.
+        progress: show a progress bar (None = when stderr is a terminal; else one line per cell).
+        executor: "local" (this process, or subprocesses with ``isolate``) or "ray" (one Ray task per cell).
+        address: Ray cluster address (None = start Ray embedded on this machine); ray only.
+        cpus_per_task: CPUs each Ray task reserves on CPU (None = ``torch.get_num_threads()``); ray only.
+    """
+    if executor not in ("local", "ray"):
+        raise UserError(f"executor {executor!r}: use local or ray")
+    if executor == "ray" and isolate:
+        raise UserError("--isolate is for the local executor; Ray already runs each cell in a worker process")
+    started = time.perf_counter()
+    every_cell = suite.expand(device)
+    keep = set(expand_patterns(only)) if only else None
+    cells = [c for c in every_cell if keep is None or c.params["attention"] in keep]
+    directory = suite_dir(out, suite)
+    with Store(directory / "results.db") as store:
+        done = set() if fresh else store.finished_keys()
+        todo = [c for c in cells if c.key not in done]
+        env = _run_env(suite, device, todo, "isolate" if isolate else "in-process", executor, address, cpus_per_task)
+        run_id = store.start_run(suite.name, suite.profile, env, argv or [])
+        summary = RunSummary(directory, len(cells), len(cells) - len(todo))
+        tty = sys.stderr.isatty() if progress is None else progress
+        ctx = Context(directory, Path(out) / ".data_cache", env.get("gemm_peak_gflops"), timeout_s)
+        if todo:
+            suite.kind.prepare(todo, ctx)
+        bar = tqdm(total=len(todo), desc=f"{suite.name}/{suite.profile}", unit="cell", disable=not tty,
+                   dynamic_ncols=True)
+        record = Recorder(store, run_id, ctx, summary, bar, tty, len(todo))
+        if executor == "ray":
+            ray_executor.run_cells(todo, ctx, record, address=address, cpus_per_task=cpus_per_task)
+        else:
+            _run_local(todo, ctx, record, isolate)
+        bar.close()
+        faults.point("runner.before_reports")
+        # The reports cover the whole suite as stored, not just what --only ran this time.
+        summary.written = write_suite_reports(store, suite.name, suite.report_options(),
+                                              keys=[c.key for c in every_cell])
+    summary.wall_s = time.perf_counter() - started
+    return summary
+
+
+def _run_env(suite: Suite, device: str, todo: list[Cell], local_executor: str, executor: str, address: str | None,
+             cpus_per_task: int | None) -> dict[str, Any]:
+    """The environment block stored with the run: machine, executor, report options, the GEMM peak if needed."""
+    env = collect_env(torch.device(device))
+    env.update(suite=suite.name, profile=suite.profile, executor=local_executor)
+    if executor == "ray":
+        env.update(ray_executor.describe(address, cpus_per_task))
+    env["report"] = suite.report_options()  # so `attnbench report` rewrites the same tables later
+    if any("flops" in c.metrics and "time" in c.metrics for c in todo):
+        env["gemm_peak_gflops"] = measure_gemm_peak_gflops(torch.device(device))
+    return env
+
+
+def _run_local(cells: list[Cell], ctx: Context, record: Recorder, isolate: bool) -> None:
+    """Run the cells one after the other, in this process or (``isolate``) each in a fresh worker process."""
+    for cell in cells:
+        record.starting(cell)
+        if isolate and not cell.skip_reason:
+            result = run_isolated(cell, ctx)
+        else:
+            result = execute_cell(cell, ctx)
+        record(cell, result)

@@ -1,0 +1,71 @@
+"""``--isolate``: each cell in a fresh ``python -m harness.run.worker``, so a crash, a hard hang or leaked memory stays
+inside that cell. The parent (:func:`run_isolated`) sends one job as JSON on stdin and reads the result file; the
+worker (:func:`main`) runs the cell and writes that file atomically. A missing result file is the worker's death,
+recorded with its exit code or signal; the time limit kills the worker's process group.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from ..cell import Cell, CellResult, Context
+from ..files import atomic_write_text
+from ..speed.timing import GLIBC_TUNABLES_TIMING
+from .execute import execute_cell
+
+
+def run_isolated(cell: Cell, ctx: Context) -> CellResult:
+    """Run ``cell`` in a fresh Python process; its death or hang becomes the cell's status.
+
+    The time limit (``ctx.timeout_s``) is enforced here (the process is killed), not inside the worker.
+    """
+    with tempfile.TemporaryDirectory(prefix="attnbench-") as tmp:
+        result_path = Path(tmp) / "result.json"
+        job = {
+            "cell": cell.to_json(),
+            "gemm_peak_gflops": ctx.gemm_peak_gflops,
+            "workdir": str(ctx.workdir),
+            "cache_dir": None if ctx.cache_dir is None else str(ctx.cache_dir),
+            "result_path": str(result_path),
+        }
+        env = {**os.environ}
+        if cell.device.startswith("cpu"):
+            env["GLIBC_TUNABLES"] = GLIBC_TUNABLES_TIMING  # read by glibc at process start only
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "harness.run.worker"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, env=env, text=True, start_new_session=True,
+        )
+        try:
+            _, stderr = proc.communicate(json.dumps(job), timeout=ctx.timeout_s or None)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # the worker and anything it started
+            proc.communicate()
+            return CellResult("timeout", f"cell exceeded its {ctx.timeout_s:g} s time limit (worker killed)")
+        if result_path.exists():
+            return CellResult(**json.loads(result_path.read_text()))
+        code = proc.returncode
+        how = f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+        tail = (stderr or "").strip().splitlines()[-1:] or [""]
+        if code == -signal.SIGKILL:
+            return CellResult("oom", f"worker {how} (likely the kernel's OOM killer) {tail[0]}".strip())
+        return CellResult("error", f"worker died ({how}) before reporting: {tail[0]}".strip())
+
+
+def main() -> None:
+    """The worker: one job from stdin, its result to the job's result path (never half a file)."""
+    job = json.loads(sys.stdin.read())
+    cache_dir = Path(job["cache_dir"]) if job.get("cache_dir") else None
+    ctx = Context(Path(job["workdir"]), cache_dir, job.get("gemm_peak_gflops"))
+    result = execute_cell(Cell.from_json(job["cell"]), ctx)
+    atomic_write_text(job["result_path"], json.dumps(dataclasses.asdict(result)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,311 @@
+"""What a suite is, for every kind of suite: the :class:`Suite` record, the :class:`SuiteKind` interface each kind
+implements once, and the checks of suite-file sections that every kind shares.
+
+Reading a file into a :class:`Suite` is :mod:`harness.suite`; the kinds are :mod:`harness.kinds`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import itertools
+import operator
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import attentions
+from attentions import RegistryError
+
+from .cell import Cell, CellResult, Context
+from .errors import SuiteError
+from .store import Store
+
+#: Fields of an attention's config that a cell's shape sets (see :attr:`harness.cell.Cell.config`).
+SHAPE_FIELDS = ("dim", "heads", "max_seq_len")
+PROFILES_REQUIRED = ("smoke", "quick", "paper")
+#: Top-level keys of every suite file; each kind adds its own (:attr:`SuiteKind.keys`).
+COMMON_KEYS = frozenset({"name", "description", "kind", "axes", "config", "attention_config", "skip", "report",
+                         "profiles"})
+REPORT_DEFAULTS: dict[str, Any] = {"baseline": "vanilla", "slope_min_seq_len": 1024, "tables": None,
+                                   "baseline_variant": "base"}
+
+
+def is_positive_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+
+def is_nonneg_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+@dataclass(frozen=True)
+class Axis:
+    """A sweep axis: the check of one value and what a valid value looks like (for the error message)."""
+
+    check: Callable[[Any], bool]
+    expected: str
+
+
+#: The axis every kind has.
+ATTENTION_AXIS = Axis(lambda v: isinstance(v, str) and v != "", "registered attention names or fnmatch patterns")
+
+
+@dataclass(frozen=True)
+class SuiteKind:
+    """Everything the harness does differently for one kind of suite, declared once (see :mod:`harness.kinds`).
+
+    Attributes:
+        name: the value of a suite file's ``kind`` key.
+        axes: axes a suite of this kind must declare, besides ``attention``.
+        optional_axes: axes it may add.
+        keys: top-level suite keys only this kind reads.
+        tables: the ``report.tables`` it can write; the first is the default.
+        reads_data: whether ``--data-dir`` applies.
+        parse: (path, merged document) -> this kind's :class:`Suite` fields, validated (may add default axes).
+        validate: cross-checks of a built suite (every attention's config resolves, tables have their axes).
+        make_cell: (suite, axis values, device) -> the cell.
+        run: runs one cell in this process; every failure becomes the result's status.
+        prepare: before the first cell of a run (load the data once, fail early on a bad data path).
+        finished: after a cell's row is stored (drop its checkpoint).
+        describe: the progress line of a finished cell.
+        write_reports: (store, the suite's name, report options, keys or None) -> the files written beside the store.
+    """
+
+    name: str
+    axes: dict[str, Axis]
+    optional_axes: dict[str, Axis]
+    keys: frozenset[str]
+    tables: tuple[str, ...]
+    reads_data: bool
+    parse: Callable[[Path, dict[str, Any]], dict[str, Any]]
+    validate: Callable[[Suite], None]
+    make_cell: Callable[[Suite, dict[str, Any], str], Cell]
+    run: Callable[[Cell, Context], CellResult]
+    prepare: Callable[[list[Cell], Context], None]
+    finished: Callable[[Cell, Context], None]
+    describe: Callable[[CellResult], str]
+    write_reports: Callable[[Store, str, Mapping[str, Any], list[str] | None], list[Path]]
+
+    def all_axes(self) -> dict[str, Axis]:
+        return {"attention": ATTENTION_AXIS, **self.axes, **self.optional_axes}
+
+
+@dataclass
+class Suite:
+    """A validated suite with one profile applied. The fields after ``report`` belong to one kind each."""
+
+    name: str
+    path: Path
+    profile: str
+    description: str
+    kind: SuiteKind
+    axes: dict[str, list[Any]]
+    config: dict[str, Any]
+    attention_config: dict[str, dict[str, Any]]
+    skip: list[dict[str, Any]]
+    report: dict[str, Any]
+    # speed
+    fixed: dict[str, Any] = field(default_factory=dict)
+    metrics: tuple[str, ...] = ()
+    timing: dict[str, Any] = field(default_factory=dict)
+    # accuracy
+    data: dict[str, Any] = field(default_factory=dict)
+    train: dict[str, Any] = field(default_factory=dict)
+    tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    variants: dict[str, dict[str, Any]] = field(default_factory=dict)
+    incoherence: dict[str, Any] | None = None
+
+    def report_options(self) -> dict[str, Any]:
+        """What the reports need to know besides the cells (stored with each run for ``attnbench report``)."""
+        tables = self.report["tables"] or [self.kind.tables[0]]
+        return {**self.report, "tables": tables, "variants": self.variants}
+
+    def config_for(self, name: str) -> dict[str, Any]:
+        """Config overrides of one attention: ``config``, then every matching ``attention_config`` pattern."""
+        return apply_patterns(dict(self.config), self.attention_config, name)
+
+    def attentions(self) -> list[str]:
+        """The attention axis with patterns expanded, in the order given, without repeats."""
+        return expand_patterns(self.axes["attention"])
+
+    def expand(self, device: str) -> list[Cell]:
+        """Every cell of the suite (the cartesian product of the axes), skip rules and capabilities applied."""
+        names = list(self.axes)
+        values = [self.attentions() if n == "attention" else self.axes[n] for n in names]
+        cells: dict[str, Cell] = {}  # by key: two combinations may be one cell (a clean cell under both noise modes)
+        for combo in itertools.product(*values):
+            cell = self.kind.make_cell(self, dict(zip(names, combo, strict=True)), device)
+            cells.setdefault(cell.key, cell)
+        return list(cells.values())
+
+    def skip_reason(self, params: dict[str, Any]) -> str | None:
+        """The reason of the first skip rule that matches ``params``, or None."""
+        for rule in self.skip:
+            if all(_matches(params[k], cond) for k, cond in rule["when"].items()):
+                return f"skipped by suite rule: {rule['reason']}"
+        return None
+
+
+def apply_patterns(out: dict[str, Any], by_pattern: Mapping[str, Mapping[str, Any]], name: str) -> dict[str, Any]:
+    """``out`` updated with the overrides of every fnmatch pattern in ``by_pattern`` that matches ``name``."""
+    for pattern, overrides in by_pattern.items():
+        if fnmatch.fnmatchcase(name, pattern):
+            out.update(overrides)
+    return out
+
+
+def attention_config(name: str, overrides: Mapping[str, Any], *, dim: int, heads: int, seq_len: int) -> dict[str, Any]:
+    """The resolved config of attention ``name`` for a cell, without the shape fields the cell itself holds.
+
+    The shape is applied so that the config's own checks (``dim`` divisible by ``heads``, ...) run now.
+    """
+    cfg = attentions.make_config(name, **{**overrides, "dim": dim, "heads": heads, "max_seq_len": seq_len})
+    return {k: v for k, v in dataclasses.asdict(cfg).items() if k not in SHAPE_FIELDS}
+
+
+def capability_reason(name: str, seq_len: int, *, padded: bool) -> str | None:
+    """Why attention ``name`` cannot run a cell of ``seq_len`` tokens (``padded``: with a padding mask), or None.
+
+    The harness builds every layer for the cell's own length (``max_seq_len = seq_len``), so a fixed-length variant
+    always fits; a padding mask and a length multiple are the variant's to honour.
+    """
+    reason = attentions.spec(name).cannot_run(seq_len, padded=padded, max_seq_len=seq_len)
+    return None if reason is None else f"unsupported by {name}: {reason}"
+
+
+def expand_patterns(items: Iterable[str]) -> list[str]:
+    out: list[str] = []
+    for item in items:
+        for name in attentions.list_attentions(item) if any(c in item for c in "*?[") else [item]:
+            if name not in out:
+                out.append(name)
+    return out
+
+
+_COMPARE = {"gt": operator.gt, "ge": operator.ge, "lt": operator.lt, "le": operator.le}
+
+
+def _matches(value: Any, cond: Any) -> bool:
+    if isinstance(cond, dict):
+        return all(_COMPARE[op](value, bound) for op, bound in cond.items())
+    if isinstance(cond, list):
+        return any(_matches(value, c) for c in cond)
+    if isinstance(value, str) and isinstance(cond, str):
+        return fnmatch.fnmatchcase(value, cond)
+    return value == cond
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Checks of suite-file sections (each raises SuiteError naming the file, the key and the fix)
+
+
+def check_keys(path: Path, where: str, doc: Mapping[str, Any], allowed: Iterable[str]) -> None:
+    allowed = set(allowed)
+    unknown = sorted(set(doc) - allowed, key=str)
+    if unknown:
+        key = f"{where}.{unknown[0]}" if where else str(unknown[0])
+        raise SuiteError(path, key, f"unknown key; valid keys here: {', '.join(sorted(allowed))}")
+
+
+def mapping(path: Path, key: str, value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise SuiteError(path, key, f"must be a mapping, got {type(value).__name__}")
+    return dict(value)
+
+
+def validate_numbers(path: Path, key: str, value: Any, defaults: dict[str, Any]) -> dict[str, Any]:
+    """A mapping of non-negative numbers over ``defaults`` (a default that is a bool makes its key a bool)."""
+    value = {**defaults, **mapping(path, key, value)}
+    check_keys(path, key, value, defaults)
+    for k, v in value.items():
+        if isinstance(defaults[k], bool):
+            if not isinstance(v, bool):
+                raise SuiteError(path, f"{key}.{k}", f"must be true or false, got {v!r}")
+        elif isinstance(v, bool) or not isinstance(v, int | float) or v < 0:
+            raise SuiteError(path, f"{key}.{k}", f"must be a non-negative number, got {v!r}")
+    return value
+
+
+def validate_axes(path: Path, axes: Any, kind: SuiteKind) -> dict[str, list[Any]]:
+    axes = mapping(path, "axes", axes)
+    valid = kind.all_axes()
+    for name in ("attention", *kind.axes):
+        if name not in axes:
+            raise SuiteError(path, f"axes.{name}", f"missing axis; give a list of {valid[name].expected}")
+    out: dict[str, list[Any]] = {}
+    for name, values in axes.items():
+        if name not in valid:
+            raise SuiteError(path, f"axes.{name}",
+                             f"unknown axis for a {kind.name} suite; valid axes: {', '.join(valid)}")
+        values = values if isinstance(values, list) else [values]
+        if not values:
+            raise SuiteError(path, f"axes.{name}", f"empty axis; give at least one of {valid[name].expected}")
+        for v in values:
+            if not valid[name].check(v):
+                raise SuiteError(path, f"axes.{name}", f"bad value {v!r}; expected {valid[name].expected}")
+        if len(set(map(str, values))) != len(values):
+            raise SuiteError(path, f"axes.{name}", f"repeated value in {values}; list each value once")
+        out[name] = values
+    for item in out["attention"]:
+        if any(c in item for c in "*?["):
+            if not attentions.list_attentions(item):
+                raise SuiteError(
+                    path, "axes.attention", f"pattern {item!r} matches no registered attention; see `attnbench list`"
+                )
+        else:
+            try:
+                attentions.spec(item)
+            except RegistryError as exc:
+                raise SuiteError(path, "axes.attention", str(exc)) from None
+    return out
+
+
+def validate_skip(path: Path, rules: Any, kind: SuiteKind) -> list[dict[str, Any]]:
+    rules = rules or []
+    if not isinstance(rules, list):
+        raise SuiteError(path, "skip", "must be a list of {when: {axis: condition}, reason: text}")
+    valid = kind.all_axes()
+    for i, rule in enumerate(rules):
+        if not isinstance(rule, dict) or set(rule) != {"when", "reason"} or not isinstance(rule["when"], dict):
+            raise SuiteError(path, f"skip[{i}]", "each rule is {when: {axis: condition, ...}, reason: text}")
+        for axis, cond in rule["when"].items():
+            if axis not in valid:
+                raise SuiteError(path, f"skip[{i}].when.{axis}", f"unknown axis; valid axes: {', '.join(valid)}")
+            if isinstance(cond, dict) and (
+                not cond
+                or set(cond) - set(_COMPARE)
+                or any(isinstance(b, bool) or not isinstance(b, int | float) for b in cond.values())
+            ):
+                raise SuiteError(path, f"skip[{i}].when.{axis}", "comparisons are {gt|ge|lt|le: number}")
+    return rules
+
+
+def validate_attention_config(path: Path, value: Any, where: str = "attention_config") -> dict[str, dict[str, Any]]:
+    value = mapping(path, where, value)
+    for pattern, overrides in value.items():
+        if not isinstance(overrides, dict):
+            raise SuiteError(path, f"{where}.{pattern}", "must map config fields to values")
+        if not attentions.list_attentions(str(pattern)):
+            raise SuiteError(path, f"{where}.{pattern}", "matches no registered attention (`attnbench list`)")
+    return value
+
+
+def validate_tables(suite: Suite) -> None:
+    """``report.tables`` names tables of the suite's kind."""
+    tables, valid = suite.report["tables"], suite.kind.tables
+    if tables is not None and (not isinstance(tables, list) or not tables or any(t not in valid for t in tables)):
+        raise SuiteError(suite.path, "report.tables", f"must be a list of {', '.join(valid)}; got {tables!r}")
+
+
+def resolve_or_fail(path: Path, where: str, name: str, build: Callable[[], object]) -> None:
+    """Run ``build`` (a config resolution); a registry or value error becomes a SuiteError at ``where``."""
+    try:
+        build()
+    except RegistryError as exc:  # already names the attention
+        raise SuiteError(path, where, str(exc)) from None
+    except (ValueError, TypeError) as exc:
+        raise SuiteError(path, where, f"{name}: {exc}") from None

@@ -1,0 +1,106 @@
+"""The ``speed`` suite kind: each cell times and measures one attention layer (fwd, fwd+bwd) or one training step of
+the encoder classifier, at one shape, mode and dtype (see :mod:`harness.speed.measure`); reported as the paper's
+Table 4, fitted slopes and scaling plots (:mod:`harness.report.speed`)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..cell import Cell
+from ..errors import SuiteError
+from ..report.speed import write_speed_reports
+from ..spec import (
+    Axis,
+    Suite,
+    SuiteKind,
+    attention_config,
+    capability_reason,
+    check_keys,
+    is_positive_int,
+    mapping,
+    resolve_or_fail,
+    validate_numbers,
+)
+from ..store import Store
+from .measure import describe, measure_cell
+
+MODES = ("fwd", "fwd+bwd", "train_step")
+DTYPES = ("float32", "bfloat16", "float16")
+METRICS = ("time", "memory", "flops")
+#: ``flush_l2``: CUDA only, evict L2 before each timed call so every call starts cold (triton's do_bench); no effect
+#: on the CPU.
+TIMING_DEFAULTS: dict[str, Any] = {"min_run_time_s": 1.0, "min_repeats": 5, "warmup": 2, "flush_l2": False}
+#: The train_step model (encoder depth, MLP width, vocabulary, classes) and its seed.
+FIXED_DEFAULTS: dict[str, Any] = {"layers": 2, "mlp_dim": 128, "vocab_size": 256, "num_classes": 2, "seed": 0}
+
+AXES = {
+    "seq_len": Axis(is_positive_int, "positive integers"),
+    "batch_size": Axis(is_positive_int, "positive integers"),
+    "heads": Axis(is_positive_int, "positive integers"),
+    "dim": Axis(is_positive_int, "positive integers"),
+    "mode": Axis(lambda v: v in MODES, f"one of {', '.join(MODES)}"),
+    "dtype": Axis(lambda v: v in DTYPES, f"one of {', '.join(DTYPES)}"),
+}
+
+
+def _metrics(path: Path, metrics: Any) -> tuple[str, ...]:
+    metrics = metrics if isinstance(metrics, list) else [metrics]
+    bad = [m for m in metrics if m not in METRICS]
+    if bad or not metrics:
+        raise SuiteError(path, "metrics", f"bad metric(s) {bad or metrics}; choose from {', '.join(METRICS)}")
+    if len(set(metrics)) != len(metrics):
+        raise SuiteError(path, "metrics", f"repeated metric in {metrics}; list each once")
+    return tuple(metrics)
+
+
+def parse(path: Path, doc: dict[str, Any]) -> dict[str, Any]:
+    """The speed fields of a suite: ``fixed``, ``metrics`` and ``timing``, defaults filled in."""
+    fixed = {**FIXED_DEFAULTS, **mapping(path, "fixed", doc.get("fixed"))}
+    check_keys(path, "fixed", fixed, FIXED_DEFAULTS)
+    return {"fixed": fixed, "metrics": _metrics(path, doc.get("metrics", list(METRICS))),
+            "timing": validate_numbers(path, "timing", doc.get("timing"), TIMING_DEFAULTS)}
+
+
+def validate(suite: Suite) -> None:
+    """Build every attention's config once, so a bad override fails now rather than in cell 57."""
+    for name in suite.attentions():
+        for dim, heads in itertools.product(suite.axes["dim"], suite.axes["heads"]):
+            resolve_or_fail(suite.path, "config", name, lambda name=name, dim=dim, heads=heads: attention_config(
+                name, suite.config_for(name), dim=dim, heads=heads, seq_len=max(suite.axes["seq_len"])))
+
+
+def label(params: Mapping[str, Any]) -> str:
+    return f"{params['attention']} n={params['seq_len']} b={params['batch_size']} {params['mode']} {params['dtype']}"
+
+
+def make_cell(suite: Suite, params: dict[str, Any], device: str) -> Cell:
+    name, n = params["attention"], params["seq_len"]
+    return Cell(
+        suite=suite.name, params=params, fixed=suite.fixed, metrics=suite.metrics, timing=suite.timing,
+        config=attention_config(name, suite.config_for(name), dim=params["dim"], heads=params["heads"], seq_len=n),
+        device=device, kind=KIND.name, label=label(params),
+        # layer cells have no padding; train_step cells feed every token too
+        skip_reason=suite.skip_reason(params) or capability_reason(name, n, padded=False),
+    )
+
+
+def _nothing(*_: Any) -> None:
+    """Speed cells need no preparation and leave nothing behind."""
+
+
+def write_reports(store: Store, name: str, options: Mapping[str, Any], keys: list[str] | None) -> list:
+    return write_speed_reports(store.dataframe(keys), store.path.parent, env=store.latest_env(), suite=name,
+                               baseline=options.get("baseline", "vanilla"),
+                               slope_min_seq_len=int(options.get("slope_min_seq_len", 1024)))
+
+
+KIND = SuiteKind(
+    name="speed", axes=AXES, optional_axes={}, keys=frozenset({"fixed", "metrics", "timing"}), tables=("table4",),
+    reads_data=False, parse=parse, validate=validate, make_cell=make_cell, run=measure_cell, prepare=_nothing,
+    finished=_nothing, describe=describe, write_reports=write_reports,
+)
+
+

@@ -1,0 +1,174 @@
+"""Measure one cell: build the workload, check it is finite, then time it, take its peak memory, count FLOPs.
+
+Every failure becomes a status (never an exception out of ``measure_cell``): ``oom`` for allocation failures
+(CUDA OOM, CPU allocator failure, MemoryError), ``timeout`` when the cell's time limit fires, ``nan`` for
+non-finite outputs, losses or gradients, ``unsupported`` for capability refusals, ``error`` for the rest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import resource
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+import attentions
+
+from .. import faults
+from ..cell import Cell, CellResult, Context, NonFinite, classify_exception, time_limit
+from ..lra.models import Classifier
+from .flops import count_flops
+from .memory import peak_memory_bytes
+from .timing import time_fn
+
+TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@contextlib.contextmanager
+def cpu_memory_cap(fraction: float = 0.9) -> Iterator[None]:
+    """Cap this process's address space at its current size + ``fraction`` of available RAM.
+
+    Without a cap, an n^2 cell that does not fit makes Linux's OOM killer end the whole sweep; with it the
+    allocation fails inside torch ("can't allocate memory") and the cell is recorded as ``oom``.
+    """
+    try:
+        with open("/proc/self/status") as f:
+            vm_kb = next(int(line.split()[1]) for line in f if line.startswith("VmSize:"))
+        with open("/proc/meminfo") as f:
+            avail_kb = next(int(line.split()[1]) for line in f if line.startswith("MemAvailable:"))
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    except (OSError, StopIteration, ValueError):  # not Linux: run without a cap
+        yield
+        return
+    cap = (vm_kb + int(avail_kb * fraction)) * 1024
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def _check_finite(what: str, *tensors: Tensor | None) -> None:
+    for t in tensors:
+        if t is not None and not torch.isfinite(t).all():
+            raise NonFinite(f"non-finite values in {what}")
+
+
+def build_workload(cell: Cell, device: torch.device) -> tuple[Callable[[], Tensor], nn.Module]:
+    """The function timed for this cell (one call = one fwd, fwd+bwd or training step) and its module.
+
+    The first call also checks that outputs, losses and gradients are finite.
+    """
+    p, fx = cell.params, cell.fixed
+    dtype = TORCH_DTYPES[p["dtype"]]
+    b, n, d = p["batch_size"], p["seq_len"], p["dim"]
+    torch.manual_seed(fx["seed"])
+    if p["mode"] == "train_step":
+        model = Classifier(
+            p["attention"], num_classes=fx["num_classes"], vocab_size=fx["vocab_size"], max_seq_len=n, dim=d,
+            heads=p["heads"], layers=fx["layers"], mlp_dim=fx["mlp_dim"], attention_overrides=cell.config,
+        ).to(device=device, dtype=dtype).train()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+        tokens = torch.randint(fx["vocab_size"], (b, n), device=device)
+        labels = torch.randint(fx["num_classes"], (b,), device=device)
+
+        def step() -> Tensor:
+            opt.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(model(tokens).float(), labels)
+            loss.backward()
+            opt.step()
+            return loss
+
+        return step, model
+
+    module = attentions.build(p["attention"], **cell.config, dim=d, heads=p["heads"], max_seq_len=n)
+    module = module.to(device=device, dtype=dtype)
+    x = torch.randn(b, n, d, device=device, dtype=dtype)
+    if p["mode"] == "fwd":
+        module.eval()
+
+        def fwd() -> Tensor:
+            with torch.inference_mode():
+                return module(x)
+
+        return fwd, module
+
+    module.train()
+    x.requires_grad_(True)
+    grad_out = torch.randn(b, n, d, device=device, dtype=dtype)
+    params = [q for q in module.parameters() if q.requires_grad]
+
+    def fwd_bwd() -> Tensor:
+        for q in params:  # grads set to None so every call allocates the same (no accumulation)
+            q.grad = None
+        x.grad = None
+        y = module(x)
+        y.backward(grad_out)
+        return y
+
+    return fwd_bwd, module
+
+
+def measure_cell(cell: Cell, ctx: Context) -> CellResult:
+    """Run one cell in this process and return its final status and metrics (``ctx``: time limit, GEMM peak)."""
+    faults.point("measure.cell", cell.label)
+    device = torch.device(cell.device)
+    try:
+        entry = attentions.spec(cell.params["attention"])
+    except attentions.RegistryError as exc:
+        return CellResult("error", str(exc))
+    metrics: dict[str, Any] = {"backend": entry.backend, "complexity": entry.caps.complexity}
+    reason = cell.skip_reason or entry.unavailable_reason(device)
+    if reason:
+        return CellResult("unsupported", reason, metrics)
+    fn: Callable[[], Tensor] | None = None
+    module: nn.Module | None = None
+    try:
+        with time_limit(ctx.timeout_s), (cpu_memory_cap() if device.type == "cpu" else contextlib.nullcontext()):
+            fn, module = build_workload(cell, device)
+            metrics["params"] = sum(q.numel() for q in module.parameters())
+            out = fn()
+            grads = [q.grad for q in module.parameters()]
+            _check_finite(f"{cell.params['mode']} output/loss", out)
+            _check_finite("gradients", *grads)
+            del out, grads
+            if "time" in cell.metrics:
+                t = time_fn(fn, device, **cell.timing)
+                metrics.update(time_ms_median=t.median_ms, time_ms_iqr=t.iqr_ms, time_ms_mean=t.mean_ms,
+                               n_calls=t.n_calls, threads=t.threads,
+                               steps_per_s=1000.0 / t.median_ms if t.median_ms > 0 else float("nan"))
+            if "memory" in cell.metrics:
+                metrics["peak_mem_bytes"] = peak_memory_bytes(fn, device, calls=3)
+            if "flops" in cell.metrics:
+                metrics["gflops"] = count_flops(fn) / 1e9
+                if "time_ms_median" in metrics:
+                    metrics["gflops_per_s"] = metrics["gflops"] / (metrics["time_ms_median"] / 1e3)
+                    if ctx.gemm_peak_gflops:
+                        metrics["gemm_peak_fraction"] = metrics["gflops_per_s"] / ctx.gemm_peak_gflops
+    except Exception as exc:  # every failure is a result, never the end of the sweep
+        result = classify_exception(exc)
+        result.metrics = metrics
+        return result
+    finally:
+        del fn, module  # free the cell's memory before the next one
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    return CellResult("ok", "", metrics)
+
+
+def describe(result: CellResult) -> str:
+    """The progress line of a finished speed cell."""
+    if result.status != "ok":
+        return f"{result.status} {result.message}".strip()
+    m, parts = result.metrics, []
+    if "time_ms_median" in m:
+        parts.append(f"{m['time_ms_median']:.3g} ms (IQR {m['time_ms_iqr']:.2g})")
+    if "peak_mem_bytes" in m:
+        parts.append(f"{m['peak_mem_bytes'] / 2**20:.3g} MiB")
+    return "ok " + ", ".join(parts)

@@ -1,0 +1,253 @@
+"""Offline LRA generators, checked against references written here (not the generators' own bookkeeping)."""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+import pytest
+
+from harness.errors import UserError
+from harness.lra import generators as g
+from harness.lra import pixels as px
+
+# The documented ListOps vocabulary, spelled out independently of the generator.
+LISTOPS_IDS = {"<pad>": 0, **{str(d): d + 1 for d in range(10)}, "[MIN": 11, "[MAX": 12, "[MED": 13, "[SM": 14, "]": 15}
+ID_TO_TOKEN = {i: tok for tok, i in LISTOPS_IDS.items()}
+
+
+def evaluate_listops(ids: list[int]) -> tuple[int, int, list[int]]:
+    """Stack evaluation of a token sequence: (value, deepest operator nesting, argument count of each operator).
+
+    MED is LRA's int(np.median(args)).
+    """
+    ops = {"[MIN": min, "[MAX": max, "[MED": lambda a: int(np.median(a)), "[SM": lambda a: sum(a) % 10}
+    stack: list[tuple[str, list[int]]] = []
+    result: list[int] = []
+    deepest, arg_counts = 0, []
+    for tok in (ID_TO_TOKEN[i] for i in ids):
+        if tok in ops:
+            stack.append((tok, []))
+            deepest = max(deepest, len(stack))
+            continue
+        if tok == "]":
+            op, args = stack.pop()
+            arg_counts.append(len(args))
+            value = ops[op](args)
+        else:
+            assert tok.isdigit(), f"unexpected token {tok!r}"
+            value = int(tok)
+        (stack[-1][1] if stack else result).append(value)
+    assert not stack and len(result) == 1, "not one well-formed expression"
+    return result[0], deepest, arg_counts
+
+
+@pytest.fixture(scope="module")
+def listops() -> tuple[list[list[int]], np.ndarray]:
+    return g.generate_listops(150, seed=0, min_length=20, max_length=300, max_depth=10, max_args=10)
+
+
+def test_listops_vocabulary_is_the_documented_one() -> None:
+    assert g.LISTOPS_VOCAB == LISTOPS_IDS
+    assert len(g.LISTOPS_TOKENS) == 16
+
+
+def test_listops_labels_match_a_stack_evaluation(listops: tuple[list[list[int]], np.ndarray]) -> None:
+    seqs, labels = listops
+    assert labels.dtype == np.int64 and len(seqs) == len(labels) == 150
+    values = [evaluate_listops(s)[0] for s in seqs]
+    assert values == labels.tolist()
+    assert len(set(values)) > 5  # not a degenerate label distribution
+
+
+def test_listops_obeys_the_lra_rules(listops: tuple[list[list[int]], np.ndarray]) -> None:
+    seqs, _ = listops
+    for s in seqs:
+        assert 20 < len(s) < 300
+        assert set(s) <= set(range(1, 16))  # only the documented tokens, never padding
+        _, deepest, arg_counts = evaluate_listops(s)
+        assert deepest <= 9  # operators sit at depth < max_depth = 10 (the root has depth 1)
+        assert all(2 <= k <= 10 for k in arg_counts)
+    assert len({tuple(s) for s in seqs}) == len(seqs)  # LRA keeps a set: no duplicates
+
+
+def test_listops_lra_default_lengths() -> None:
+    seqs, labels = g.generate_listops(6, seed=1)
+    assert all(500 < len(s) < 2000 for s in seqs)
+    assert [evaluate_listops(s)[0] for s in seqs] == labels.tolist()
+
+
+def test_listops_even_median_rounds_down() -> None:
+    # Find an operator-only expression [MED a b ] by shrinking the bounds, then check LRA's int(np.median) rule.
+    seqs, labels = g.generate_listops(40, seed=3, min_length=3, max_length=7, max_depth=2, max_args=3)
+    med_pairs = [(s, y) for s, y in zip(seqs, labels, strict=True) if len(s) == 4 and s[0] == LISTOPS_IDS["[MED"]]
+    assert med_pairs
+    for s, y in med_pairs:
+        a, b = s[1] - 1, s[2] - 1
+        assert y == (a + b) // 2
+
+
+@pytest.mark.parametrize("kwargs", [{"min_length": 100, "max_length": 101}, {"max_args": 1}, {"max_depth": 0}])
+def test_listops_rejects_impossible_parameters(kwargs: dict[str, int]) -> None:
+    with pytest.raises(UserError, match="listops"):
+        g.generate_listops(5, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Pathfinder
+
+
+def components(mask: np.ndarray, reach: int) -> list[set[tuple[int, int]]]:
+    """Connected components of True pixels, linking pixels within Chebyshev distance ``reach`` (BFS)."""
+    todo = {(int(r), int(c)) for r, c in zip(*np.nonzero(mask), strict=True)}
+    out = []
+    while todo:
+        seed = todo.pop()
+        comp, queue = {seed}, deque([seed])
+        while queue:
+            r, c = queue.popleft()
+            for dr in range(-reach, reach + 1):
+                for dc in range(-reach, reach + 1):
+                    q = (r + dr, c + dc)
+                    if q in todo:
+                        todo.discard(q)
+                        comp.add(q)
+                        queue.append(q)
+        out.append(comp)
+    return out
+
+
+@pytest.fixture(scope="module")
+def pathfinder() -> tuple[np.ndarray, np.ndarray]:
+    return px.generate_pathfinder(100, seed=0)
+
+
+def test_pathfinder_images_have_two_marker_dots(pathfinder: tuple[np.ndarray, np.ndarray]) -> None:
+    images, labels = pathfinder
+    assert images.shape == (100, 32, 32) and images.dtype == np.uint8 and labels.dtype == np.int64
+    for img in images:
+        assert set(np.unique(img).tolist()) == {0, px.PATHFINDER_DASH, px.PATHFINDER_MARKER}
+        dots = components(img == px.PATHFINDER_MARKER, reach=1)  # 8-connected
+        assert len(dots) == 2
+        for dot in dots:
+            rows, cols = zip(*dot, strict=True)
+            assert len(dot) == 9 and max(rows) - min(rows) == 2 and max(cols) - min(cols) == 2  # a 3x3 dot
+        assert not img[0].any() and not img[-1].any() and not img[:, 0].any() and not img[:, -1].any()  # padding 1
+
+
+def test_pathfinder_labels_agree_with_a_flood_fill(pathfinder: tuple[np.ndarray, np.ndarray]) -> None:
+    images, labels = pathfinder
+    for img, label in zip(images, labels, strict=True):
+        lit = components(img > 0, reach=2)  # the documented rule: 8-connectivity after closing 1-pixel gaps
+        dot_a, dot_b = components(img == px.PATHFINDER_MARKER, reach=1)
+        comp_a = next(c for c in lit if next(iter(dot_a)) in c)
+        assert int(next(iter(dot_b)) in comp_a) == label
+        # Each image holds the two main contours plus the 5 distractors, as separate components.
+        assert len(lit) == 7
+
+
+def test_pathfinder_classes_are_balanced(pathfinder: tuple[np.ndarray, np.ndarray]) -> None:
+    _, labels = pathfinder
+    assert abs(labels.mean() - 0.5) <= 0.03
+    assert (labels[0::2] + labels[1::2] == 1).all()  # balanced in every consecutive pair
+
+
+def test_pathfinder_rejects_contours_that_cannot_fit() -> None:
+    with pytest.raises(UserError, match="could not place"):
+        px.generate_pathfinder(1, size=8)
+    with pytest.raises(UserError, match="dash_gap"):
+        px.generate_pathfinder(1, dash_gap=2)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Image classification
+
+
+@pytest.fixture(scope="module")
+def image_set() -> tuple[np.ndarray, np.ndarray]:
+    return px.generate_images(1000, seed=0)
+
+
+def nearest_centroid_accuracy(features: np.ndarray, labels: np.ndarray) -> float:
+    """Fit class centroids on the first half, classify the second half by the nearest (L2) centroid."""
+    half = len(labels) // 2
+    centroids = np.stack([features[:half][labels[:half] == k].mean(0) for k in range(10)])
+    dist = ((features[half:, None, :] - centroids[None]) ** 2).sum(-1)  # [n, 10]
+    return float((dist.argmin(1) == labels[half:]).mean())
+
+
+def test_images_are_balanced(image_set: tuple[np.ndarray, np.ndarray]) -> None:
+    images, labels = image_set
+    assert images.shape == (1000, 32, 32) and images.dtype == np.uint8
+    assert np.bincount(labels, minlength=10).tolist() == [100] * 10
+    assert len(px.IMAGE_CLASSES) == 10
+
+
+def test_intensity_statistics_do_not_identify_the_class(image_set: tuple[np.ndarray, np.ndarray]) -> None:
+    images, labels = image_set
+    flat = images.reshape(len(images), -1)  # [S, 32, 32] -> [S, 1024]
+    hist = np.stack([np.bincount(row, minlength=256) for row in flat]) / flat.shape[1]
+    assert nearest_centroid_accuracy(hist, labels) < 0.40
+    assert nearest_centroid_accuracy(flat.mean(1, keepdims=True), labels) < 0.40
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Text and Retrieval
+
+
+@pytest.fixture(scope="module")
+def text() -> tuple[list[bytes], np.ndarray]:
+    return g.generate_text(200, seed=0, length=600)
+
+
+def test_text_label_is_the_marker_majority(text: tuple[list[bytes], np.ndarray]) -> None:
+    docs, labels = text
+    positive = {w.encode() for w in g.POSITIVE_WORDS}
+    negative = {w.encode() for w in g.NEGATIVE_WORDS}
+    known = positive | negative | set(g.neutral_lexicon())
+    for doc, label in zip(docs, labels, strict=True):
+        words = doc.split(b" ")
+        assert set(words) <= known  # single spaces, whole words only (cut at word boundaries)
+        pos, neg = sum(w in positive for w in words), sum(w in negative for w in words)
+        assert int(pos > neg) == label
+        assert 1 <= abs(pos - neg) <= 3  # never a tie; the margin is small against all the markers
+
+
+def test_text_is_balanced_and_fits(text: tuple[list[bytes], np.ndarray]) -> None:
+    docs, labels = text
+    assert labels.tolist().count(1) == 100
+    assert all(300 - 10 <= len(d) <= 600 for d in docs)  # a budget in [300, 600], less the last word cut
+
+
+def test_retrieval_pairs() -> None:
+    first, second, labels = g.generate_retrieval(200, seed=0, length=400)
+    assert len(first) == len(second) == 200 and labels.tolist().count(1) == 100
+    assert all(200 - 10 <= len(d) <= 400 for d in first + second)
+    # Related documents share topic words: their word sets overlap more than unrelated ones do.
+    overlap = np.array([len(set(a.split()) & set(b.split())) / len(set(a.split()) | set(b.split()))
+                        for a, b in zip(first, second, strict=True)])
+    assert overlap[labels == 1].mean() > 1.5 * overlap[labels == 0].mean()
+
+
+def _same(a: object, b: object) -> bool:
+    """Equality of generator outputs: tuples of arrays, lists of token lists or byte strings."""
+    if isinstance(a, tuple):
+        return all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b
+
+
+@pytest.mark.parametrize(
+    ("generate", "kwargs"),
+    [
+        (g.generate_listops, {"n": 20, "min_length": 10, "max_length": 100}),
+        (px.generate_pathfinder, {"n": 6}),
+        (px.generate_images, {"n": 30}),
+        (g.generate_text, {"n": 10, "length": 300}),
+        (g.generate_retrieval, {"n": 8, "length": 200}),
+    ],
+    ids=["listops", "pathfinder", "images", "text", "retrieval"],
+)
+def test_generators_are_deterministic_under_a_seed(generate, kwargs: dict) -> None:
+    a, b, c = generate(seed=1, **kwargs), generate(seed=1, **kwargs), generate(seed=2, **kwargs)
+    assert _same(a, b)
+    assert not _same(a[0], c[0])
