@@ -113,7 +113,7 @@ def load_suite(
         raise SuiteError(path, "name", f"{name!r} must be letters, digits, '-' or '_' (it names the output folder)")
     merged = _merge(doc, _profile(path, doc, profile))
     kind = _kind(path, merged)
-    check_keys(path, "", merged, COMMON_KEYS - {"profiles"} | kind.keys)
+    _check_kind_keys(path, merged, kind)
     if overrides:
         merged["axes"] = {**mapping(path, "axes", merged.get("axes")), **overrides}
     if data_dir is not None:
@@ -172,6 +172,16 @@ def _profile(path: Path, doc: dict[str, Any], profile: str) -> dict[str, Any]:
     if profile not in profiles:
         raise SuiteError(path, "profiles", f"unknown profile {profile!r}; choose one of {', '.join(profiles)}")
     return profiles[profile] or {}
+
+
+def _check_kind_keys(path: Path, doc: dict[str, Any], kind: SuiteKind) -> None:
+    """Every top-level key is common or of the suite's own kind; a key of another kind says which."""
+    for key in doc:
+        owner = next((k.name for k in KINDS.values() if key in k.keys and k is not kind), None)
+        if owner and key not in kind.keys:
+            raise SuiteError(path, key, f"only {owner} suites have this key; this is a {kind.name} suite: remove the "
+                             f"key or set `kind: {owner}`")
+    check_keys(path, "", doc, COMMON_KEYS - {"profiles"} | kind.keys)
 
 
 def _kind(path: Path, doc: dict[str, Any]) -> SuiteKind:

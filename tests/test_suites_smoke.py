@@ -50,7 +50,7 @@ def test_smoke_profile_runs_and_resumes(cli: Callable[..., CliResult], tmp_path:
 
     # results.csv: one row per cell, the columns the suite measures, only known statuses, no errors
     csv = pd.read_csv(directory / "results.csv")
-    if suite.kind == "accuracy":
+    if suite.kind.name == "accuracy":
         required = list(ACCURACY_COLUMNS)
         n_base = required.index("test_acc")
     else:
@@ -71,7 +71,7 @@ def test_smoke_profile_runs_and_resumes(cli: Callable[..., CliResult], tmp_path:
     assert set(csv["device"]) == {"cpu"}
     assert (directory / "env.json").is_file()
 
-    if suite.kind == "accuracy":
+    if suite.kind.name == "accuracy":
         # The suite's tables in every format, every evaluation point, learning curves per task; no checkpoints left
         for table in suite.report_options()["tables"]:
             for suffix in (".md", ".tex", ".csv"):
@@ -88,9 +88,9 @@ def test_smoke_profile_runs_and_resumes(cli: Callable[..., CliResult], tmp_path:
         assert not list((directory / "checkpoints").glob("*.pt"))
     else:
         assert list(directory.glob("table4_*.md")) and list(directory.glob("table4_*.tex"))
-    if suite.kind == "speed" and "time" in suite.metrics:
+    if suite.kind.name == "speed" and "time" in suite.metrics:
         assert list(directory.glob("time_*.png")) and list(directory.glob("time_*.pdf"))
-    if suite.kind == "speed" and "memory" in suite.metrics:
+    if suite.kind.name == "speed" and "memory" in suite.metrics:
         assert list(directory.glob("memory_*.png")) and list(directory.glob("memory_*.pdf"))
 
     # a second identical run finds everything done and measures nothing

@@ -61,8 +61,12 @@ def checkpoint_path(workdir: Path, cell: Cell) -> Path:
 
 
 def drop_checkpoint(cell: Cell, ctx: Context) -> None:
-    """The cell's row is stored: its checkpoint is no longer needed to resume."""
-    checkpoint_path(ctx.workdir, cell).unlink(missing_ok=True)
+    """The cell's row is stored: its checkpoint is no longer needed to resume, nor the temporary file of a write
+    that a kill interrupted (:func:`harness.files.atomic_write` names them ``.<name>.<random>.tmp``)."""
+    path = checkpoint_path(ctx.workdir, cell)
+    path.unlink(missing_ok=True)
+    for stale in path.parent.glob(f".{path.name}.*.tmp"):
+        stale.unlink(missing_ok=True)
 
 
 def _incoherence(settings: dict[str, Any], batch_size: int, device: str,

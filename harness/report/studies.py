@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,6 @@ from .format import (
     MISSING,
     Fmt,
     escape,
-    failed_text,
     mark,
     rank_marks,
     render_table,
@@ -31,18 +30,19 @@ from .format import (
     write_csv,
     write_table_files,
 )
-from .plots import plot_ablation, plot_incoherence, plot_noise_robustness, plot_parameter_sweep
+from .incoherence import incoherence_summary, tableS7, tableS7_figures, tableS7_note
+from .plots import plot_ablation, plot_noise_robustness, plot_parameter_sweep
 from .summary import (
     AVG,
     AXIS_DEFAULTS,
     TASK_LABELS,
     SummaryCells,
     present_tasks,
-    row_label,
     row_order,
     seeds_text,
-    varying_axes,
+    varying_label,
     with_axis_defaults,
+    with_labels,
 )
 
 STUDY_TABLES = ("table5", "table6", "table7", "tableS7")
@@ -53,13 +53,6 @@ ABLATION_LABELS = {"no_fourier_conv": "Four. Conv.", "no_conv_stem": "Conv. Stem
 NOISE_MODE_HEADINGS = {TRAIN_TEST: "noise on train and test", TEST_ONLY: "noise on test only"}
 _MODEL = ["attention", "variant"]
 _NOISE_KEYS = [*_MODEL, "noise", "noise_on"]
-_MU_COLUMN = re.compile(r"^mu_x_r(\d+)_mean$")
-
-
-def _label(df: pd.DataFrame, keys: Sequence[str], values: Sequence[Hashable], primary: str = "attention") -> str:
-    """Row label showing the primary key and those other ``keys`` that vary in ``df``."""
-    shown = {primary, *varying_axes(df, [k for k in keys if k != primary])}
-    return row_label({k: v for k, v in zip(keys, values, strict=True) if k in shown}, primary)
 
 
 def _average_header(df: pd.DataFrame) -> list[str]:
@@ -115,7 +108,7 @@ def table5(df: pd.DataFrame, *, fmt: Fmt, baseline: str | None = "vanilla") -> s
         levels = sorted(sub["noise"].unique())
         rows = []
         for model in row_order(sub, row_keys, baseline):
-            row = [escape(_label(df, row_keys, model), fmt)]
+            row = [escape(varying_label(df, row_keys, model), fmt)]
             attention, variant, task = model
             clean = cells.mean((attention, variant, 0.0, AXIS_DEFAULTS["noise_on"], task))
             for a in levels:
@@ -319,90 +312,6 @@ def _table7_note(df: pd.DataFrame, baseline_variant: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------
-# Table S7: μ-incoherence.
-
-
-def incoherence_ranks(df: pd.DataFrame) -> list[int]:
-    """Ranks with incoherence columns (``mu_x_r{rank}_mean``) in ``df``, descending as in the paper."""
-    return sorted((int(m.group(1)) for c in df.columns if (m := _MU_COLUMN.match(str(c)))), reverse=True)
-
-
-def pooled_mean_std(means: Sequence[float], stds: Sequence[float], counts: Sequence[float]) -> tuple[float, float]:
-    """Mean and population std over all samples of several groups, from each group's mean, population std and
-    sample count: mean = Σ nᵢ mᵢ / N, std = sqrt(Σ nᵢ (sᵢ² + (mᵢ − mean)²) / N).
-
-    Raises:
-        ValueError: If the counts sum to zero.
-    """
-    m, s, n = (np.asarray(x, dtype=float) for x in (means, stds, counts))
-    total = n.sum()
-    if total <= 0:
-        raise ValueError("pooling needs a positive total count")
-    mean = float((n * m).sum() / total)
-    return mean, float(np.sqrt((n * (s**2 + (m - mean) ** 2)).sum() / total))
-
-
-_S7_KEYS = ["task", "attention", "variant"]
-
-
-def incoherence_summary(df: pd.DataFrame) -> pd.DataFrame:
-    """Table S7's numbers: per (task, attention, variant, rank) the pooled mean and population std of μ_X and
-    μ_X^smooth over every validation sample of every ok seed, the sample count, the number of seeds and the
-    relative reduction 1 − μ_smooth / μ_X."""
-    df = with_axis_defaults(df)
-    counts = df["mu_count"] if "mu_count" in df.columns else pd.Series(1.0, index=df.index)
-    df = df.assign(_count=counts.astype(float))
-    records = []
-    for key, sub in df[df["status"] == "ok"].groupby(_S7_KEYS, sort=False):
-        for rank in incoherence_ranks(df):
-            columns = [f"mu_{w}_r{rank}_{s}" for w in ("x", "smooth") for s in ("mean", "std")]
-            cells = sub.dropna(subset=[*columns, "_count"])
-            cells = cells[cells["_count"] > 0]
-            if cells.empty:
-                continue
-            x = pooled_mean_std(cells[columns[0]], cells[columns[1]], cells["_count"])
-            smooth = pooled_mean_std(cells[columns[2]], cells[columns[3]], cells["_count"])
-            records.append((*key, rank, *x, *smooth, int(cells["_count"].sum()), len(cells), 1.0 - smooth[0] / x[0]))
-    return pd.DataFrame.from_records(records, columns=[*_S7_KEYS, "rank", "mu_x_mean", "mu_x_std", "mu_smooth_mean",
-                                                       "mu_smooth_std", "n_samples", "n_seeds", "reduction"])
-
-
-def _incoherence_header(ranks: Sequence[int], fmt: Fmt) -> list[str]:
-    if fmt == "md":
-        names = ("μ_X", "μ_X^smooth")
-    else:
-        names = (r"$\mu_{X}$", r"$\mu_{X^{\mathrm{smooth}}}$")
-    return ["Dataset", *(f"{name} (rank={r})" for r in ranks for name in names)]
-
-
-def tableS7(df: pd.DataFrame, *, fmt: Fmt, baseline: str | None = "vanilla") -> str:
-    """Table S7: one row per task (the attention or variant in parentheses where several), per rank (descending)
-    μ_X and μ_X^smooth as ``mean (std)`` — 2 and 3 decimals, like the paper — pooled over all samples of all
-    seeds."""
-    df = with_axis_defaults(df)
-    ranks = incoherence_ranks(df)
-    summary = incoherence_summary(df).set_index([*_S7_KEYS, "rank"])
-    statuses = df.groupby(_S7_KEYS)["status"].agg(set)
-    rows = []
-    for key in row_order(df, _S7_KEYS, baseline):
-        row = [escape(_label(df, _S7_KEYS, key, primary="task"), fmt)]
-        for rank in ranks:
-            if (*key, rank) not in summary.index:
-                row += [failed_text(statuses.get(key), fmt)] * 2
-                continue
-            s = summary.loc[(*key, rank)]
-            row += [f"{s[f'mu_{w}_mean']:.2f} ({s[f'mu_{w}_std']:.3f})" for w in ("x", "smooth")]
-        rows.append(row)
-    return render_table(_incoherence_header(ranks, fmt), rows, fmt)
-
-
-def _tableS7_note(df: pd.DataFrame) -> str:
-    return ("μ-incoherence of the token matrix before (μ_X) and after (μ_X^smooth) the Fourier convolution, "
-            f"mean (population std) over all validation samples of seeds {seeds_text(df)}. The relative reduction "
-            "1 − μ_smooth/μ_X per rank is in tableS7.csv. " + FAILED_NOTE)
-
-
-# ---------------------------------------------------------------------------------------------------
 # Files.
 
 
@@ -411,13 +320,8 @@ def _stem(base: str, *parts: str) -> str:
     return "_".join([base, *(re.sub(r"[^A-Za-z0-9.\-]+", "_", p) for p in parts)])
 
 
-def _with_label(summary: pd.DataFrame, keys: Sequence[str], primary: str = "attention") -> pd.DataFrame:
-    values = summary[list(keys)].itertuples(index=False, name=None)
-    return summary.assign(label=[_label(summary, keys, v, primary) for v in values])
-
-
 def _table5_figures(df: pd.DataFrame, summary: pd.DataFrame, out_dir: Path, suite: str) -> list[Path]:
-    return plot_noise_robustness(_with_label(summary, [*_MODEL, "task"]), out_dir, stem="table5_noise",
+    return plot_noise_robustness(with_labels(summary, [*_MODEL, "task"]), out_dir, stem="table5_noise",
                                  title=f"{suite}: accuracy under pixel noise")
 
 
@@ -442,12 +346,6 @@ def _table7_figures(df: pd.DataFrame, summary: pd.DataFrame, out_dir: Path, suit
         written += plot_ablation(sub, out_dir, stem=_stem("table7_ablation", *([attention] if several else [])),
                                  title=f"{suite}: {attention}, ablation (Average)")
     return written
-
-
-def _tableS7_figures(df: pd.DataFrame, summary: pd.DataFrame, out_dir: Path, suite: str) -> list[Path]:
-    labelled = _with_label(summary.assign(_order=summary["task"].map(list(TASK_LABELS).index)), _S7_KEYS, "task")
-    return plot_incoherence(labelled.sort_values(["_order", "label", "rank"], ascending=[True, True, False]),
-                            out_dir, stem="tableS7_incoherence", title=f"{suite}: μ-incoherence")
 
 
 def write_study_reports(df: pd.DataFrame, out_dir: Path, *, tables: Sequence[str], env: Mapping[str, object],
@@ -488,8 +386,8 @@ def write_study_reports(df: pd.DataFrame, out_dir: Path, *, tables: Sequence[str
                    _table7_note(df, base_variant),
                    lambda fmt: table7(df, fmt=fmt, variants=variants, baseline_variant=base_variant,
                                       baseline=baseline), _table7_figures),
-        "tableS7": ("Table S7 — {suite}: μ-incoherence", lambda: incoherence_summary(df), _tableS7_note(df),
-                    lambda fmt: tableS7(df, fmt=fmt, baseline=baseline), _tableS7_figures),
+        "tableS7": ("Table S7 — {suite}: μ-incoherence", lambda: incoherence_summary(df), tableS7_note(df),
+                    lambda fmt: tableS7(df, fmt=fmt, baseline=baseline), tableS7_figures),
     }
     written: list[Path] = []
     for table in tables:

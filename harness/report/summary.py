@@ -148,3 +148,14 @@ class SummaryCells:
     def failed(self, key: tuple[Hashable, ...], fmt: Fmt) -> str:
         """The text of an entry without a result (see :func:`failed_text`)."""
         return failed_text(self._statuses.get(key), fmt)
+
+
+def varying_label(df: pd.DataFrame, keys: Sequence[str], values: Sequence[Hashable], primary: str = "attention") -> str:
+    """Row label showing the primary key and those other ``keys`` that vary in ``df``."""
+    shown = {primary, *varying_axes(df, [k for k in keys if k != primary])}
+    return row_label({k: v for k, v in zip(keys, values, strict=True) if k in shown}, primary)
+
+
+def with_labels(summary: pd.DataFrame, keys: Sequence[str], primary: str = "attention") -> pd.DataFrame:
+    values = summary[list(keys)].itertuples(index=False, name=None)
+    return summary.assign(label=[varying_label(summary, keys, v, primary) for v in values])

@@ -218,36 +218,42 @@ def run_cells(
             num_cpus=(cpus_per_task or 1) if gpu else cpus, num_gpus=1 if gpu else 0, max_retries=0,
             retry_exceptions=False, num_returns="streaming", runtime_env={"env_vars": env_vars},
         )
-        pending: dict[Any, _Task] = {}
-        queue.reverse()
-        while queue or pending:
-            while queue and len(pending) < limit:
-                cell = queue.pop()
-                record.starting(cell)
-                pending[task.remote(cell.to_json(), context)] = _Task(cell)
-            deadlines = [t.deadline for t in pending.values() if t.deadline is not None]
-            wait_s = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
-            ready, _ = ray.wait(list(pending), num_returns=1, timeout=wait_s)
-            for gen in ready:
-                entry = pending[gen]
-                try:
-                    value = ray.get(next(gen))
-                except StopIteration:
-                    result = CellResult("error", "ray task ended without a result")
-                except ray.exceptions.RayError as exc:
-                    result = _death(ray, exc)
-                else:
-                    if value == _STARTED:
-                        if ctx.timeout_s:
-                            entry.deadline = time.monotonic() + ctx.timeout_s + KILL_GRACE_S
-                        continue
-                    result = CellResult(**value)
+        _schedule(ray, task, queue, context, record, limit, ctx.timeout_s)
+
+
+def _schedule(ray: ModuleType, task: Any, queue: list[Cell], context: dict[str, Any], record: Recorder, limit: int,
+              timeout_s: float | None) -> None:
+    """Keep up to ``limit`` tasks in flight, record each result as it arrives, cancel tasks past their deadline."""
+    pending: dict[Any, _Task] = {}
+    queue = queue[::-1]  # popped from the end: submitted in the given order
+    while queue or pending:
+        while queue and len(pending) < limit:
+            cell = queue.pop()
+            record.starting(cell)
+            pending[task.remote(cell.to_json(), context)] = _Task(cell)
+        deadlines = [t.deadline for t in pending.values() if t.deadline is not None]
+        wait_s = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
+        ready, _ = ray.wait(list(pending), num_returns=1, timeout=wait_s)
+        for gen in ready:
+            entry = pending[gen]
+            try:
+                value = ray.get(next(gen))
+            except StopIteration:
+                result = CellResult("error", "ray task ended without a result")
+            except ray.exceptions.RayError as exc:
+                result = _death(ray, exc)
+            else:
+                if value == _STARTED:
+                    if timeout_s:
+                        entry.deadline = time.monotonic() + timeout_s + KILL_GRACE_S
+                    continue
+                result = CellResult(**value)
+            del pending[gen]
+            record(entry.cell, result)
+        now = time.monotonic()
+        for gen, entry in list(pending.items()):
+            if entry.deadline is not None and entry.deadline <= now:
+                ray.cancel(gen, force=True)  # kills the worker: the cell is stuck in native code
                 del pending[gen]
-                record(entry.cell, result)
-            now = time.monotonic()
-            for gen, entry in list(pending.items()):
-                if entry.deadline is not None and entry.deadline <= now:
-                    ray.cancel(gen, force=True)  # kills the worker: the cell is stuck in native code
-                    del pending[gen]
-                    record(entry.cell, CellResult(
-                        "timeout", f"cell exceeded its {ctx.timeout_s:g} s time limit (Ray task cancelled)"))
+                record(entry.cell, CellResult(
+                    "timeout", f"cell exceeded its {timeout_s:g} s time limit (Ray task cancelled)"))

@@ -37,7 +37,7 @@ def test_list_shows_every_attention(cli: Callable[..., CliResult]) -> None:
     assert result.code == 0 and result.err == ""
     rows = {line.split()[0]: line for line in result.out.splitlines()[1:]}
     assert set(rows) == set(attentions.list_attentions())
-    assert rows["vanilla"].rstrip().endswith("yes")
+    assert rows["vanilla"].split()[7] == "yes" and rows["vanilla"].rstrip().endswith("https://arxiv.org/abs/1706.03762")
 
 
 @NO_CUDA

@@ -29,7 +29,7 @@ import torch
 import attentions
 import harness.lra.cell
 import harness.speed.measure
-from harness.cell import Cell
+from harness.cell import Cell, Context
 from harness.cli import main as cli_main
 from harness.lra.cell import run_accuracy_cell
 from harness.run.runner import run_suite
@@ -356,9 +356,9 @@ def test_fault_raised_in_forward_becomes_a_status(
     assert cell.params["attention"] == "vanilla"
     faulty_vanilla(error)
     if where == "accuracy":
-        result = run_accuracy_cell(cell, workdir=tmp_path, cache_dir=None)
+        result = run_accuracy_cell(cell, Context(tmp_path))
     else:
-        result = measure_cell(cell)
+        result = measure_cell(cell, Context(tmp_path))
     assert (result.status, needle in result.message) == (status, True), result.message
     assert "\n" not in result.message
 

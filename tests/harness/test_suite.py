@@ -41,7 +41,7 @@ def test_profile_merges_axes_per_axis_and_replaces_other_keys(write_yaml: Callab
     assert smoke.metrics == ("memory",)
     assert smoke.skip == [{"when": {"mode": "fwd"}, "reason": "profile"}]
     # timing is a mapping like axes: merged per key
-    assert smoke.timing == {**TINY_SUITE["timing"], "min_repeats": 3}
+    assert smoke.timing == {**TINY_SUITE["timing"], "min_repeats": 3, "flush_l2": False}
     assert smoke.profile == "smoke"
 
     quick = load_suite(path, "quick")
@@ -57,7 +57,7 @@ def test_top_level_defaults(write_yaml: Callable[..., Path]) -> None:
         del doc[key]
     suite = load_suite(write_yaml(doc))
     assert suite.metrics == ("time", "memory", "flops")
-    assert suite.timing == {"min_run_time_s": 1.0, "min_repeats": 5, "warmup": 2}
+    assert suite.timing == {"min_run_time_s": 1.0, "min_repeats": 5, "warmup": 2, "flush_l2": False}
     assert suite.report["baseline"] == "vanilla"
     assert suite.fixed["layers"] == 2 and suite.fixed["seed"] == 0
     assert suite.name == "tiny"

@@ -45,7 +45,7 @@ def test_expansion_resolves_task_settings(write_yaml: Callable[..., Path]) -> No
     text_s3 = next(c for c in cells if c.params == {"attention": "s3attention", "task": "text", "seed": 0})
     assert text_s3.kind == "accuracy" and text_s3.config["r"] == 4 and text_s3.fixed["data"]["seq_len"] == 64
     assert not {"dim", "heads", "max_seq_len"} & set(text_s3.config)  # the shape lives in the train and data settings
-    assert text_s3.config["dim"] == 16 and text_s3.fixed["train"]["lr"] == 1.0e-3
+    assert text_s3.fixed["train"]["dim"] == 16 and text_s3.fixed["train"]["lr"] == 1.0e-3
     listops_s3 = next(c for c in cells if c.params == {"attention": "s3attention", "task": "listops", "seed": 0})
     assert listops_s3.config["r"] == 8  # the override is the text task's only
     assert text_s3.fixed["data"] == {"dir": None, "seed": 0, "sizes": [32, 16, 16], "task": "text", "seq_len": 64,
@@ -54,7 +54,7 @@ def test_expansion_resolves_task_settings(write_yaml: Callable[..., Path]) -> No
 
 def test_default_lengths_are_lra(write_yaml: Callable[..., Path]) -> None:
     suite = load_suite(write_yaml(_doc(tasks={})), "smoke")
-    lengths = {c.params["task"]: c.config["max_seq_len"] for c in suite.expand("cpu")}
+    lengths = {c.params["task"]: c.fixed["data"]["seq_len"] for c in suite.expand("cpu")}
     assert lengths == {"listops": 2000, "text": 4000}
 
 
@@ -142,7 +142,7 @@ def test_killed_training_cell_resumes_from_its_checkpoint(write_yaml: Callable[.
 
     assert final(tmp_path / "run") == final(tmp_path / "ref")
     with Store(tmp_path / "run" / "acc" / "smoke" / "results.db") as store:
-        assert store.dataframe().iloc[0]["resumed_from_step"] == 3
+        assert store.dataframe().iloc[0]["resumed_from_step"] == 2
     assert not list((tmp_path / "run" / "acc" / "smoke" / "checkpoints").glob("*.pt"))
 
 

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import harness.faults
+import harness.lra.training
 from harness.lra.tasks import Split, TaskData
 from harness.lra.training import TrainConfig, _batch_indices, train_and_evaluate
 
@@ -101,9 +102,7 @@ def test_dual_retrieval_head_trains() -> None:
 
 
 def test_non_finite_loss_raises(monkeypatch: pytest.MonkeyPatch) -> None:
-    import harness.training
-
     real = harness.lra.training._logits
-    monkeypatch.setattr(harness.training, "_logits", lambda *a: real(*a) * float("nan"))
+    monkeypatch.setattr(harness.lra.training, "_logits", lambda *a: real(*a) * float("nan"))
     with pytest.raises(FloatingPointError, match="non-finite"):
         train_and_evaluate("vanilla", _task(), replace(CFG, steps=3), seed=0)

@@ -11,17 +11,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from harness.report.incoherence import incoherence_ranks, incoherence_summary, pooled_mean_std, tableS7
 from harness.report.studies import (
     ablation_summary,
-    incoherence_ranks,
-    incoherence_summary,
     noise_summary,
-    pooled_mean_std,
     sweep_parameters,
     table5,
     table6,
     table7,
-    tableS7,
     variant_sweep_summary,
     write_study_reports,
 )

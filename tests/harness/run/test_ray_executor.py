@@ -1,4 +1,4 @@
-"""Tests of ``--executor ray`` (harness.ray_executor): same results as the local executor, resume, a worker that
+"""Tests of ``--executor ray`` (harness.run.ray_executor): same results as the local executor, resume, a worker that
 dies, ``--timeout``, the exit-2 errors, and an embedded start that stays on loopback and writes no token.
 
 Ray starts once for the module (through the executor's own ``start_ray``, with HOME pointing at a temporary
@@ -100,10 +100,10 @@ def test_timeout(ray_home: Path, cli: Callable[..., CliResult], write_yaml: Call
                  tmp_path: Path, monkeypatch: pytest.MonkeyPatch, grace: float | None) -> None:
     """A cell over --timeout is a ``timeout``: stopped by its own limit, or (grace < 0: the driver's deadline
     comes first, as for a cell stuck in native code) by cancelling the task."""
-    import harness.ray_executor
+    import harness.run.ray_executor
 
     if grace is not None:
-        monkeypatch.setattr(harness.ray_executor, "KILL_GRACE_S", grace)
+        monkeypatch.setattr(harness.run.ray_executor, "KILL_GRACE_S", grace)
     slow = write_yaml(tiny_doc(timing={"min_run_time_s": 30.0, "min_repeats": 2, "warmup": 1}), "slow.yaml")
     result = _run(cli, slow, tmp_path, "--timeout", "2", *ONE_CELL)
     assert "ran: timeout=1" in result.out

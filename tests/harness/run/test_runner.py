@@ -1,4 +1,5 @@
-"""Tests of harness.run (runner, execute, worker) and harness.speed.measure: resume after a kill, failures as statuses, --isolate."""
+"""Tests of harness.run (runner, execute, worker) and harness.speed.measure: resume after a kill, failures as
+statuses, --isolate."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from torch import nn
 
 import harness.run.runner
 import harness.speed.measure
-from harness.cell import Cell, CellResult, CellTimeout, NonFinite, classify_exception
+from harness.cell import Cell, CellResult, CellTimeout, Context, NonFinite, classify_exception
 from harness.run.runner import run_suite, suite_dir
 from harness.run.worker import run_isolated
 from harness.spec import Suite
@@ -26,6 +27,8 @@ from harness.speed.measure import measure_cell
 from harness.store import STATUSES, Store
 from harness.suite import load_suite, parse_set
 from tests.conftest import REPO_ROOT, patch_kind, tiny_doc
+
+CTX = Context(Path("."))  # a speed cell writes nothing: no working directory needed
 
 pytestmark = pytest.mark.usefixtures("fast_runner", "one_thread")
 
@@ -64,7 +67,8 @@ def reports(monkeypatch: pytest.MonkeyPatch) -> list[list[str] | None]:
     """Replace report writing (tested elsewhere) by a stub that records which keys it was asked for."""
     calls: list[list[str] | None] = []
 
-    def stub(store: Store, name: str | None = None, options: Any = None, *, keys: list[str] | None = None) -> list[Path]:
+    def stub(store: Store, name: str | None = None, options: Any = None, *,
+             keys: list[str] | None = None) -> list[Path]:
         calls.append(keys)
         return []
 
@@ -205,7 +209,7 @@ def test_failures_become_statuses_and_the_sweep_continues(
     suite = load_suite(write_yaml(tiny_doc(axes={"attention": names, "mode": ["fwd"]})))
     # The first measurement in a process pays one-off initialisation (profiler, FLOP counter); keep that
     # outside the time limit below, which only has to be long against a warm tiny cell.
-    assert measure_cell(suite.expand("cpu")[4]).status == "ok"
+    assert measure_cell(suite.expand("cpu")[4], CTX).status == "ok"
     alarm_before = signal.getsignal(signal.SIGALRM)
     limit_before = resource.getrlimit(resource.RLIMIT_AS)
 
@@ -261,7 +265,7 @@ def test_time_limit_in_measure_cell(monkeypatch: pytest.MonkeyPatch, tiny_suite:
     monkeypatch.setattr(harness.speed.measure, "build_workload", _sleep)
     cell = load_suite(tiny_suite).expand("cpu")[0]
     start = time.perf_counter()
-    result = measure_cell(cell, timeout_s=0.5)
+    result = measure_cell(cell, Context(Path("."), timeout_s=0.5))
     assert time.perf_counter() - start < 4
     assert result.status == "timeout" and "0.5 s" in result.message
 
@@ -273,23 +277,23 @@ def test_measure_cell_lets_keyboard_interrupt_through(monkeypatch: pytest.Monkey
 
     monkeypatch.setattr(harness.speed.measure, "build_workload", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        measure_cell(load_suite(tiny_suite).expand("cpu")[0])
+        measure_cell(load_suite(tiny_suite).expand("cpu")[0], CTX)
 
 
 def test_measure_cell_skip_and_unknown_attention(tiny_suite: Path) -> None:
     cell = load_suite(tiny_suite).expand("cpu")[0]
     skipped = Cell(**{**cell.to_json(), "skip_reason": "skipped by suite rule: big"})
-    result = measure_cell(skipped)
+    result = measure_cell(skipped, CTX)
     assert (result.status, result.message) == ("unsupported", "skipped by suite rule: big")
     assert "time_ms_median" not in result.metrics
     unknown = Cell(**{**cell.to_json(), "params": {**cell.params, "attention": "nosuch"}})
-    result = measure_cell(unknown)
+    result = measure_cell(unknown, CTX)
     assert result.status == "error" and "nosuch" in result.message
 
 
 def test_real_cell_in_process(tiny_suite: Path) -> None:
     cell = next(c for c in load_suite(tiny_suite).expand("cpu") if c.params["mode"] == "fwd+bwd")
-    result = measure_cell(cell, gemm_peak_gflops=50.0, timeout_s=60)
+    result = measure_cell(cell, Context(Path("."), gemm_peak_gflops=50.0, timeout_s=60))
     assert result.status == "ok", result.message
     m = result.metrics
     assert m["backend"] == "math" and m["complexity"] == "n^2" and m["params"] > 0
@@ -358,7 +362,7 @@ def test_isolated_cell_end_to_end(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
     assert row["time_ms_median"] > 0 and row["peak_mem_bytes"] > 0 and row["gflops"] > 0
     assert row["backend"] == "math"
     # allocator-exact memory and counted FLOPs do not depend on the executor
-    in_process = measure_cell(one_cell.expand("cpu")[0]).metrics
+    in_process = measure_cell(one_cell.expand("cpu")[0], CTX).metrics
     assert row["peak_mem_bytes"] == in_process["peak_mem_bytes"]
     assert row["gflops"] == in_process["gflops"]
 
@@ -390,7 +394,7 @@ def _cell(one_cell: Suite) -> Cell:
 def test_worker_exit_code_is_an_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                       one_cell: Suite) -> None:
     _fake_python(monkeypatch, tmp_path, 'echo "first line" >&2\necho "worker: boom" >&2\nexit 3')
-    result = run_isolated(_cell(one_cell), gemm_peak_gflops=None, timeout_s=None)
+    result = run_isolated(_cell(one_cell), Context(tmp_path))
     assert result.status == "error"
     assert "exit code 3" in result.message and "worker: boom" in result.message
     assert "\n" not in result.message
@@ -399,14 +403,14 @@ def test_worker_exit_code_is_an_error(monkeypatch: pytest.MonkeyPatch, tmp_path:
 def test_worker_killed_by_a_signal_is_an_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                one_cell: Suite) -> None:
     _fake_python(monkeypatch, tmp_path, "kill -TERM $$")
-    result = run_isolated(_cell(one_cell), gemm_peak_gflops=None, timeout_s=None)
+    result = run_isolated(_cell(one_cell), Context(tmp_path))
     assert result.status == "error" and "SIGTERM" in result.message
 
 
 def test_worker_sigkill_is_taken_for_the_oom_killer(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                     one_cell: Suite) -> None:
     _fake_python(monkeypatch, tmp_path, "kill -9 $$")
-    result = run_isolated(_cell(one_cell), gemm_peak_gflops=None, timeout_s=None)
+    result = run_isolated(_cell(one_cell), Context(tmp_path))
     assert result.status == "oom"
     assert "SIGKILL" in result.message and "OOM killer" in result.message
 
@@ -424,7 +428,7 @@ def test_hung_worker_and_its_children_are_killed(monkeypatch: pytest.MonkeyPatch
     pidfile = tmp_path / "child.pid"
     _fake_python(monkeypatch, tmp_path, f"sleep 30 &\necho $! > {pidfile}\nwait")
     start = time.perf_counter()
-    result = run_isolated(_cell(one_cell), gemm_peak_gflops=None, timeout_s=1)
+    result = run_isolated(_cell(one_cell), Context(tmp_path, timeout_s=1))
     assert time.perf_counter() - start < 10
     assert result.status == "timeout" and "1 s" in result.message
     child = int(pidfile.read_text())

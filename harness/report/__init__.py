@@ -1,0 +1,1 @@
+"""Reports: formatting shared by all tables, Table 4, Table 1, the study tables, plots, and which writer runs."""

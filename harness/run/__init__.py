@@ -1,0 +1,1 @@
+"""Running cells: orchestration (runner), one cell and its recorder (execute), ``--isolate`` workers, Ray."""

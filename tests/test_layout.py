@@ -1,0 +1,113 @@
+"""The shape of the code: no import cycle among the modules of ``harness`` and ``attentions`` (a function-level import
+counts too, so none can hide one), modules of a readable size, and every public harness module documented.
+
+Imports are read from the source with ``ast`` (nothing is executed), resolved to modules of the two packages; an
+import of a package counts as an import of its ``__init__``.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+PACKAGES = ("harness", "attentions")
+MAX_MODULE_LINES = 450  # the issue's bound: a module a reader can hold in mind
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO_ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for pkg in PACKAGES for p in sorted((REPO_ROOT / pkg).rglob("*.py"))}
+
+
+def _imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """The modules of ``known`` that module ``name`` imports anywhere in its body (functions included)."""
+    is_package = path.name == "__init__.py"
+    package = name if is_package else name.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, *([base] if base else [])])
+            # `from pkg import mod` imports the submodule pkg.mod when there is one, else a name of pkg
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in known:  # `import a.b.c` of a name: the deepest module it names
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                out.add(target)
+    return out
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    known = set(modules)
+    return {name: _imports(name, path, known) for name, path in modules.items()}
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of ``graph`` as a path ``[a, b, ..., a]``, or None."""
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*stack[stack.index(nxt):], nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
+
+
+def test_the_import_reader_sees_imports_inside_functions(tmp_path: Path) -> None:
+    source = tmp_path / "mod.py"
+    source.write_text("def f():\n    from .other import thing\n    import harness.kinds\n")
+    assert _imports("harness.mod", source, {"harness.mod", "harness.other", "harness.kinds"}) == {
+        "harness.other", "harness.kinds"}
+
+
+def test_no_import_cycles() -> None:
+    graph = _graph()
+    assert {"harness.kinds", "harness.run.runner", "harness.speed.measure", "attentions.registry"} <= set(graph)
+    cycle = _cycle(graph)
+    assert cycle is None, f"import cycle: {' -> '.join(cycle or [])}"
+
+
+@pytest.mark.parametrize("name", sorted(n for n in _modules() if n.startswith("harness")))
+def test_harness_modules_are_of_a_readable_size(name: str) -> None:
+    lines = len(_modules()[name].read_text(encoding="utf-8").splitlines())
+    assert lines <= MAX_MODULE_LINES, f"{name} has {lines} lines; split it by concern"
+
+
+@pytest.mark.parametrize("name", sorted(_modules()))
+def test_every_module_says_what_it_is_for(name: str) -> None:
+    tree = ast.parse(_modules()[name].read_text(encoding="utf-8"))
+    assert ast.get_docstring(tree), f"{name} has no docstring"
