@@ -34,6 +34,7 @@ class Cell:
 
     Attributes:
         suite: the suite's name.
+        kind: the suite kind (a key of :data:`harness.kinds.KINDS`).
         params: the axis values, e.g. ``{"attention": "vanilla", "seq_len": 1024, ...}``.
         config: the attention's resolved config fields, except its shape (``dim``, ``heads``, ``max_seq_len``),
             which the cell's own shape gives (axes of a speed cell, the training and data settings of an accuracy
@@ -43,13 +44,13 @@ class Cell:
         timing: timing settings.
         device: "cpu", "cuda" or "cuda:N".
         skip_reason: why the cell is not run (a skip rule or a capability), decided when the suite is expanded.
-        kind: the suite kind (a key of :data:`harness.kinds.KINDS`).
         label: one line naming the cell in progress output and fault points.
         key: hash of every input above but ``skip_reason`` and ``label``, which decide whether and how a cell is
             shown, not what it measures.
     """
 
     suite: str
+    kind: str
     params: dict[str, Any]
     config: dict[str, Any]
     fixed: dict[str, Any]
@@ -57,7 +58,6 @@ class Cell:
     timing: dict[str, Any]
     device: str
     skip_reason: str | None = None
-    kind: str = "speed"
     label: str = field(default="", compare=False)
     key: str = field(init=False)
 

@@ -34,16 +34,16 @@ def point(name: str, detail: str = "") -> None:
     if not spec:
         return
     target, _, rest = spec.partition(":")
-    if target != name:
-        return
     count, _, rest = rest.partition(":")
     action, _, match = rest.partition(":")
-    if match not in detail:
+    action = action or "kill"
+    if action not in ACTIONS:  # a typo must not kill the process as if it were the fault asked for
+        raise ValueError(f"{ENV}={spec!r}: unknown action {action!r}; use one of {', '.join(ACTIONS)}")
+    if target != name or match not in detail:
         return
     _hits[name] += 1
     if _hits[name] != int(count or 1):
         return
-    action = action or "kill"
     if action == "exit":
         os._exit(3)
     os.kill(os.getpid(), signal.SIGSEGV if action == "segv" else signal.SIGKILL)

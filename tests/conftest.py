@@ -8,15 +8,20 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 import yaml
+from torch import nn
 
+import attentions
 import harness.run.runner
+from attentions import registry
 from harness.kinds import KINDS
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -130,3 +135,42 @@ def one_thread(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     yield
     torch.set_num_threads(before)
+
+
+class _Passthrough(nn.Module):
+    """Identity mixer for throwaway registrations."""
+
+    def __init__(self, cfg: attentions.AttentionConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        return x
+
+
+_throwaway_ids = itertools.count()
+
+
+@pytest.fixture
+def throwaway(request: pytest.FixtureRequest) -> Callable[..., attentions.AttentionSpec]:
+    """Register a passthrough variant with the given capabilities under a unique test-only name.
+
+    The finalizer removes every name it registered, so nothing leaks into registry-parametrised tests.
+    """
+    names: list[str] = []
+
+    def unregister() -> None:
+        for name in names:
+            registry._REGISTRY.pop(name, None)
+
+    request.addfinalizer(unregister)
+
+    def make(**caps: object) -> attentions.AttentionSpec:
+        name = f"_throwaway_{next(_throwaway_ids)}"
+        names.append(name)
+        attentions.register(
+            name, attentions.AttentionConfig, attentions.Capabilities(**caps), paper="https://example.org/throwaway"
+        )(_Passthrough)
+        return attentions.spec(name)
+
+    return make

@@ -8,6 +8,7 @@ import of a package counts as an import of its ``__init__``.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,31 @@ def test_harness_modules_are_of_a_readable_size(name: str) -> None:
 def test_every_module_says_what_it_is_for(name: str) -> None:
     tree = ast.parse(_modules()[name].read_text(encoding="utf-8"))
     assert ast.get_docstring(tree), f"{name} has no docstring"
+
+
+MAX_FUNCTION_LINES = 60  # body lines, docstring excluded
+
+
+def _long_functions(path: Path) -> list[str]:
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            first = node.body[0]
+            has_doc = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+            start = (node.body[1] if has_doc and len(node.body) > 1 else first).lineno
+            if node.end_lineno - start + 1 > MAX_FUNCTION_LINES:
+                out.append(f"{node.name} ({node.end_lineno - start + 1} lines)")
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(n for n in _modules() if n.startswith("harness")))
+def test_harness_functions_are_short(name: str) -> None:
+    assert not _long_functions(_modules()[name]), f"{name}: split {', '.join(_long_functions(_modules()[name]))}"
+
+
+def test_nothing_outside_the_kinds_branches_on_the_suite_kind() -> None:
+    """Each kind is declared once (harness.kinds): code that compares a kind to a name is a second declaration."""
+    pattern = re.compile(r"""\bkind(\.name)?\s*[!=]=|[!=]=\s*["'](speed|accuracy)["']""")
+    offenders = [f"{name}:{i}" for name, path in _modules().items() if name.startswith("harness")
+                 for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
+    assert not offenders, f"branches on the suite kind at {', '.join(offenders)}"

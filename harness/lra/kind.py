@@ -233,7 +233,7 @@ def make_cell(suite: Suite, params: dict[str, Any], device: str) -> Cell:
     return Cell(
         suite=suite.name, params=params, fixed=fixed, metrics=("accuracy",), timing={}, device=device,
         config=attention_config(name, overrides, dim=train["dim"], heads=train["heads"], seq_len=data["seq_len"]),
-        kind=KIND.name, label=label(params),
+        kind=suite.kind.name, label=label(params),
         # LRA sequences are right-padded to the task's length and masked
         skip_reason=suite.skip_reason(params) or capability_reason(name, data["seq_len"], padded=True),
     )

@@ -81,7 +81,7 @@ def make_cell(suite: Suite, params: dict[str, Any], device: str) -> Cell:
     return Cell(
         suite=suite.name, params=params, fixed=suite.fixed, metrics=suite.metrics, timing=suite.timing,
         config=attention_config(name, suite.config_for(name), dim=params["dim"], heads=params["heads"], seq_len=n),
-        device=device, kind=KIND.name, label=label(params),
+        device=device, kind=suite.kind.name, label=label(params),
         # layer cells have no padding; train_step cells feed every token too
         skip_reason=suite.skip_reason(params) or capability_reason(name, n, padded=False),
     )

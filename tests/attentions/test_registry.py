@@ -3,7 +3,6 @@ and the capability rules of ``AttentionSpec.cannot_run``."""
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlparse
@@ -148,43 +147,6 @@ def test_config_validation(name: str, overrides: dict, match: str) -> None:
         attentions.make_config(name, **overrides)
 
 
-class _Passthrough(nn.Module):
-    """Identity mixer for throwaway registrations."""
-
-    def __init__(self, cfg: attentions.AttentionConfig) -> None:
-        super().__init__()
-        self.cfg = cfg
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        return x
-
-
-_throwaway_ids = itertools.count()
-
-
-@pytest.fixture
-def throwaway(request: pytest.FixtureRequest) -> Callable[..., attentions.AttentionSpec]:
-    """Register a passthrough variant with the given capabilities under a unique test-only name.
-
-    The finalizer removes every name it registered, so nothing leaks into registry-parametrised tests.
-    """
-    names: list[str] = []
-
-    def unregister() -> None:
-        for name in names:
-            registry._REGISTRY.pop(name, None)
-
-    request.addfinalizer(unregister)
-
-    def make(**caps: object) -> attentions.AttentionSpec:
-        name = f"_throwaway_{next(_throwaway_ids)}"
-        names.append(name)
-        attentions.register(
-            name, attentions.AttentionConfig, attentions.Capabilities(**caps), paper="https://example.org/throwaway"
-        )(_Passthrough)
-        return attentions.spec(name)
-
-    return make
 
 
 def test_cannot_run_padded_inputs_without_mask_support(throwaway: Callable[..., attentions.AttentionSpec]) -> None:

@@ -8,6 +8,7 @@ them (and the messages' wording in more detail).
 
 from __future__ import annotations
 
+import copy
 import os
 import sys
 from collections.abc import Callable
@@ -30,6 +31,14 @@ def _duplicate_axis() -> str:
     text = dump(tiny_doc(metrics=["time"], skip=SKIP_ALL))
     assert "\naxes:\n" in text
     return text.replace("\naxes:\n", "\naxes:\n  seq_len:\n  - 64\n", 1)
+
+
+def _acc(**changes: Any) -> dict[str, Any]:
+    """The accuracy suite of the accuracy-kind tests with ``changes`` merged into its top-level mappings."""
+    doc = copy.deepcopy(ACC)
+    for key, value in changes.items():
+        doc[key] = {**doc[key], **value} if isinstance(value, dict) and isinstance(doc.get(key), dict) else value
+    return doc
 
 
 def _file_in_the_way(tmp: Path) -> None:
@@ -105,6 +114,32 @@ CASES = [
     pytest.param(Bad(tiny_doc(name="../escape"), key="name", fix="must be letters, digits, '-' or '_'",
                      never="escape"),
                  id="name-escapes-the-output-dir"),
+    pytest.param(Bad(tiny_doc(timing={"flush_l2": "yes"}), key="timing.flush_l2", fix="must be true or false"),
+                 id="flush-l2-not-a-bool"),
+    pytest.param(Bad(tiny_doc(train={"steps": 4}), key="train", fix="only accuracy suites have this key"),
+                 id="accuracy-key-in-a-speed-suite"),
+    pytest.param(Bad(_acc(metrics=["time"]), key="metrics", fix="only speed suites have this key"),
+                 id="speed-key-in-an-accuracy-suite"),
+    # training and data settings: every field checked at load time, not as a ZeroDivisionError in every cell
+    pytest.param(Bad(_acc(train={"batch_size": 0}), key="train.batch_size", fix="must be a positive integer, got 0"),
+                 id="train-batch-size-0"),
+    pytest.param(Bad(_acc(train={"eval_every": 0}), key="train.eval_every", fix="must be a positive integer, got 0"),
+                 id="train-eval-every-0"),
+    pytest.param(Bad(_acc(train={"pooling": "max"}), key="train.pooling", fix="must be one of mean, cls, got 'max'"),
+                 id="train-pooling-max"),
+    pytest.param(Bad(_acc(train={"lr": "1e-3"}), key="train.lr", fix="write 1.0e-3, not 1e-3"),
+                 id="train-lr-as-yaml-text"),
+    pytest.param(Bad(_acc(train={"dropout": 1.0}), key="train.dropout", fix="must be a number in [0, 1)"),
+                 id="train-dropout-1"),
+    pytest.param(Bad(_acc(tasks={"text": {"seq_len": 64, "train": {"warmup_steps": -1}}}),
+                     key="tasks.text.train.warmup_steps", fix="must be a non-negative integer"),
+                 id="task-train-negative-warmup"),
+    pytest.param(Bad(_acc(train={"dim": 10, "heads": 4}), key="train.heads", fix="must divide dim = 10"),
+                 id="train-heads-do-not-divide-dim"),
+    pytest.param(Bad(_acc(data={"seed": -1}), key="data.seed", fix="must be a non-negative integer"),
+                 id="data-seed-negative"),
+    pytest.param(Bad(_acc(data={"sizes": [10, 0, 5]}), key="data.sizes", fix="three positive integers"),
+                 id="data-size-0"),
     # profiles
     pytest.param(Bad(tiny_doc(), ("--profile", "nosuch"), key="unknown profile 'nosuch'",
                      fix="choose one of smoke, quick, paper"), id="unknown-profile"),

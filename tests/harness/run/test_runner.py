@@ -391,28 +391,18 @@ def _cell(one_cell: Suite) -> Cell:
     return one_cell.expand("cpu")[0]
 
 
-def test_worker_exit_code_is_an_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                      one_cell: Suite) -> None:
-    _fake_python(monkeypatch, tmp_path, 'echo "first line" >&2\necho "worker: boom" >&2\nexit 3')
+@pytest.mark.parametrize(("script", "status", "fragments"), [
+    pytest.param('echo "first line" >&2\necho "worker: boom" >&2\nexit 3', "error", ("exit code 3", "worker: boom"),
+                 id="exit-code"),
+    pytest.param("kill -TERM $$", "error", ("SIGTERM",), id="signal"),
+    pytest.param("kill -9 $$", "oom", ("SIGKILL", "OOM killer"), id="sigkill-taken-for-the-oom-killer"),
+])
+def test_a_worker_that_dies_is_its_cells_status(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, one_cell: Suite,
+                                                script: str, status: str, fragments: tuple[str, ...]) -> None:
+    _fake_python(monkeypatch, tmp_path, script)
     result = run_isolated(_cell(one_cell), Context(tmp_path))
-    assert result.status == "error"
-    assert "exit code 3" in result.message and "worker: boom" in result.message
-    assert "\n" not in result.message
-
-
-def test_worker_killed_by_a_signal_is_an_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                               one_cell: Suite) -> None:
-    _fake_python(monkeypatch, tmp_path, "kill -TERM $$")
-    result = run_isolated(_cell(one_cell), Context(tmp_path))
-    assert result.status == "error" and "SIGTERM" in result.message
-
-
-def test_worker_sigkill_is_taken_for_the_oom_killer(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                                    one_cell: Suite) -> None:
-    _fake_python(monkeypatch, tmp_path, "kill -9 $$")
-    result = run_isolated(_cell(one_cell), Context(tmp_path))
-    assert result.status == "oom"
-    assert "SIGKILL" in result.message and "OOM killer" in result.message
+    assert result.status == status
+    assert all(f in result.message for f in fragments) and "\n" not in result.message, result.message
 
 
 def _gone(pid: int) -> bool:
