@@ -43,6 +43,8 @@ class Cell:
         metrics: what to measure.
         timing: timing settings.
         device: "cpu", "cuda" or "cuda:N".
+        code: the identity of the code that measures it (:func:`harness.provenance.code_identity`).
+        threads: the intra-op thread count it is measured with (a different count is a different number).
         skip_reason: why the cell is not run (a skip rule or a capability), decided when the suite is expanded.
         label: one line naming the cell in progress output and fault points.
         key: hash of every input above but ``skip_reason`` and ``label``, which decide whether and how a cell is
@@ -57,6 +59,8 @@ class Cell:
     metrics: tuple[str, ...]
     timing: dict[str, Any]
     device: str
+    code: str = ""
+    threads: int = 0
     skip_reason: str | None = None
     label: str = field(default="", compare=False)
     key: str = field(init=False)
@@ -84,16 +88,19 @@ class Context:
     cache_dir: Path | None = None
     gemm_peak_gflops: float | None = None
     timeout_s: float | None = None
+    calibration_ms: float | None = None  # the reference kernel at the run's start (harness.speed.load)
 
 
 @dataclass
 class CellResult:
-    """A cell's final status, its one-line message, its metrics and (training cells) its learning curve."""
+    """A cell's final status, its one-line message, its metrics, (training cells) its learning curve and (timed
+    cells) its raw timing samples, ms per call, one per round."""
 
     status: str
     message: str = ""
     metrics: dict[str, Any] = field(default_factory=dict)
     curve: list[dict[str, float]] | None = None
+    samples: list[float] | None = None
 
 
 class CellTimeout(Exception):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -17,10 +18,11 @@ import torch
 import attentions
 
 from .envinfo import collect_env
-from .errors import UserError
+from .errors import RunFailed, UserError
 from .report.export import write_suite_reports
+from .run.execute import RunSummary
 from .run.ray_executor import check_address, require_ray
-from .run.runner import run_suite
+from .run.runner import run_suite, suite_dir
 from .spec import expand_patterns
 from .speed.timing import GLIBC_TUNABLES_TIMING, timing_env_active
 from .store import Store
@@ -105,11 +107,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_executor(args)
     device = check_device(args.device or default_device())
     out = check_out_dir(args.out)
-    if args.threads is not None:
-        if args.threads < 1:
-            raise UserError(f"--threads {args.threads}: must be a positive number of intra-op threads")
-        torch.set_num_threads(args.threads)  # recorded in the run's environment and every timing
-        os.environ["OMP_NUM_THREADS"] = str(args.threads)  # --isolate workers inherit it
+    if args.threads is not None and args.threads < 1:
+        raise UserError(f"--threads {args.threads}: must be a positive number of intra-op threads")
+    if args.quiet_timeout is not None and not 0 < args.quiet_timeout < float("inf"):
+        raise UserError(f"--quiet-timeout {args.quiet_timeout}: must be a positive number of seconds")
+    threads = args.threads or default_threads(device)
+    torch.set_num_threads(threads)  # recorded in the run's environment, in every cell and its key
+    os.environ["OMP_NUM_THREADS"] = str(threads)  # --isolate workers inherit it
     if args.data_dir is not None and not Path(args.data_dir).is_dir():
         raise UserError(f"--data-dir {args.data_dir}: no such directory; give the folder holding the LRA files")
     suite = load_suite(args.suite, args.profile, parse_set(args.set or []), data_dir=args.data_dir)
@@ -120,21 +124,55 @@ def cmd_run(args: argparse.Namespace) -> int:
     if only and not set(expand_patterns(only)) & set(suite.attentions()):
         names = ", ".join(suite.attentions())
         raise UserError(f"--only {','.join(only)}: matches none of this suite's attentions ({names})")
-    summary = run_suite(
-        suite, out=out, device=device, fresh=args.fresh, isolate=args.isolate, timeout_s=args.timeout,
-        only=only or None, argv=sys.argv, executor=args.executor, address=args.address,
-        cpus_per_task=args.cpus_per_task,
-    )
-    counts = ", ".join(f"{k}={v}" for k, v in sorted(summary.statuses.items())) or "nothing to run"
     if suite.description:
-        print(f"{suite.name}: {suite.description}")
-    print(f"{suite.name}/{suite.profile}: {summary.total} cells, {summary.skipped_done} already done, "
+        print(f"{suite.name}: {suite.description}", flush=True)
+    try:
+        summary = run_suite(
+            suite, out=out, device=device, fresh=args.fresh, isolate=args.isolate, timeout_s=args.timeout,
+            only=only or None, argv=sys.argv, executor=args.executor, address=args.address,
+            cpus_per_task=args.cpus_per_task, quiet_limit_s=args.quiet_timeout if args.require_quiet else None,
+        )
+    except KeyboardInterrupt:
+        with Store(suite_dir(out, suite) / "results.db") as store:
+            stored = len(store.finished_keys() & {c.key for c in suite.expand(device)})
+        resume = " ".join(["attnbench", *(shlex.quote(a) for a in sys.argv[1:])])
+        print(f"attnbench: interrupted; {stored} cells of {suite.name}/{suite.profile} are stored in "
+              f"{suite_dir(out, suite)}; resume with: {resume}", file=sys.stderr)
+        return 130
+    _print_summary(suite.name, suite.profile, summary)
+    if summary.statuses and "ok" not in summary.statuses:
+        print(f"attnbench: error: no cell of this run finished ok ({', '.join(summary.statuses)}); see the message "
+              f"column of {summary.out_dir / 'results.csv'}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _print_summary(name: str, profile: str, summary: RunSummary) -> None:
+    counts = ", ".join(f"{k}={v}" for k, v in sorted(summary.statuses.items())) or "nothing to run"
+    print(f"{name}/{profile}: {summary.total} cells, {summary.skipped_done} already done, "
           f"ran: {counts}; {summary.wall_s:.1f} s")
     print(f"results: {summary.out_dir}")
     for path in summary.written:
-        if path.suffix in (".md", ".csv") and path.name.startswith(("table4", "results", "slopes")):
+        if path.suffix in (".md", ".csv") and path.name.startswith(("table4", "ratios", "results", "slopes")):
             print(f"  {path}")
-    return 0
+    if summary.noisy:
+        print(f"warning: {len(summary.noisy)} cells were timed while the machine was busy (column noisy_reason), "
+              f"e.g. {summary.noisy[0]}; rerun them on a quiet machine with --fresh, or use --require-quiet",
+              file=sys.stderr)
+
+
+def default_threads(device: str) -> int:
+    """Intra-op threads when --threads is not given: on the CPU, every core but one.
+
+    Measured on this project's 2-core machines: with as many threads as cores, one other busy process multiplies a
+    cell's time (an OpenMP team waits for its slowest thread, and one of them shares a core), e.g. 140 ms alone and
+    1772 ms beside other jobs; with a core left free the cell runs at its own pace. On CUDA the threads only launch
+    kernels, and torch's default stays.
+    """
+    if not device.startswith("cpu"):
+        return torch.get_num_threads()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores - 1)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -171,7 +209,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--isolate", action="store_true", help="one subprocess per cell")
     run.add_argument("--timeout", type=float, default=None, help="per-cell time limit in seconds")
     run.add_argument("--data-dir", default=None, help="accuracy suites: real LRA data instead of the generators")
-    run.add_argument("--threads", type=int, default=None, help="CPU intra-op threads (default: torch's, all cores)")
+    run.add_argument("--threads", type=int, default=None,
+                     help="intra-op threads (default on the CPU: every core but one, see the README)")
+    run.add_argument("--require-quiet", action="store_true",
+                     help="before each timed group, wait until no other process keeps the CPU busy; stop with exit "
+                          "1 after --quiet-timeout")
+    run.add_argument("--quiet-timeout", type=float, default=600.0, help="seconds --require-quiet waits (600)")
     run.add_argument("--executor", choices=("local", "ray"), default="local",
                      help="local (this process; --isolate for subprocesses) or ray (one Ray task per cell)")
     run.add_argument("--address", default=None,
@@ -209,6 +252,9 @@ def main(argv: list[str] | None = None) -> int:
     except attentions.RegistryError as exc:
         print(f"attnbench: error: {exc}", file=sys.stderr)
         return 2
+    except RunFailed as exc:
+        print(f"attnbench: error: {exc}", file=sys.stderr)
+        return exc.exit_code
 
 
 if __name__ == "__main__":

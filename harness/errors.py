@@ -10,6 +10,12 @@ class UserError(Exception):
     exit_code = 2
 
 
+class RunFailed(Exception):
+    """A run that cannot give trustworthy results (no cell finished, or the machine never got quiet): exit code 1."""
+
+    exit_code = 1
+
+
 class SuiteError(UserError):
     """A suite file that does not validate."""
 

@@ -10,16 +10,19 @@ import dataclasses
 import fnmatch
 import itertools
 import operator
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import torch
 
 import attentions
 from attentions import RegistryError
 
 from .cell import Cell, CellResult, Context
 from .errors import SuiteError
+from .provenance import code_identity
 from .store import Store
 
 #: Fields of an attention's config that a cell's shape sets (see :attr:`harness.cell.Cell.config`).
@@ -71,6 +74,9 @@ class SuiteKind:
         finished: after a cell's row is stored (drop its checkpoint).
         describe: the progress line of a finished cell.
         write_reports: (store, the suite's name, report options, keys or None) -> the files written beside the store.
+        code: the modules whose source determines this kind's numbers (part of every cell's key).
+        group_key: cells with equal group keys are run together by ``run_group`` (None: one cell at a time).
+        run_group: runs a group of cells in this process (the speed kind times them interleaved).
     """
 
     name: str
@@ -87,6 +93,9 @@ class SuiteKind:
     finished: Callable[[Cell, Context], None]
     describe: Callable[[CellResult], str]
     write_reports: Callable[[Store, str, Mapping[str, Any], list[str] | None], list[Path]]
+    code: tuple[str, ...] = ()
+    group_key: Callable[[Cell], Hashable] | None = None
+    run_group: Callable[[list[Cell], Context], list[CellResult]] | None = None
 
     def all_axes(self) -> dict[str, Axis]:
         return {"attention": ATTENTION_AXIS, **self.axes, **self.optional_axes}
@@ -163,6 +172,11 @@ def attention_config(name: str, overrides: Mapping[str, Any], *, dim: int, heads
     """
     cfg = attentions.make_config(name, **{**overrides, "dim": dim, "heads": heads, "max_seq_len": seq_len})
     return {k: v for k, v in dataclasses.asdict(cfg).items() if k not in SHAPE_FIELDS}
+
+
+def identity(suite: Suite, name: str) -> dict[str, Any]:
+    """The Cell fields that say what code and how many threads measure attention ``name`` in this suite."""
+    return {"code": code_identity(name, suite.kind.code), "threads": torch.get_num_threads()}
 
 
 def capability_reason(name: str, seq_len: int, *, padded: bool) -> str | None:

@@ -1,8 +1,13 @@
-"""The store of record: SQLite in WAL mode, one transaction per finished cell.
+"""The store of record: SQLite in WAL mode, one transaction per finished cell, every run kept.
 
 A cell's row is written only once it has a final status, in a single transaction, so a runner killed at any
-point leaves either the whole row or nothing; a rerun skips keys already present (``--fresh`` redoes them).
+point leaves either the whole row or nothing. Rows are never overwritten: each run (one ``attnbench run``) adds its
+own rows, so ``--fresh`` adds a new measurement beside the old ones and the history stays. A rerun skips keys that
+already have a row; the reports read the latest row of each key (:meth:`Store.dataframe`).
 CSV, Markdown, LaTeX and plots are exports derived from this file (``attnbench report``).
+
+Schema version 2 (this module) added the run history, raw timing samples and the run's end and load summary; a
+version-1 store (one row per key) is migrated in place the first time it is opened.
 """
 
 from __future__ import annotations
@@ -20,34 +25,52 @@ import pandas as pd
 from . import faults
 from .cell import STATUSES, Cell
 
+SCHEMA_VERSION = 2
 _SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS runs (
     run_id INTEGER PRIMARY KEY AUTOINCREMENT,
     suite TEXT NOT NULL,
     profile TEXT NOT NULL,
     started_utc TEXT NOT NULL,
     argv TEXT NOT NULL,
-    env_json TEXT NOT NULL
+    env_json TEXT NOT NULL,
+    finished_utc TEXT,
+    summary_json TEXT NOT NULL DEFAULT '{}'
 );
 CREATE TABLE IF NOT EXISTS cells (
-    key TEXT PRIMARY KEY,
+    key TEXT NOT NULL,
     run_id INTEGER NOT NULL REFERENCES runs(run_id),
     suite TEXT NOT NULL,
     cell_json TEXT NOT NULL,
     status TEXT NOT NULL CHECK (status IN (%s)),
     message TEXT NOT NULL DEFAULT '',
     metrics_json TEXT NOT NULL DEFAULT '{}',
-    finished_utc TEXT NOT NULL
+    finished_utc TEXT NOT NULL,
+    PRIMARY KEY (key, run_id)
 );
 CREATE TABLE IF NOT EXISTS curves (
     key TEXT NOT NULL,
+    run_id INTEGER NOT NULL,
     step INTEGER NOT NULL,
     train_loss REAL, train_acc REAL, dev_loss REAL, dev_acc REAL,
-    PRIMARY KEY (key, step)
+    PRIMARY KEY (key, run_id, step)
 );
+CREATE TABLE IF NOT EXISTS samples (
+    key TEXT NOT NULL,
+    run_id INTEGER NOT NULL,
+    timing_group TEXT NOT NULL,
+    samples_json TEXT NOT NULL,
+    PRIMARY KEY (key, run_id)
+);
+CREATE INDEX IF NOT EXISTS samples_by_group ON samples (timing_group);
 """
 _SCHEMA %= ", ".join(f"'{status}'" for status in STATUSES)  # the statuses are written once, in harness.cell
 CURVE_COLUMNS = ("step", "train_loss", "train_acc", "dev_loss", "dev_acc")
+#: The latest row of every key: the one of the highest run id.
+_LATEST = ("SELECT c.key, c.run_id, c.suite, c.cell_json, c.status, c.message, c.metrics_json, c.finished_utc "
+           "FROM cells c JOIN (SELECT key, MAX(run_id) AS run_id FROM cells GROUP BY key) m "
+           "ON c.key = m.key AND c.run_id = m.run_id")
 
 
 def _utc_now() -> str:
@@ -55,7 +78,7 @@ def _utc_now() -> str:
 
 
 class Store:
-    """Append-only results of one suite directory (``<out>/<suite>/<profile>/results.db``)."""
+    """The results of one suite directory (``<out>/<suite>/<profile>/results.db``): every run, every row."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -64,7 +87,11 @@ class Store:
         self.db = sqlite3.connect(self.path, isolation_level=None, timeout=30)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable across process kills
-        self.db.executescript(_SCHEMA)
+        with self._transaction():
+            _migrate_v1(self.db)
+            _create(self.db)
+            self.db.execute("INSERT OR REPLACE INTO meta (name, value) VALUES ('schema_version', ?)",
+                            (str(SCHEMA_VERSION),))
 
     def close(self) -> None:
         self.db.close()
@@ -75,6 +102,9 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    # -----------------------------------------------------------------------------------------------------------------
+    # Runs
+
     def start_run(self, suite: str, profile: str, env: dict[str, Any], argv: Iterable[str]) -> int:
         cur = self.db.execute(
             "INSERT INTO runs (suite, profile, started_utc, argv, env_json) VALUES (?, ?, ?, ?, ?)",
@@ -82,8 +112,37 @@ class Store:
         )
         return int(cur.lastrowid)
 
+    def finish_run(self, run_id: int, summary: dict[str, Any]) -> None:
+        """Record the end of a run and its summary (statuses, cells flagged noisy, load)."""
+        self.db.execute("UPDATE runs SET finished_utc = ?, summary_json = ? WHERE run_id = ?",
+                        (_utc_now(), json.dumps(summary, default=str), run_id))
+
+    def runs(self, run_ids: Iterable[int] | None = None) -> pd.DataFrame:
+        """One row per run: id, suite, profile, start and end, command line, commit, environment and summary."""
+        rows = []
+        wanted = None if run_ids is None else {int(r) for r in run_ids}
+        for run_id, suite, profile, started, finished, argv, env_json, summary_json in self.db.execute(
+            "SELECT run_id, suite, profile, started_utc, finished_utc, argv, env_json, summary_json FROM runs "
+            "ORDER BY run_id"
+        ):
+            if wanted is not None and run_id not in wanted:
+                continue
+            env = json.loads(env_json)
+            rows.append({"run_id": run_id, "suite": suite, "profile": profile, "started_utc": started,
+                         "finished_utc": finished, "argv": json.loads(argv), "commit": env.get("git_commit"),
+                         "env": env, "summary": json.loads(summary_json)})
+        return pd.DataFrame(rows, columns=["run_id", "suite", "profile", "started_utc", "finished_utc", "argv",
+                                           "commit", "env", "summary"])
+
+    def latest_env(self) -> dict[str, Any]:
+        row = self.db.execute("SELECT env_json FROM runs ORDER BY run_id DESC LIMIT 1").fetchone()
+        return json.loads(row[0]) if row else {}
+
+    # -----------------------------------------------------------------------------------------------------------------
+    # Cells
+
     def finished_keys(self) -> set[str]:
-        return {row[0] for row in self.db.execute("SELECT key FROM cells")}
+        return {row[0] for row in self.db.execute("SELECT DISTINCT key FROM cells")}
 
     def put(
         self,
@@ -93,30 +152,29 @@ class Store:
         message: str = "",
         metrics: dict[str, Any] | None = None,
         curve: list[dict[str, float]] | None = None,
+        samples: list[float] | None = None,
     ) -> None:
-        """Record a cell's final result (and learning curve) atomically, replacing an earlier one (``--fresh``)."""
+        """Record a cell's final result in this run (with its learning curve and timing samples) atomically."""
         if status not in STATUSES:
             raise ValueError(f"status {status!r} is not one of {STATUSES}")
+        metrics = metrics or {}
         with self._transaction():
             self.db.execute(
                 "INSERT OR REPLACE INTO cells (key, run_id, suite, cell_json, status, message, metrics_json,"
                 " finished_utc) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    cell.key,
-                    run_id,
-                    cell.suite,
-                    json.dumps(cell.to_json(), default=str),
-                    status,
-                    message,
-                    json.dumps(metrics or {}),
-                    _utc_now(),
-                ),
+                (cell.key, run_id, cell.suite, json.dumps(cell.to_json(), default=str), status, message,
+                 json.dumps(metrics), _utc_now()),
             )
-            self.db.execute("DELETE FROM curves WHERE key = ?", (cell.key,))
+            self.db.execute("DELETE FROM curves WHERE key = ? AND run_id = ?", (cell.key, run_id))
             self.db.executemany(
-                f"INSERT INTO curves (key, {', '.join(CURVE_COLUMNS)}) VALUES (?{', ?' * len(CURVE_COLUMNS)})",
-                [(cell.key, *(point.get(c) for c in CURVE_COLUMNS)) for point in curve or []],
+                f"INSERT INTO curves (key, run_id, {', '.join(CURVE_COLUMNS)})"
+                f" VALUES (?, ?{', ?' * len(CURVE_COLUMNS)})",
+                [(cell.key, run_id, *(point.get(c) for c in CURVE_COLUMNS)) for point in curve or []],
             )
+            if samples:
+                self.db.execute("INSERT OR REPLACE INTO samples (key, run_id, timing_group, samples_json) "
+                                "VALUES (?, ?, ?, ?)",
+                                (cell.key, run_id, str(metrics.get("timing_group", "")), json.dumps(samples)))
             faults.point("store.in_transaction", cell.label)  # rows written, not yet committed
 
     @contextlib.contextmanager
@@ -136,42 +194,76 @@ class Store:
             raise
         self.db.execute("COMMIT")
 
-    def latest_env(self) -> dict[str, Any]:
-        row = self.db.execute("SELECT env_json FROM runs ORDER BY run_id DESC LIMIT 1").fetchone()
-        return json.loads(row[0]) if row else {}
-
-    def dataframe(self, keys: Iterable[str] | None = None) -> pd.DataFrame:
-        """One row per cell: key, suite, status, message, the axis values, the metrics (raw, full precision)."""
+    def dataframe(self, keys: Iterable[str] | None = None, *, run_id: int | None = None) -> pd.DataFrame:
+        """One row per cell, its latest result (or its result in run ``run_id``): key, suite, kind, the axis values,
+        device, status, message, the metrics (raw, full precision), the run id and the commit that measured it."""
+        commits = {int(r): json.loads(e).get("git_commit") for r, e in self.db.execute(
+            "SELECT run_id, env_json FROM runs")}
+        query = _LATEST if run_id is None else f"{_LATEST.split(' FROM ')[0]} FROM cells c WHERE c.run_id = ?"
         rows = []
         wanted = None if keys is None else set(keys)
-        for key, suite, cell_json, status, message, metrics_json, finished in self.db.execute(
-            "SELECT key, suite, cell_json, status, message, metrics_json, finished_utc FROM cells"
+        for key, rid, suite, cell_json, status, message, metrics_json, finished in self.db.execute(
+            query, () if run_id is None else (run_id,)
         ):
             if wanted is not None and key not in wanted:
                 continue
             cell = json.loads(cell_json)
-            rows.append(
-                {
-                    "key": key,
-                    "suite": suite,
-                    "kind": cell["kind"],
-                    **cell["params"],
-                    "device": cell["device"].split(":")[0],
-                    "status": status,
-                    "message": message,
-                    **json.loads(metrics_json),
-                    "finished_utc": finished,
-                }
-            )
+            rows.append({"key": key, "suite": suite, "kind": cell["kind"], **cell["params"],
+                         "device": cell["device"].split(":")[0], "status": status, "message": message,
+                         **json.loads(metrics_json), "run_id": rid, "commit": commits.get(rid),
+                         "finished_utc": finished})
         return pd.DataFrame(rows)
 
+    def samples(self, keys: Iterable[str] | None = None, *, timing_groups: Iterable[str] | None = None
+                ) -> dict[tuple[str, str], list[float]]:
+        """Raw per-round timing samples (ms per call), by (key, timing group), of the given keys or groups."""
+        keys = None if keys is None else set(keys)
+        groups = None if timing_groups is None else set(timing_groups)
+        out = {}
+        for key, group, blob in self.db.execute("SELECT key, timing_group, samples_json FROM samples"):
+            if (keys is None or key in keys) and (groups is None or group in groups):
+                out[(key, group)] = json.loads(blob)
+        return out
+
     def curves(self, keys: Iterable[str] | None = None) -> pd.DataFrame:
-        """Every evaluation point: key, step, train/dev loss and accuracy, and the cell's axis values."""
-        wanted = None if keys is None else set(keys)
-        points = pd.read_sql_query(f"SELECT key, {', '.join(CURVE_COLUMNS)} FROM curves ORDER BY key, step", self.db)
-        params = pd.DataFrame([{"key": key, **json.loads(cell_json)["params"]}
-                               for key, cell_json in self.db.execute("SELECT key, cell_json FROM cells")
-                               if wanted is None or key in wanted])
-        if params.empty or points.empty:
+        """Every evaluation point of each cell's latest result: key, step, train/dev loss and accuracy, and the
+        cell's axis values."""
+        latest = self.dataframe(keys)
+        if latest.empty:
             return pd.DataFrame(columns=["key", *CURVE_COLUMNS])
-        return points.merge(params, on="key", how="inner")
+        points = pd.read_sql_query(f"SELECT key, run_id, {', '.join(CURVE_COLUMNS)} FROM curves ORDER BY key, step",
+                                   self.db)
+        params = pd.DataFrame([{"key": key, **json.loads(cell_json)["params"]}
+                               for key, cell_json in self.db.execute("SELECT DISTINCT key, cell_json FROM cells")])
+        points = points.merge(latest[["key", "run_id"]], on=["key", "run_id"], how="inner").drop(columns="run_id")
+        if points.empty:
+            return pd.DataFrame(columns=["key", *CURVE_COLUMNS])
+        return points.merge(params.drop_duplicates("key"), on="key", how="inner")
+
+
+def _create(db: sqlite3.Connection) -> None:
+    """The schema's tables, statement by statement (``executescript`` would commit the open transaction)."""
+    for statement in _SCHEMA.split(";"):
+        if statement.strip():
+            db.execute(statement)
+
+
+def _columns(db: sqlite3.Connection, table: str) -> list[str]:
+    return [row[1] for row in db.execute(f"PRAGMA table_info({table})")]
+
+
+def _migrate_v1(db: sqlite3.Connection) -> None:
+    """A version-1 store (``cells`` keyed by key alone, curves without run ids) becomes version 2, rows kept."""
+    if "run_id" in _columns(db, "curves") or not _columns(db, "cells"):
+        return
+    db.execute("ALTER TABLE cells RENAME TO cells_v1")
+    db.execute("ALTER TABLE curves RENAME TO curves_v1")
+    db.execute("ALTER TABLE runs ADD COLUMN finished_utc TEXT")
+    db.execute("ALTER TABLE runs ADD COLUMN summary_json TEXT NOT NULL DEFAULT '{}'")
+    _create(db)
+    db.execute("INSERT INTO cells SELECT key, run_id, suite, cell_json, status, message, metrics_json, finished_utc "
+               "FROM cells_v1")
+    db.execute("INSERT INTO curves SELECT v.key, c.run_id, v.step, v.train_loss, v.train_acc, v.dev_loss, v.dev_acc "
+               "FROM curves_v1 v JOIN cells_v1 c ON c.key = v.key")
+    db.execute("DROP TABLE cells_v1")
+    db.execute("DROP TABLE curves_v1")

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..cell import Cell
 from ..errors import SuiteError
+from ..report.format import shown_env
 from ..report.table1 import write_accuracy_reports
 from ..spec import (
     Axis,
@@ -27,6 +28,7 @@ from ..spec import (
     attention_config,
     capability_reason,
     check_keys,
+    identity,
     is_nonneg_int,
     is_positive_int,
     mapping,
@@ -233,15 +235,16 @@ def make_cell(suite: Suite, params: dict[str, Any], device: str) -> Cell:
     return Cell(
         suite=suite.name, params=params, fixed=fixed, metrics=("accuracy",), timing={}, device=device,
         config=attention_config(name, overrides, dim=train["dim"], heads=train["heads"], seq_len=data["seq_len"]),
-        kind=suite.kind.name, label=label(params),
+        kind=suite.kind.name, label=label(params), **identity(suite, name),
         # LRA sequences are right-padded to the task's length and masked
         skip_reason=suite.skip_reason(params) or capability_reason(name, data["seq_len"], padded=True),
     )
 
 
 def write_reports(store: Store, name: str, options: Mapping[str, Any], keys: list[str] | None) -> list:
-    return write_accuracy_reports(store.dataframe(keys), store.curves(keys), store.path.parent,
-                                  env=store.latest_env(), suite=name, options=options)
+    df = store.dataframe(keys)
+    return write_accuracy_reports(df, store.curves(keys), store.path.parent,
+                                  env=shown_env(store.runs(set(df["run_id"]))), suite=name, options=options)
 
 
 KIND = SuiteKind(
@@ -249,4 +252,7 @@ KIND = SuiteKind(
     keys=frozenset({"data", "train", "tasks", "variants", "incoherence"}), tables=TABLES, reads_data=True,
     parse=parse, validate=validate, make_cell=make_cell, run=run_accuracy_cell, prepare=prepare_data,
     finished=drop_checkpoint, describe=describe, write_reports=write_reports,
+    code=("harness.cell", "harness.lra.cell", "harness.lra.training", "harness.lra.models", "harness.lra.load",
+          "harness.lra.tasks", "harness.lra.noise", "harness.lra.generators", "harness.lra.pixels",
+          "harness.lra.loaders", "harness.lra.incoherence"),
 )

@@ -24,8 +24,10 @@ MIB = 2**20
 _SIG_DIGITS = 3
 #: A failed or absent cell: an em dash (``---`` in LaTeX, where the Unicode one needs font support).
 MISSING: dict[str, str] = {"md": "—", "tex": "---"}
-#: The multiplication sign of ×-multipliers.
+#: The multiplication sign of ×-multipliers, the spread sign and the mark of a value measured on a busy machine.
 TIMES: dict[str, str] = {"md": "×", "tex": r"$\times$"}
+PLUS_MINUS: dict[str, str] = {"md": "±", "tex": r"$\pm$"}
+NOISY_MARK: dict[str, str] = {"md": "†", "tex": r"$^\dagger$"}
 FAILED_NOTE = "OOM = out of memory; — = failed or not run."
 
 
@@ -153,12 +155,42 @@ def tex_comment(text: str) -> str:
 
 
 def env_summary(env: Mapping[str, object]) -> str:
+    """One line: the machine and software, and the runs the numbers come from (or the commit and time of one)."""
     def get(key: str) -> object:
         value = env.get(key)
         return "n/a" if value in (None, "") else value
 
-    return (f"{get('device_name')} · torch {get('torch_version')} · CUDA {get('cuda_version')} · "
-            f"{get('threads')} threads · commit {get('git_commit')} · {get('time_utc')}")
+    where = f"{get('device_name')} · torch {get('torch_version')} · CUDA {get('cuda_version')}"
+    if env.get("runs"):
+        return f"{where} · {env['runs']}"
+    return f"{where} · {get('threads')} threads · commit {get('git_commit')} · {get('time_utc')}"
+
+
+def shown_env(runs: pd.DataFrame) -> dict[str, object]:
+    """The environment of the runs whose results a report shows: the newest run's environment, and ``runs``, one
+    line naming every run (id, commit, start, threads), so a footer says where each shown number comes from."""
+    if runs.empty:
+        return {}
+    env = dict(runs.iloc[-1]["env"])
+    env["runs"] = "; ".join(f"run {r.run_id} (commit {_short(r.commit)}, {r.started_utc}, "
+                            f"{r.env.get('threads')} threads)" for r in runs.itertuples())
+    return env
+
+
+def _short(commit: object) -> str:
+    """A commit as 12 hex digits, keeping the ``-dirty`` mark of uncommitted changes."""
+    if not commit:
+        return "n/a"
+    text = str(commit)
+    return text[:12] + ("-dirty" if text.endswith("-dirty") else "")
+
+
+def sig2(value: float) -> str:
+    """Two significant digits in fixed notation: 1.4, 0.043, 12, 120 (a multiplier never reads 0.0×)."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    rounded = float(f"{value:.2g}")
+    return f"{rounded:.{max(0, 1 - math.floor(math.log10(abs(rounded))))}f}"
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -46,6 +46,10 @@ def _plot_metric(df_group: pd.DataFrame, metric: Metric, out_dir: Path, stem: st
             # drawing across a length that has no measurement.
             values = (ok.set_index("seq_len")[metric.column] * metric.scale).reindex(lengths)
             ax.plot(lengths, values.to_numpy(), label=str(attention), **style)
+            band = _spread(ok, metric)
+            if band is not None:  # the interquartile range of the timing rounds
+                lo, hi = (b.reindex(lengths).to_numpy() for b in band)
+                ax.fill_between(lengths, lo, hi, color=style["color"], alpha=0.2, linewidth=0)
             if not oom.empty:
                 # An OOM has no value; pin it to the top edge (x in data, y in axes coordinates) so the
                 # figure shows where each variant ran out of memory.
@@ -73,6 +77,17 @@ def _plot_metric(df_group: pd.DataFrame, metric: Metric, out_dir: Path, stem: st
         return save_figure(fig, out_dir, stem)
     finally:
         plt.close(fig)
+
+
+def _spread(ok: pd.DataFrame, metric: Metric) -> tuple[pd.Series, pd.Series] | None:
+    """(low, high) of the interquartile range of a time metric by sequence length, in the displayed unit; None for
+    a metric without rounds (memory) or cells stored without quartiles."""
+    if metric.kind != "time" or not {"time_ms_q25", "time_ms_q75"} <= set(ok.columns):
+        return None
+    q = ok.set_index("seq_len")[["time_ms_q25", "time_ms_q75"]]
+    if metric.higher_is_better:  # throughput: steps/s = 1000 / ms, so the quartiles swap
+        return 1000.0 / q["time_ms_q75"], 1000.0 / q["time_ms_q25"]
+    return q["time_ms_q25"] * metric.scale, q["time_ms_q75"] * metric.scale
 
 
 def _outside_legend(ax: plt.Axes, handles: list | None = None) -> None:

@@ -19,6 +19,8 @@ from ..files import atomic_write_text
 from .format import (
     MEMORY,
     MISSING,
+    NOISY_MARK,
+    PLUS_MINUS,
     THROUGHPUT,
     TIME,
     TIMES,
@@ -31,11 +33,15 @@ from .format import (
     length_label,
     md_table,
     metrics_for,
+    render_table,
+    sig2,
     tex_comment,
     write_csv,
     write_raw,
+    write_table_files,
 )
 from .plots import plot_scaling
+from .stats import paired_ratio
 
 # One table (and one pair of plots) per combination of these; the rows of a group differ only by
 # attention variant and sequence length.
@@ -110,18 +116,67 @@ def _metric_value(cells: _Cells, attention: str, seq_len: int, metric: Metric) -
 
 
 def _format_cell(cells: _Cells, attention: str, seq_len: int, metric: Metric, baseline: str, fmt: Fmt) -> str:
+    """``value ±spread%† (multiplier×)``: the spread is half the IQR of the timing rounds relative to the median, †
+    marks a timing taken while the machine was busy, and a time multiplier comes from the paired rounds."""
     cell = cells.get((attention, seq_len))
     if cell is not None and cell["status"] == "oom":
         return "OOM"
     value = _metric_value(cells, attention, seq_len, metric)
-    if value is None:
+    if value is None or cell is None:
         return MISSING[fmt]
     text = format_value(value)
-    base = _metric_value(cells, baseline, seq_len, metric) if attention != baseline else None
-    if base is None or base <= 0 or value <= 0:
+    if metric.kind == "time":
+        if _finite(cell.get("time_ms_iqr")) and cell["time_ms_median"] > 0:
+            pct = "%" if fmt == "md" else r"\%"
+            text += f" {PLUS_MINUS[fmt]}{sig2(50 * cell['time_ms_iqr'] / cell['time_ms_median'])}{pct}"
+        if cell.get("noisy") is True:
+            text += NOISY_MARK[fmt]
+    if attention == baseline:
         return text
-    ratio = value / base if metric.higher_is_better else base / value
-    return f"{text} ({ratio:.1f}{TIMES[fmt]})"
+    ratio = cell.get("speedup") if metric.kind == "time" else None  # paired, from attach_speedups
+    if not _finite(ratio):
+        base = _metric_value(cells, baseline, seq_len, metric)
+        ratio = None if base is None or base <= 0 or value <= 0 else (
+            value / base if metric.higher_is_better else base / value)
+    return text if not _finite(ratio) else f"{text} ({sig2(ratio)}{TIMES[fmt]})"
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)
+
+
+def attach_speedups(df: pd.DataFrame, samples: Mapping[tuple[str, str], list[float]], baseline: str) -> pd.DataFrame:
+    """``df`` with each ok timed cell's speed-up against ``baseline`` at the same shape: ``speedup`` (baseline time
+    / cell time; above 1 = faster), ``speedup_lo``/``speedup_hi`` (95% CI) and ``speedup_paired``.
+
+    Paired when both were timed in the same interleaved group (``timing_group``): the median of the per-round
+    ratios, which a drifting machine does not move; otherwise the ratio of the two medians, without an interval.
+    """
+    out = df.copy()
+    for column in ("speedup", "speedup_lo", "speedup_hi"):
+        out[column] = float("nan")
+    out["speedup_paired"] = False
+    if "time_ms_median" not in out.columns:
+        return out
+    keys = [*GROUP_COLUMNS, "seq_len"]
+    ok = out[(out["status"] == "ok") & out["time_ms_median"].notna()]
+    for _, rows in ok.groupby(keys, sort=False):
+        base_rows = rows[rows["attention"] == baseline]
+        if base_rows.empty:
+            continue
+        base = base_rows.iloc[0]
+        for i, row in rows.iterrows():
+            group = row.get("timing_group")
+            # the baseline's samples of this cell's own timing group, from whichever run stored them
+            base_samples = samples.get((base["key"], group))
+            own = samples.get((row["key"], group))
+            paired = paired_ratio(base_samples, own) if base_samples and own else None
+            if paired is not None:
+                out.loc[i, ["speedup", "speedup_lo", "speedup_hi", "speedup_paired"]] = [
+                    paired.value, paired.lo, paired.hi, True]
+            else:
+                out.loc[i, "speedup"] = base["time_ms_median"] / row["time_ms_median"]
+    return out
 
 
 def _shown_metrics(df_group: pd.DataFrame) -> list[Metric]:
@@ -226,8 +281,11 @@ def _table4_md(df_group: pd.DataFrame, group: Mapping[str, object], *, suite: st
     return (
         f"### Table 4 — {suite}: {group_title(group)}\n\n"
         f"{table4(df_group, baseline=baseline, fmt='md')}\n\n"
-        f"Multipliers are relative to `{baseline}`; above 1.0× is better (faster, higher throughput or "
-        "less memory). OOM = out of memory; — = failed, unsupported or not run.\n\n"
+        f"Multipliers are relative to `{baseline}`; above 1× is better (faster, higher throughput or less memory); "
+        "time multipliers are medians of per-round ratios of interleaved timings (95% intervals in ratios.md). "
+        "± = half the interquartile range of the timing rounds, relative to the median; † = timed while other "
+        "processes kept the machine busy (noisy_reason in results.csv). OOM = out of memory; — = failed, "
+        "unsupported or not run.\n\n"
         f"_Environment: {env_summary(env)}_\n"
     )
 
@@ -242,8 +300,28 @@ def _table4_tex(df_group: pd.DataFrame, group: Mapping[str, object], *, suite: s
     return "\n".join([*lines, table4(df_group, baseline=baseline, fmt="tex")]) + "\n"
 
 
+def ratios_table(df: pd.DataFrame, baseline: str, fmt: Fmt) -> str:
+    """Speed-ups against ``baseline`` with their 95% intervals: variants × sequence lengths of one group."""
+    lengths = sorted(int(n) for n in df["seq_len"].unique())
+    cells = df.set_index(["attention", "seq_len"]).to_dict("index")
+    rows = []
+    for name in sorted(set(df["attention"]) - {baseline}):
+        row = [escape(name, fmt)]
+        for n in lengths:
+            c = cells.get((name, n), {})
+            if not _finite(c.get("speedup")):
+                row.append(MISSING[fmt])
+            elif c.get("speedup_paired") is True:
+                row.append(f"{sig2(c['speedup'])} [{sig2(c['speedup_lo'])}, {sig2(c['speedup_hi'])}]")
+            else:
+                row.append(f"{sig2(c['speedup'])} (unpaired)")
+        rows.append(row)
+    return render_table(["Attention", *(length_label(n) for n in lengths)], rows, fmt)
+
+
 def write_speed_reports(df: pd.DataFrame, out_dir: Path, *, env: Mapping[str, object], suite: str,
-                        baseline: str = "vanilla", slope_min_seq_len: int = 1024, plots: bool = True) -> list[Path]:
+                        baseline: str = "vanilla", slope_min_seq_len: int = 1024, plots: bool = True,
+                        samples: Mapping[tuple[str, str], list[float]] | None = None) -> list[Path]:
     """Writes every report of a suite's results into ``out_dir``.
 
     Files: ``results.csv`` (all rows and columns, full precision), ``env.json``, per group
@@ -259,6 +337,7 @@ def write_speed_reports(df: pd.DataFrame, out_dir: Path, *, env: Mapping[str, ob
         slope_min_seq_len: Only points at this length or longer enter the log-log fits, so that
             fixed overheads at short lengths do not flatten the slopes.
         plots: Whether to draw the scaling figures.
+        samples: raw timing samples by (key, timing group) (``Store.samples``), for the paired speed-ups.
 
     Returns:
         The paths written, in writing order.
@@ -276,6 +355,7 @@ def write_speed_reports(df: pd.DataFrame, out_dir: Path, *, env: Mapping[str, ob
     df = df.assign(**{column: float("nan") for column in missing})
     # Raw data first, so that a formatting failure further down cannot lose the measurements.
     df = df.sort_values([*GROUP_COLUMNS, "attention", "seq_len"], kind="stable", ignore_index=True)
+    df = attach_speedups(df, samples or {}, baseline)
     written += write_raw(df, out_dir, env)
 
     for key, df_group in df.groupby(list(GROUP_COLUMNS), sort=True):
@@ -284,6 +364,13 @@ def write_speed_reports(df: pd.DataFrame, out_dir: Path, *, env: Mapping[str, ob
         context = {"group": group, "suite": suite, "baseline": baseline, "env": env}
         write(f"table4_{slug}.md", _table4_md(df_group, **context))
         write(f"table4_{slug}.tex", _table4_tex(df_group, **context))
+        if df_group["speedup"].notna().any():
+            title = f"Speed-up against `{baseline}` [95% CI] — {suite}: {group_title(group)}"
+            note = ("Median over interleaved rounds of the baseline's time / the variant's time; interval: "
+                    "bootstrap of that median. (unpaired) = not timed in the same rounds: a ratio of medians.")
+            written += write_table_files(out_dir, f"ratios_{slug}", title=title, note=note, env=env,
+                                         md_body=ratios_table(df_group, baseline, "md"),
+                                         tex_body=ratios_table(df_group, baseline, "tex"))
         if plots:
             written += plot_scaling(df_group, out_dir, slug=slug, title=f"{suite}: {group_title(group)}")
 

@@ -22,12 +22,42 @@ def execute_cell(cell: Cell, ctx: Context) -> CellResult:
     return KINDS[cell.kind].run(cell, ctx)
 
 
+def execute_group(cells: list[Cell], ctx: Context) -> list[CellResult]:
+    """Run a group of cells (see :func:`groups`) in this process: together if the kind runs groups, else in turn."""
+    kind = KINDS[cells[0].kind]
+    if kind.run_group is not None and len(cells) > 1:
+        return kind.run_group(cells, ctx)
+    return [kind.run(cell, ctx) for cell in cells]
+
+
+def groups(todo: list[Cell], every_cell: list[Cell], baseline: str | None) -> list[list[Cell]]:
+    """The cells to run, in groups the kind runs together, in the order their first cells come.
+
+    A group that lacks its baseline cell (finished earlier, or left out by ``--only``) gets it back, so that every
+    ratio to the baseline is measured in the same interleaved rounds; the baseline's new result is stored too.
+    """
+    out: dict[Any, list[Cell]] = {}
+    for cell in todo:
+        key = KINDS[cell.kind].group_key
+        out.setdefault(cell.key if key is None else ("group", key(cell)), []).append(cell)
+    for members in out.values():
+        key = KINDS[members[0].kind].group_key
+        if key is None or any(c.params["attention"] == baseline for c in members):
+            continue
+        base = next((c for c in every_cell if c.params["attention"] == baseline and not c.skip_reason
+                     and key(c) == key(members[0])), None)
+        if base is not None and not all(c.skip_reason for c in members):
+            members.insert(0, base)
+    return list(out.values())
+
+
 @dataclass
 class RunSummary:
     out_dir: Path
     total: int
     skipped_done: int
     statuses: dict[str, int] = field(default_factory=dict)
+    noisy: list[str] = field(default_factory=list)  # "label: reason" of each cell timed while the machine was busy
     written: list[Path] = field(default_factory=list)
     wall_s: float = 0.0
 
@@ -56,11 +86,13 @@ class Recorder:
 
     def __call__(self, cell: Cell, result: CellResult) -> None:
         faults.point("runner.before_put", cell.label)
-        self.store.put(self.run_id, cell, result.status, result.message, result.metrics, result.curve)
+        self.store.put(self.run_id, cell, result.status, result.message, result.metrics, result.curve, result.samples)
         faults.point("runner.after_put", cell.label)
         kind = KINDS[cell.kind]
         kind.finished(cell, self.ctx)
         self.summary.statuses[result.status] = self.summary.statuses.get(result.status, 0) + 1
+        if result.metrics.get("noisy"):
+            self.summary.noisy.append(f"{cell.label}: {result.metrics.get('noisy_reason', '')}")
         self.done += 1
         self.bar.update()
         if not self.tty:

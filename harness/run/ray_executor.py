@@ -36,7 +36,7 @@ import torch
 from ..cell import Cell, CellResult, Context
 from ..errors import UserError, first_line
 from ..speed.timing import GLIBC_TUNABLES_TIMING
-from .execute import Recorder, execute_cell
+from .execute import Recorder, execute_group
 
 INSTALL_HINT = "install it with `pip install 'attnbench[ray]'` (in this checkout: `.venv/bin/pip install ray`)"
 KILL_GRACE_S = 3.0  # after --timeout, how long a started task may take to stop by itself before it is killed
@@ -133,23 +133,24 @@ def ray_session(address: str | None) -> Iterator[ModuleType]:
             ray.shutdown()
 
 
-def _cell_task(cell_json: dict[str, Any], context: dict[str, Any]) -> Iterator[Any]:
-    """The Ray task body (a streaming generator): yields ``_STARTED``, then ``asdict(CellResult)``."""
+def _cell_task(cells_json: list[dict[str, Any]], context: dict[str, Any]) -> Iterator[Any]:
+    """The Ray task body (a streaming generator): yields ``_STARTED``, then ``asdict(CellResult)`` of each cell."""
     torch.set_num_threads(context["threads"])
-    cell = Cell.from_json(cell_json)
-    if cell.device.startswith("cuda"):
-        # Ray made the task's one GPU the only visible one. The key (computed above) stays the driver's, so an
-        # accuracy cell's checkpoint keeps its name.
-        object.__setattr__(cell, "device", "cuda")
+    cells = [Cell.from_json(c) for c in cells_json]
+    for cell in cells:
+        if cell.device.startswith("cuda"):
+            # Ray made the task's one GPU the only visible one. The key (computed above) stays the driver's, so an
+            # accuracy cell's checkpoint keeps its name.
+            object.__setattr__(cell, "device", "cuda")
     ctx = Context(Path(context["workdir"]), Path(context["cache_dir"]) if context["cache_dir"] else None,
-                  context["gemm_peak_gflops"], context["timeout_s"])
+                  context["gemm_peak_gflops"], context["timeout_s"], context["calibration_ms"])
     yield _STARTED
-    yield dataclasses.asdict(execute_cell(cell, ctx))
+    yield [dataclasses.asdict(result) for result in execute_group(cells, ctx)]
 
 
 @dataclasses.dataclass
 class _Task:
-    cell: Cell
+    cells: list[Cell]
     deadline: float | None = None  # set when the task reports that it started
 
 
@@ -173,28 +174,30 @@ def _slots(ray: ModuleType, gpu: bool, cpus_per_task: int) -> int:
     return sum(int(n.get(kind, 0) // need) for n in nodes)
 
 
-def run_cells(
-    cells: list[Cell],
+def run_groups(
+    batches: list[list[Cell]],
     ctx: Context,
     record: Recorder,
     *,
     address: str | None = None,
     cpus_per_task: int | None = None,
 ) -> None:
-    """Run ``cells`` as Ray tasks and ``record`` each result as it arrives (in completion order).
+    """Run each group of cells (:func:`harness.run.execute.groups`) as one Ray task and ``record`` each result as
+    its group finishes (in completion order).
 
-    ``record.starting(cell)`` runs when a cell is submitted. Skipped cells never reach a worker: they are
-    recorded here, as the local executor records them.
+    ``record.starting(cell)`` runs when a group is submitted. Groups of skipped cells never reach a worker: they
+    are recorded here, as the local executor records them.
     """
     threads = torch.get_num_threads()
     cpus = cpus_per_task or threads
     queue = []
-    for cell in cells:
-        if cell.skip_reason:
-            record.starting(cell)
-            record(cell, execute_cell(cell, ctx))
+    for cells in batches:
+        if all(cell.skip_reason for cell in cells):
+            for cell, result in zip(cells, execute_group(cells, ctx), strict=True):
+                record.starting(cell)
+                record(cell, result)
         else:
-            queue.append(cell)
+            queue.append(cells)
     if not queue:
         return
     context = {
@@ -202,9 +205,10 @@ def run_cells(
         "cache_dir": None if ctx.cache_dir is None else str(Path(ctx.cache_dir).resolve()),
         "gemm_peak_gflops": ctx.gemm_peak_gflops,
         "timeout_s": ctx.timeout_s,
+        "calibration_ms": ctx.calibration_ms,
     }
     with ray_session(address) as ray:
-        gpu = queue[0].device.startswith("cuda")
+        gpu = queue[0][0].device.startswith("cuda")
         limit = max(1, 2 * _slots(ray, gpu, cpus))
         # A CPU task never runs more threads than the CPUs it holds; a CUDA task holds its GPU and one CPU
         # (or --cpus-per-task) and keeps the driver's thread count.
@@ -221,16 +225,18 @@ def run_cells(
         _schedule(ray, task, queue, context, record, limit, ctx.timeout_s)
 
 
-def _schedule(ray: ModuleType, task: Any, queue: list[Cell], context: dict[str, Any], record: Recorder, limit: int,
-              timeout_s: float | None) -> None:
-    """Keep up to ``limit`` tasks in flight, record each result as it arrives, cancel tasks past their deadline."""
+def _schedule(ray: ModuleType, task: Any, queue: list[list[Cell]], context: dict[str, Any], record: Recorder,
+              limit: int, timeout_s: float | None) -> None:
+    """Keep up to ``limit`` tasks in flight, record each group's results as they arrive, cancel tasks past their
+    deadline (the group's time limit: ``timeout_s`` per cell)."""
     pending: dict[Any, _Task] = {}
     queue = queue[::-1]  # popped from the end: submitted in the given order
     while queue or pending:
         while queue and len(pending) < limit:
-            cell = queue.pop()
-            record.starting(cell)
-            pending[task.remote(cell.to_json(), context)] = _Task(cell)
+            cells = queue.pop()
+            for cell in cells:
+                record.starting(cell)
+            pending[task.remote([c.to_json() for c in cells], context)] = _Task(cells)
         deadlines = [t.deadline for t in pending.values() if t.deadline is not None]
         wait_s = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
         ready, _ = ray.wait(list(pending), num_returns=1, timeout=wait_s)
@@ -239,21 +245,23 @@ def _schedule(ray: ModuleType, task: Any, queue: list[Cell], context: dict[str, 
             try:
                 value = ray.get(next(gen))
             except StopIteration:
-                result = CellResult("error", "ray task ended without a result")
+                results = [CellResult("error", "ray task ended without a result") for _ in entry.cells]
             except ray.exceptions.RayError as exc:
-                result = _death(ray, exc)
+                results = [_death(ray, exc) for _ in entry.cells]
             else:
                 if value == _STARTED:
                     if timeout_s:
-                        entry.deadline = time.monotonic() + timeout_s + KILL_GRACE_S
+                        entry.deadline = time.monotonic() + timeout_s * len(entry.cells) + KILL_GRACE_S
                     continue
-                result = CellResult(**value)
+                results = [CellResult(**v) for v in value]
             del pending[gen]
-            record(entry.cell, result)
+            for cell, result in zip(entry.cells, results, strict=True):
+                record(cell, result)
         now = time.monotonic()
         for gen, entry in list(pending.items()):
             if entry.deadline is not None and entry.deadline <= now:
-                ray.cancel(gen, force=True)  # kills the worker: the cell is stuck in native code
+                ray.cancel(gen, force=True)  # kills the worker: the group is stuck in native code
                 del pending[gen]
-                record(entry.cell, CellResult(
-                    "timeout", f"cell exceeded its {timeout_s:g} s time limit (Ray task cancelled)"))
+                for cell in entry.cells:
+                    record(cell, CellResult(
+                        "timeout", f"cell exceeded its {timeout_s:g} s time limit (Ray task cancelled)"))

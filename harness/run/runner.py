@@ -24,14 +24,15 @@ from tqdm import tqdm
 from .. import faults
 from ..cell import Cell, Context
 from ..envinfo import collect_env
-from ..errors import UserError
+from ..errors import RunFailed, UserError
 from ..report.export import write_suite_reports
 from ..spec import Suite, expand_patterns
 from ..speed.flops import measure_gemm_peak_gflops
+from ..speed.load import BUSY_CORES, calibrate, other_load
 from ..store import Store
 from . import ray_executor
-from .execute import Recorder, RunSummary, execute_cell
-from .worker import run_isolated
+from .execute import Recorder, RunSummary, execute_group, groups
+from .worker import run_isolated_group
 
 
 def suite_dir(out: str | Path, suite: Suite) -> Path:
@@ -53,6 +54,7 @@ def run_suite(
     executor: str = "local",
     address: str | None = None,
     cpus_per_task: int | None = None,
+    quiet_limit_s: float | None = None,
 ) -> RunSummary:
     """Expand, skip finished cells, measure the rest (one store transaction each), write reports.
 
@@ -69,6 +71,8 @@ def run_suite(
         executor: "local" (this process, or subprocesses with ``isolate``) or "ray" (one Ray task per cell).
         address: Ray cluster address (None = start Ray embedded on this machine); ray only.
         cpus_per_task: CPUs each Ray task reserves on CPU (None = ``torch.get_num_threads()``); ray only.
+        quiet_limit_s: wait before each timed group until the machine is quiet, up to this long, then stop
+            (``--require-quiet``); None = measure whatever the load (cells are flagged ``noisy``).
     """
     if executor not in ("local", "ray"):
         raise UserError(f"executor {executor!r}: use local or ray")
@@ -86,17 +90,21 @@ def run_suite(
         run_id = store.start_run(suite.name, suite.profile, env, argv or [])
         summary = RunSummary(directory, len(cells), len(cells) - len(todo))
         tty = sys.stderr.isatty() if progress is None else progress
-        ctx = Context(directory, Path(out) / ".data_cache", env.get("gemm_peak_gflops"), timeout_s)
+        ctx = Context(directory, Path(out) / ".data_cache", env.get("gemm_peak_gflops"), timeout_s,
+                      env.get("calibration_ms"))
         if todo:
             suite.kind.prepare(todo, ctx)
-        bar = tqdm(total=len(todo), desc=f"{suite.name}/{suite.profile}", unit="cell", disable=not tty,
+        batches = groups(todo, every_cell, suite.report.get("baseline"))
+        total = sum(map(len, batches))
+        bar = tqdm(total=total, desc=f"{suite.name}/{suite.profile}", unit="cell", disable=not tty,
                    dynamic_ncols=True)
-        record = Recorder(store, run_id, ctx, summary, bar, tty, len(todo))
+        record = Recorder(store, run_id, ctx, summary, bar, tty, total)
         if executor == "ray":
-            ray_executor.run_cells(todo, ctx, record, address=address, cpus_per_task=cpus_per_task)
+            ray_executor.run_groups(batches, ctx, record, address=address, cpus_per_task=cpus_per_task)
         else:
-            _run_local(todo, ctx, record, isolate)
+            _run_local(batches, ctx, record, isolate, quiet_limit_s)
         bar.close()
+        store.finish_run(run_id, {"statuses": summary.statuses, "noisy": len(summary.noisy)})
         faults.point("runner.before_reports")
         # The reports cover the whole suite as stored, not just what --only ran this time.
         summary.written = write_suite_reports(store, suite.name, suite.report_options(),
@@ -115,15 +123,34 @@ def _run_env(suite: Suite, device: str, todo: list[Cell], local_executor: str, e
     env["report"] = suite.report_options()  # so `attnbench report` rewrites the same tables later
     if any("flops" in c.metrics and "time" in c.metrics for c in todo):
         env["gemm_peak_gflops"] = measure_gemm_peak_gflops(torch.device(device))
+    if any("time" in c.metrics for c in todo):
+        env["calibration_ms"] = calibrate()  # the reference kernel every timed group is compared with
+        env["load_other_cores_at_start"] = other_load(1.0)
     return env
 
 
-def _run_local(cells: list[Cell], ctx: Context, record: Recorder, isolate: bool) -> None:
-    """Run the cells one after the other, in this process or (``isolate``) each in a fresh worker process."""
-    for cell in cells:
-        record.starting(cell)
-        if isolate and not cell.skip_reason:
-            result = run_isolated(cell, ctx)
+def _run_local(batches: list[list[Cell]], ctx: Context, record: Recorder, isolate: bool,
+               quiet_limit_s: float | None) -> None:
+    """Run the groups one after the other, in this process or (``isolate``) each in a fresh worker process."""
+    for cells in batches:
+        if quiet_limit_s is not None and any("time" in c.metrics for c in cells):
+            wait_for_quiet(quiet_limit_s)
+        for cell in cells:
+            record.starting(cell)
+        if isolate and not all(c.skip_reason for c in cells):
+            results = run_isolated_group(cells, ctx)
         else:
-            result = execute_cell(cell, ctx)
-        record(cell, result)
+            results = execute_group(cells, ctx)
+        for cell, result in zip(cells, results, strict=True):
+            record(cell, result)
+
+
+def wait_for_quiet(limit_s: float, poll_s: float = 1.0) -> None:
+    """Return once other processes use at most :data:`~harness.speed.load.BUSY_CORES`; after ``limit_s`` seconds
+    of a busy machine, stop the run (exit 1): its timings would not be trustworthy."""
+    waited = 0.0
+    while (load := other_load(poll_s)) is not None and load > BUSY_CORES:
+        waited += poll_s
+        if waited >= limit_s:
+            raise RunFailed(f"--require-quiet: other processes still use {load:.2f} cores after {limit_s:g} s of "
+                            "waiting; stop them or raise --quiet-timeout (the cells measured so far are stored)")

@@ -18,53 +18,65 @@ from pathlib import Path
 from ..cell import Cell, CellResult, Context
 from ..files import atomic_write_text
 from ..speed.timing import GLIBC_TUNABLES_TIMING
-from .execute import execute_cell
+from .execute import execute_group
 
 
 def run_isolated(cell: Cell, ctx: Context) -> CellResult:
-    """Run ``cell`` in a fresh Python process; its death or hang becomes the cell's status.
+    """Run ``cell`` in a fresh Python process; its death or hang becomes the cell's status."""
+    return run_isolated_group([cell], ctx)[0]
 
-    The time limit (``ctx.timeout_s``) is enforced here (the process is killed), not inside the worker.
+
+def run_isolated_group(cells: list[Cell], ctx: Context) -> list[CellResult]:
+    """Run a group of cells (:func:`harness.run.execute.execute_group`) in a fresh Python process; its death or hang
+    becomes the status of every cell of the group.
+
+    The time limit (``ctx.timeout_s`` per cell) is enforced here (the process is killed), not inside the worker.
     """
+    limit = ctx.timeout_s * len(cells) if ctx.timeout_s else None
     with tempfile.TemporaryDirectory(prefix="attnbench-") as tmp:
         result_path = Path(tmp) / "result.json"
         job = {
-            "cell": cell.to_json(),
+            "cells": [cell.to_json() for cell in cells],
             "gemm_peak_gflops": ctx.gemm_peak_gflops,
+            "calibration_ms": ctx.calibration_ms,
             "workdir": str(ctx.workdir),
             "cache_dir": None if ctx.cache_dir is None else str(ctx.cache_dir),
             "result_path": str(result_path),
         }
         env = {**os.environ}
-        if cell.device.startswith("cpu"):
+        if cells[0].device.startswith("cpu"):
             env["GLIBC_TUNABLES"] = GLIBC_TUNABLES_TIMING  # read by glibc at process start only
         proc = subprocess.Popen(
             [sys.executable, "-m", "harness.run.worker"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE, env=env, text=True, start_new_session=True,
         )
         try:
-            _, stderr = proc.communicate(json.dumps(job), timeout=ctx.timeout_s or None)
+            _, stderr = proc.communicate(json.dumps(job), timeout=limit)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)  # the worker and anything it started
             proc.communicate()
-            return CellResult("timeout", f"cell exceeded its {ctx.timeout_s:g} s time limit (worker killed)")
+            return [CellResult("timeout", f"cell exceeded its {ctx.timeout_s:g} s time limit (worker killed)")
+                    for _ in cells]
         if result_path.exists():
-            return CellResult(**json.loads(result_path.read_text()))
+            return [CellResult(**r) for r in json.loads(result_path.read_text())]
         code = proc.returncode
         how = f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
         tail = (stderr or "").strip().splitlines()[-1:] or [""]
         if code == -signal.SIGKILL:
-            return CellResult("oom", f"worker {how} (likely the kernel's OOM killer) {tail[0]}".strip())
-        return CellResult("error", f"worker died ({how}) before reporting: {tail[0]}".strip())
+            death = CellResult("oom", f"worker {how} (likely the kernel's OOM killer) {tail[0]}".strip())
+        else:
+            death = CellResult("error", f"worker died ({how}) before reporting: {tail[0]}".strip())
+        return [dataclasses.replace(death) for _ in cells]
 
 
 def main() -> None:
     """The worker: one job from stdin, its result to the job's result path (never half a file)."""
     job = json.loads(sys.stdin.read())
     cache_dir = Path(job["cache_dir"]) if job.get("cache_dir") else None
-    ctx = Context(Path(job["workdir"]), cache_dir, job.get("gemm_peak_gflops"))
-    result = execute_cell(Cell.from_json(job["cell"]), ctx)
-    atomic_write_text(job["result_path"], json.dumps(dataclasses.asdict(result)))
+    ctx = Context(Path(job["workdir"]), cache_dir, job.get("gemm_peak_gflops"),
+                  calibration_ms=job.get("calibration_ms"))
+    results = execute_group([Cell.from_json(c) for c in job["cells"]], ctx)
+    atomic_write_text(job["result_path"], json.dumps([dataclasses.asdict(r) for r in results]))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..cell import Cell
 from ..errors import SuiteError
+from ..report.format import shown_env
 from ..report.speed import write_speed_reports
 from ..spec import (
     Axis,
@@ -19,13 +20,14 @@ from ..spec import (
     attention_config,
     capability_reason,
     check_keys,
+    identity,
     is_positive_int,
     mapping,
     resolve_or_fail,
     validate_numbers,
 )
 from ..store import Store
-from .measure import describe, measure_cell
+from .measure import describe, measure_cell, measure_group
 
 MODES = ("fwd", "fwd+bwd", "train_step")
 DTYPES = ("float32", "bfloat16", "float16")
@@ -81,10 +83,15 @@ def make_cell(suite: Suite, params: dict[str, Any], device: str) -> Cell:
     return Cell(
         suite=suite.name, params=params, fixed=suite.fixed, metrics=suite.metrics, timing=suite.timing,
         config=attention_config(name, suite.config_for(name), dim=params["dim"], heads=params["heads"], seq_len=n),
-        device=device, kind=suite.kind.name, label=label(params),
+        device=device, kind=suite.kind.name, label=label(params), **identity(suite, name),
         # layer cells have no padding; train_step cells feed every token too
         skip_reason=suite.skip_reason(params) or capability_reason(name, n, padded=False),
     )
+
+
+def group_key(cell: Cell) -> tuple[Any, ...]:
+    """Cells that differ only by attention are timed together (interleaved), so their ratios are paired."""
+    return (cell.device, *sorted((k, v) for k, v in cell.params.items() if k != "attention"))
 
 
 def _nothing(*_: Any) -> None:
@@ -92,15 +99,21 @@ def _nothing(*_: Any) -> None:
 
 
 def write_reports(store: Store, name: str, options: Mapping[str, Any], keys: list[str] | None) -> list:
-    return write_speed_reports(store.dataframe(keys), store.path.parent, env=store.latest_env(), suite=name,
+    df = store.dataframe(keys)
+    groups = set(df["timing_group"].dropna()) if "timing_group" in df.columns else set()
+    return write_speed_reports(df, store.path.parent, env=shown_env(store.runs(set(df["run_id"]))), suite=name,
                                baseline=options.get("baseline", "vanilla"),
-                               slope_min_seq_len=int(options.get("slope_min_seq_len", 1024)))
+                               slope_min_seq_len=int(options.get("slope_min_seq_len", 1024)),
+                               samples=store.samples(timing_groups=groups))
 
 
 KIND = SuiteKind(
     name="speed", axes=AXES, optional_axes={}, keys=frozenset({"fixed", "metrics", "timing"}), tables=("table4",),
     reads_data=False, parse=parse, validate=validate, make_cell=make_cell, run=measure_cell, prepare=_nothing,
     finished=_nothing, describe=describe, write_reports=write_reports,
+    code=("harness.cell", "harness.speed.measure", "harness.speed.timing", "harness.speed.memory",
+          "harness.speed.flops", "harness.speed.load", "harness.lra.models"),
+    group_key=group_key, run_group=measure_group,
 )
 
 

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import resource
+import time
+import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -19,11 +23,12 @@ from torch import Tensor, nn
 import attentions
 
 from .. import faults
-from ..cell import Cell, CellResult, Context, NonFinite, classify_exception, time_limit
+from ..cell import Cell, CellResult, CellTimeout, Context, NonFinite, classify_exception, time_limit
 from ..lra.models import Classifier
 from .flops import count_flops
+from .load import calibrate, cpu_times, load_between, noise_flags
 from .memory import peak_memory_bytes
-from .timing import time_fn
+from .timing import time_interleaved
 
 TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -115,8 +120,23 @@ def build_workload(cell: Cell, device: torch.device) -> tuple[Callable[[], Tenso
     return fwd_bwd, module
 
 
-def measure_cell(cell: Cell, ctx: Context) -> CellResult:
-    """Run one cell in this process and return its final status and metrics (``ctx``: time limit, GEMM peak)."""
+@dataclass
+class _Workload:
+    """A cell built, checked finite and measured for memory and FLOPs, ready to be timed with its group."""
+
+    cell: Cell
+    fn: Callable[[], Tensor]
+    module: nn.Module
+    metrics: dict[str, Any]
+    spent_s: float  # of its time limit
+
+
+def _memory_cap(device: torch.device) -> contextlib.AbstractContextManager[None]:
+    return cpu_memory_cap() if device.type == "cpu" else contextlib.nullcontext()
+
+
+def _prepare(cell: Cell, ctx: Context) -> _Workload | CellResult:
+    """Build the cell's workload, check it is finite, take its peak memory and FLOPs; a failure is its result."""
     faults.point("measure.cell", cell.label)
     device = torch.device(cell.device)
     try:
@@ -127,10 +147,9 @@ def measure_cell(cell: Cell, ctx: Context) -> CellResult:
     reason = cell.skip_reason or entry.unavailable_reason(device)
     if reason:
         return CellResult("unsupported", reason, metrics)
-    fn: Callable[[], Tensor] | None = None
-    module: nn.Module | None = None
+    started = time.perf_counter()
     try:
-        with time_limit(ctx.timeout_s), (cpu_memory_cap() if device.type == "cpu" else contextlib.nullcontext()):
+        with time_limit(ctx.timeout_s), _memory_cap(device):
             fn, module = build_workload(cell, device)
             metrics["params"] = sum(q.numel() for q in module.parameters())
             out = fn()
@@ -138,28 +157,87 @@ def measure_cell(cell: Cell, ctx: Context) -> CellResult:
             _check_finite(f"{cell.params['mode']} output/loss", out)
             _check_finite("gradients", *grads)
             del out, grads
-            if "time" in cell.metrics:
-                t = time_fn(fn, device, **cell.timing)
-                metrics.update(time_ms_median=t.median_ms, time_ms_iqr=t.iqr_ms, time_ms_mean=t.mean_ms,
-                               n_calls=t.n_calls, threads=t.threads,
-                               steps_per_s=1000.0 / t.median_ms if t.median_ms > 0 else float("nan"))
             if "memory" in cell.metrics:
                 metrics["peak_mem_bytes"] = peak_memory_bytes(fn, device, calls=3)
             if "flops" in cell.metrics:
                 metrics["gflops"] = count_flops(fn) / 1e9
-                if "time_ms_median" in metrics:
-                    metrics["gflops_per_s"] = metrics["gflops"] / (metrics["time_ms_median"] / 1e3)
-                    if ctx.gemm_peak_gflops:
-                        metrics["gemm_peak_fraction"] = metrics["gflops_per_s"] / ctx.gemm_peak_gflops
     except Exception as exc:  # every failure is a result, never the end of the sweep
         result = classify_exception(exc)
         result.metrics = metrics
         return result
-    finally:
-        del fn, module  # free the cell's memory before the next one
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
-    return CellResult("ok", "", metrics)
+    return _Workload(cell, fn, module, metrics, time.perf_counter() - started)
+
+
+def measure_cell(cell: Cell, ctx: Context) -> CellResult:
+    """Run one cell in this process and return its final status and metrics (``ctx``: time limit, GEMM peak)."""
+    return measure_group([cell], ctx)[0]
+
+
+def measure_group(cells: list[Cell], ctx: Context) -> list[CellResult]:
+    """Measure cells that differ only by attention together: each is built and checked alone, then all are timed in
+    interleaved rounds (:func:`harness.speed.timing.time_interleaved`), so their ratios survive a drifting machine.
+
+    The timing window's load and the reference kernel's drift are recorded in every timed cell (``noisy`` flag and
+    reason, :mod:`harness.speed.load`), and the per-round samples are returned with each result (stored raw).
+    A cell's time limit covers its own building, checking and timing.
+    """
+    prepared = [_prepare(cell, ctx) for cell in cells]
+    timed = [w for w in prepared if isinstance(w, _Workload) and "time" in w.cell.metrics]
+    results: dict[int, CellResult] = {}
+    if timed:
+        results = _time_group(timed, ctx)
+    out = []
+    for item in prepared:
+        if isinstance(item, CellResult):
+            out.append(item)
+            continue
+        result = results.get(id(item)) or CellResult("ok", "", item.metrics)
+        if result.status == "ok" and "time_ms_median" in item.metrics and "gflops" in item.metrics:
+            item.metrics["gflops_per_s"] = item.metrics["gflops"] / (item.metrics["time_ms_median"] / 1e3)
+            if ctx.gemm_peak_gflops:
+                item.metrics["gemm_peak_fraction"] = item.metrics["gflops_per_s"] / ctx.gemm_peak_gflops
+        out.append(result)
+    del prepared, timed  # the workloads: free their memory before the next group
+    if cells and cells[0].device.startswith("cuda"):
+        torch.cuda.empty_cache()
+    return out
+
+
+def _time_group(timed: list[_Workload], ctx: Context) -> dict[int, CellResult]:
+    """Time the workloads interleaved; their results by ``id(workload)`` (ok with samples, or the failure)."""
+    device = torch.device(timed[0].cell.device)
+
+    @contextlib.contextmanager
+    def guard(i: int) -> Iterator[None]:
+        left = None if not ctx.timeout_s else ctx.timeout_s - timed[i].spent_s
+        if left is not None and left <= 0:
+            raise CellTimeout(f"cell exceeded its {ctx.timeout_s:g} s time limit")
+        started = time.perf_counter()
+        try:
+            with time_limit(left):
+                yield
+        finally:
+            timed[i].spent_s += time.perf_counter() - started
+
+    calibration = calibrate() / ctx.calibration_ms if ctx.calibration_ms else None
+    window = cpu_times()
+    with _memory_cap(device):
+        timings = time_interleaved([w.fn for w in timed], device, guard=guard, **timed[0].cell.timing)
+    flags = noise_flags(load_between(window, cpu_times()), calibration)
+    group = uuid.uuid4().hex[:12]
+    results = {}
+    for w, t in zip(timed, timings, strict=True):
+        if isinstance(t, Exception):
+            results[id(w)] = classify_exception(t)
+            results[id(w)].metrics = w.metrics
+            continue
+        q25, q75 = np.percentile(t.times_ms, [25, 75])
+        w.metrics.update(time_ms_median=t.median_ms, time_ms_iqr=t.iqr_ms, time_ms_q25=float(q25),
+                         time_ms_q75=float(q75), time_ms_mean=t.mean_ms, n_calls=t.n_calls, rounds=len(t.times_ms),
+                         threads=t.threads, timing_group=group, timing_method=t.method,
+                         steps_per_s=1000.0 / t.median_ms if t.median_ms > 0 else float("nan"), **flags)
+        results[id(w)] = CellResult("ok", "", w.metrics, samples=list(t.times_ms))
+    return results
 
 
 def describe(result: CellResult) -> str:

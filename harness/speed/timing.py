@@ -6,11 +6,13 @@ events so that the asynchronous launch queue does not hide the kernel time.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
 import timeit
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,6 +38,9 @@ _L2_FLUSH_BYTES = 256 * 2**20
 _MAX_CUDA_REPEATS = 1000
 # Calls timed one by one to estimate how many repeats fill min_run_time_s on CUDA.
 _CUDA_ESTIMATE_CALLS = 5
+#: Fewest rounds of an interleaved timing: each round gives one paired sample per variant, and a ratio's confidence
+#: interval needs about ten of them.
+MIN_ROUNDS = 10
 
 
 @dataclass(frozen=True)
@@ -88,17 +93,94 @@ def time_fn(
         times_s, n_calls, method = _time_cuda(fn, device, min_run_time_s, min_repeats, warmup, flush_l2)
     else:
         times_s, n_calls, method = _time_cpu(fn, min_run_time_s, min_repeats, warmup)
+    return _summary(times_s, n_calls, method)
+
+
+def _summary(times_s: list[float], n_calls: int, method: str) -> TimingResult:
     times_ms = tuple(t * 1e3 for t in times_s)
     q25, median, q75 = np.percentile(times_ms, [25, 50, 75])
-    return TimingResult(
-        times_ms=times_ms,
-        median_ms=float(median),
-        iqr_ms=float(q75 - q25),
-        mean_ms=float(np.mean(times_ms)),
-        n_calls=n_calls,
-        threads=torch.get_num_threads(),
-        method=method,
-    )
+    return TimingResult(times_ms=times_ms, median_ms=float(median), iqr_ms=float(q75 - q25),
+                        mean_ms=float(np.mean(times_ms)), n_calls=n_calls, threads=torch.get_num_threads(),
+                        method=method)
+
+
+@contextlib.contextmanager
+def _unguarded(i: int) -> Iterator[None]:
+    yield
+
+
+def time_interleaved(
+    fns: list[Callable[[], object]],
+    device: torch.device,
+    *,
+    min_run_time_s: float = 1.0,
+    min_repeats: int = 5,
+    warmup: int = 2,
+    flush_l2: bool = False,
+    guard: Callable[[int], AbstractContextManager[None]] = _unguarded,
+) -> list[TimingResult | Exception]:
+    """Times several functions in interleaved rounds, so that a drift of the machine hits all of them alike.
+
+    Each round times a block of calls of every function, in an order rotated by one each round (so no function is
+    always first after another), and gives one sample per function: the mean per-call time of its block. Samples of
+    the same round are paired: the ratio of two functions' samples in one round is free of whatever the machine did
+    on a longer scale. Rounds = max(``min_repeats``, :data:`MIN_ROUNDS`); each function's block is sized so that its
+    blocks add up to about ``min_run_time_s`` (at least one call per block).
+
+    Args:
+        fns: the calls to time (no arguments).
+        device: where they run; CUDA blocks are timed with CUDA events.
+        min_run_time_s, min_repeats, warmup, flush_l2: as for :func:`time_fn`.
+        guard: ``guard(i)`` wraps every use of ``fns[i]`` (its time limit); an exception inside it ends the timing
+            of that function alone.
+
+    Returns:
+        Per function, its samples (one per round) and statistics, or the exception that stopped it.
+    """
+    failed: dict[int, Exception] = {}
+    estimate = [0.0] * len(fns)
+    for i, fn in enumerate(fns):
+        try:
+            with guard(i):
+                for _ in range(warmup):
+                    fn()
+                estimate[i] = _block(fn, 1, device, flush=None)
+        except Exception as exc:  # the function's failure is its result; the others go on
+            failed[i] = exc
+    rounds = max(min_repeats, MIN_ROUNDS)
+    number = [max(1, round(min_run_time_s / rounds / max(e, 1e-7))) for e in estimate]
+    cold = flush_l2 and device.type == "cuda"
+    flush = torch.empty(_L2_FLUSH_BYTES, dtype=torch.int8, device=device) if cold else None
+    samples: list[list[float]] = [[] for _ in fns]
+    for r in range(rounds):
+        live = [i for i in range(len(fns)) if i not in failed]
+        for i in live[r % len(live):] + live[: r % len(live)] if live else []:  # rotated by one each round
+            try:
+                with guard(i):
+                    samples[i].append(_block(fns[i], number[i], device, flush))
+            except Exception as exc:
+                failed[i] = exc
+    method = "interleaved_cuda_events" if device.type == "cuda" else "interleaved_perf_counter"
+    return [failed.get(i) or _summary(samples[i], number[i] * rounds, method) for i in range(len(fns))]
+
+
+def _block(fn: Callable[[], object], number: int, device: torch.device, flush: torch.Tensor | None) -> float:
+    """Mean seconds per call of ``number`` back-to-back calls (CUDA: events around each call, L2 flushed before
+    each if ``flush`` is given)."""
+    if device.type != "cuda":
+        return timeit.Timer(fn).timeit(number) / number  # perf_counter, the clock torch.utils.benchmark uses
+    with torch.cuda.device(device):
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(number)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(number)]
+        torch.cuda.synchronize(device)
+        for start, end in zip(starts, ends, strict=True):
+            if flush is not None:
+                flush.zero_()  # outside the timed region
+            start.record()
+            fn()
+            end.record()
+        torch.cuda.synchronize(device)
+        return sum(s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)) * 1e-3 / number
 
 
 def timing_env_active() -> bool:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import math
 import sqlite3
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from harness.cell import Cell
@@ -87,20 +89,66 @@ def test_every_status_is_accepted(tmp_path: Path, cells: list[Cell]) -> None:
         assert sorted(store.dataframe()["status"]) == sorted(STATUSES)
 
 
-def test_fresh_put_replaces_the_row(tmp_path: Path, cells: list[Cell]) -> None:
+def test_fresh_put_adds_a_row_and_the_latest_is_reported(tmp_path: Path, cells: list[Cell]) -> None:
+    """--fresh measures again in a new run: the old row stays (history), the reports read the latest."""
     with Store(tmp_path / "results.db") as store:
-        first = store.start_run("tiny", "quick", {}, [])
+        first = store.start_run("tiny", "quick", {"git_commit": "aaa"}, [])
         store.put(first, cells[0], "timeout", "too slow")
-        second = store.start_run("tiny", "quick", {}, ["--fresh"])
+        second = store.start_run("tiny", "quick", {"git_commit": "bbb"}, ["--fresh"])
         assert second > first
         store.put(second, cells[0], "ok", "", {"time_ms_median": 1.5})
-        (count,) = store.db.execute("SELECT COUNT(*) FROM cells WHERE key = ?", (cells[0].key,)).fetchone()
-        assert count == 1
+        rows = store.db.execute("SELECT run_id, status FROM cells WHERE key = ? ORDER BY run_id",
+                                (cells[0].key,)).fetchall()
+        assert rows == [(first, "timeout"), (second, "ok")]
         df = store.dataframe()
         assert len(df) == 1
         assert (df.loc[0, "status"], df.loc[0, "time_ms_median"], df.loc[0, "message"]) == ("ok", 1.5, "")
-        (run_id,) = store.db.execute("SELECT run_id FROM cells").fetchone()
-        assert run_id == second
+        assert (df.loc[0, "run_id"], df.loc[0, "commit"]) == (second, "bbb")
+        old = store.dataframe(run_id=first)
+        assert (old.loc[0, "status"], old.loc[0, "commit"]) == ("timeout", "aaa")
+        store.finish_run(second, {"statuses": {"ok": 1}})
+        runs = store.runs()
+        assert list(runs["run_id"]) == [first, second] and runs.iloc[1]["summary"] == {"statuses": {"ok": 1}}
+        assert pd.isna(runs.iloc[0]["finished_utc"]) and runs.iloc[1]["finished_utc"]
+
+
+def test_samples_are_stored_with_their_timing_group(tmp_path: Path, cells: list[Cell]) -> None:
+    with Store(tmp_path / "results.db") as store:
+        run = store.start_run("tiny", "quick", {}, [])
+        store.put(run, cells[0], "ok", "", {"time_ms_median": 2.0, "timing_group": "g1"}, samples=[1.0, 2.0, 3.0])
+        store.put(run, cells[1], "ok", "", {"time_ms_median": 2.0, "timing_group": "g1"}, samples=[2.0, 2.5])
+        store.put(run, cells[2], "error", "boom")
+        assert store.samples(timing_groups=["g1"]) == {(cells[0].key, "g1"): [1.0, 2.0, 3.0],
+                                                       (cells[1].key, "g1"): [2.0, 2.5]}
+        assert store.samples([cells[2].key]) == {}
+
+
+def test_a_version_1_store_is_migrated_with_its_rows(tmp_path: Path, cells: list[Cell]) -> None:
+    path = tmp_path / "results.db"
+    with sqlite3.connect(path) as raw:  # the schema of stores written before history was kept
+        raw.executescript("""
+            CREATE TABLE runs (run_id INTEGER PRIMARY KEY AUTOINCREMENT, suite TEXT NOT NULL, profile TEXT NOT NULL,
+                started_utc TEXT NOT NULL, argv TEXT NOT NULL, env_json TEXT NOT NULL);
+            CREATE TABLE cells (key TEXT PRIMARY KEY, run_id INTEGER NOT NULL, suite TEXT NOT NULL,
+                cell_json TEXT NOT NULL, status TEXT NOT NULL, message TEXT NOT NULL DEFAULT '',
+                metrics_json TEXT NOT NULL DEFAULT '{}', finished_utc TEXT NOT NULL);
+            CREATE TABLE curves (key TEXT NOT NULL, step INTEGER NOT NULL, train_loss REAL, train_acc REAL,
+                dev_loss REAL, dev_acc REAL, PRIMARY KEY (key, step));
+        """)
+        raw.execute("INSERT INTO runs VALUES (1, 'tiny', 'quick', 't', '[]', '{\"git_commit\": \"old\"}')")
+        raw.execute("INSERT INTO cells VALUES (?, 1, 'tiny', ?, 'ok', '', '{\"time_ms_median\": 3.0}', 't')",
+                    (cells[0].key, json.dumps(cells[0].to_json())))
+        raw.execute("INSERT INTO curves VALUES (?, 10, 0.5, 0.6, 0.7, 0.8)", (cells[0].key,))
+    with Store(path) as store:
+        df = store.dataframe()
+        assert (df.loc[0, "key"], df.loc[0, "time_ms_median"], df.loc[0, "run_id"], df.loc[0, "commit"]) == (
+            cells[0].key, 3.0, 1, "old")
+        assert store.curves()[["step", "dev_acc"]].values.tolist() == [[10, 0.8]]
+        run = store.start_run("tiny", "quick", {}, ["--fresh"])
+        store.put(run, cells[0], "ok", "", {"time_ms_median": 4.0})
+        assert store.dataframe().loc[0, "time_ms_median"] == 4.0
+    with Store(path) as store:  # opening again changes nothing
+        assert len(store.db.execute("SELECT * FROM cells").fetchall()) == 2
 
 
 def test_wal_mode(tmp_path: Path) -> None:

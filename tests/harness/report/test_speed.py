@@ -80,13 +80,13 @@ def test_group_slug() -> None:
 def test_markdown_table_golden() -> None:
     md = table4(make_results(lengths=(512, 1024, 4096)), baseline="vanilla", fmt="md")
     assert md == (
-        "| Attention   | Time (ms) 512 | Time (ms) 1K | Time (ms) 4K | Peak memory (MiB) 512 "
+        "| Attention   | Time (ms) 512 |      Time (ms) 1K | Time (ms) 4K | Peak memory (MiB) 512 "
         "| Peak memory (MiB) 1K | Peak memory (MiB) 4K |\n"
-        "|:------------|--------------:|-------------:|-------------:|----------------------:"
+        "|:------------|--------------:|------------------:|-------------:|----------------------:"
         "|---------------------:|---------------------:|\n"
-        "| vanilla     |          10.0 |         40.0 |          OOM |                  16.0 "
+        "| vanilla     |    10.0 ±5.0% |        40.0 ±5.0% |          OOM |                  16.0 "
         "|                 64.0 |                  OOM |\n"
-        "| s3attention |             — |  10.0 (4.0×) |         40.0 |                     — "
+        "| s3attention |             — | 10.0 ±5.0% (4.0×) |   40.0 ±5.0% |                     — "
         "|          8.00 (8.0×) |                 32.0 |"
     )
 
@@ -94,11 +94,12 @@ def test_markdown_table_golden() -> None:
 def test_markdown_table_markers_and_multipliers() -> None:
     md = table4(make_results(), baseline="vanilla", fmt="md")
     vanilla, s3 = (_md_cells(line) for line in md.splitlines()[2:])
-    assert vanilla == ["vanilla", "10.0", "40.0", "160", "OOM", "16.0", "64.0", "256", "OOM"]
+    # ±: half the IQR (time / 10 here) relative to the median: 5.0%
+    assert vanilla == ["vanilla", "10.0 ±5.0%", "40.0 ±5.0%", "160 ±5.0%", "OOM", "16.0", "64.0", "256", "OOM"]
     assert s3[0] == "s3attention" and s3[1] == s3[5] == "—"  # the error cell at 512
-    assert s3[2:4] == ["10.0 (4.0×)", "20.0 (8.0×)"]  # 40/10 and 160/20 ms speed-ups
-    assert s3[6:8] == ["8.00 (8.0×)", "16.0 (16.0×)"]  # 64/8 and 256/16 MiB savings
-    assert s3[4] == "40.0" and s3[8] == "32.0"  # baseline OOM at 4K: value without multiplier
+    assert s3[2:4] == ["10.0 ±5.0% (4.0×)", "20.0 ±5.0% (8.0×)"]  # 40/10 and 160/20 ms speed-ups (unpaired)
+    assert s3[6:8] == ["8.00 (8.0×)", "16.0 (16×)"]  # 64/8 and 256/16 MiB savings, two significant digits
+    assert s3[4] == "40.0 ±5.0%" and s3[8] == "32.0"  # baseline OOM at 4K: value without multiplier
 
 
 def test_table_without_baseline_has_no_multipliers() -> None:
@@ -112,7 +113,7 @@ def test_train_step_shows_throughput_ratio_variant_over_baseline() -> None:
     md = table4(make_results(lengths=(1024,), mode="train_step"), baseline="vanilla", fmt="md")
     assert "Throughput (steps/s) 1K" in md
     # 1000/40 = 25 steps/s for vanilla, 1000/10 = 100 steps/s for s3attention.
-    assert _md_cells(md.splitlines()[-1]) == ["s3attention", "100 (4.0×)", "8.00 (8.0×)"]
+    assert _md_cells(md.splitlines()[-1]) == ["s3attention", "100 ±5.0% (4.0×)", "8.00 (8.0×)"]
 
 
 def test_unmeasured_metric_block_is_dropped() -> None:
@@ -131,7 +132,7 @@ def test_table4_rejects_duplicate_cells_and_mixed_groups() -> None:
 
 def test_latex_table() -> None:
     df = pd.concat([make_results(), make_results().query("attention == 's3attention'")
-                   .assign(attention="linformer_k256")])
+                   .assign(attention="linformer_k128")])
     tex = table4(df, baseline="vanilla", fmt="tex")
     for rule in (r"\toprule", r"\midrule", r"\bottomrule", r"\cmidrule(lr){2-5}", r"\cmidrule(lr){6-9}"):
         assert rule in tex
@@ -143,9 +144,9 @@ def test_latex_table() -> None:
     assert r"\multicolumn{4}{c}{Time (ms)}" in tex and r"\multicolumn{4}{c}{Peak memory (MiB)}" in tex
     assert r"Attention & 512 & 1K & 2K & 4K & 512 & 1K & 2K & 4K \\" in tex
     body = _body_rows(tex)
-    assert [row.split(" & ")[0] for row in body] == ["vanilla", r"linformer\_k256", "s3attention"]
+    assert [row.split(" & ")[0] for row in body] == ["vanilla", r"linformer\_k128", "s3attention"]
     assert all(row.endswith(r" \\") and row.count(" & ") == 8 for row in body)
-    assert r"10.0 (4.0$\times$)" in body[2] and "---" in body[2] and "×" not in tex
+    assert r"10.0 $\pm$5.0\% (4.0$\times$)" in body[2] and "---" in body[2] and "×" not in tex and "±" not in tex
 
 
 def test_write_reports(tmp_path: Path) -> None:
@@ -155,13 +156,15 @@ def test_write_reports(tmp_path: Path) -> None:
     written = write_speed_reports(pd.concat([df, other]), tmp_path, env=ENV, suite="synthetic", plots=False)
 
     slugs = ["cpu_bfloat16_fwd_b4_h2_d64", "cpu_float32_fwdpbwd_b4_h2_d64"]
-    expected = ["results.csv", "env.json", *(f"table4_{s}.{ext}" for s in slugs for ext in ("md", "tex")),
+    expected = ["results.csv", "env.json",
+                *(f"{t}_{s}.{ext}" for s in slugs for t in ("table4", "ratios") for ext in ("md", "tex")),
                 "slopes.csv", "slopes.md"]
     assert [p.name for p in written] == expected
     assert all(p.parent == tmp_path and p.stat().st_size > 0 for p in written)
 
     back = pd.read_csv(tmp_path / "results.csv")
-    assert len(back) == 16 and list(back.columns) == list(df.columns)
+    speedups = ["speedup", "speedup_lo", "speedup_hi", "speedup_paired"]
+    assert len(back) == 16 and list(back.columns) == [*df.columns, *speedups]
     key = df.loc[0, "key"]
     cell = back[(back["key"] == key) & (back["dtype"] == "float32")].iloc[0]
     assert cell["time_ms_median"] == 1 / 3 and cell["gflops"] == 2 / 3
