@@ -118,6 +118,8 @@ def patch_kind(monkeypatch: pytest.MonkeyPatch, kind: str, **changes: Any) -> No
     The runner, the recorder and the workers look a kind up in ``harness.kinds.KINDS`` when they use it, so the
     replacement is seen everywhere in this process.
     """
+    if "run" in changes:  # a replaced single-cell run replaces the kind's group run too
+        changes.setdefault("run_group", None)
     monkeypatch.setitem(KINDS, kind, dataclasses.replace(KINDS[kind], **changes))
 
 

@@ -30,24 +30,19 @@ def execute_group(cells: list[Cell], ctx: Context) -> list[CellResult]:
     return [kind.run(cell, ctx) for cell in cells]
 
 
-def groups(todo: list[Cell], every_cell: list[Cell], baseline: str | None) -> list[list[Cell]]:
-    """The cells to run, in groups the kind runs together, in the order their first cells come.
+def groups(todo: list[Cell]) -> list[list[Cell]]:
+    """The cells to run, in the groups their kind runs together (cells with equal ``group_key``), in the order their
+    first cells come. A kind without a group key runs one cell at a time.
 
-    A group that lacks its baseline cell (finished earlier, or left out by ``--only``) gets it back, so that every
-    ratio to the baseline is measured in the same interleaved rounds; the baseline's new result is stored too.
+    A group is measured and recorded as a whole, so a run killed inside a group measures the whole group again when
+    it resumes: its cells stay paired. Cells run apart (``--only``) are paired only with what ran beside them; the
+    reports say which ratios are unpaired.
     """
     out: dict[Any, list[Cell]] = {}
     for cell in todo:
-        key = KINDS[cell.kind].group_key
-        out.setdefault(cell.key if key is None else ("group", key(cell)), []).append(cell)
-    for members in out.values():
-        key = KINDS[members[0].kind].group_key
-        if key is None or any(c.params["attention"] == baseline for c in members):
-            continue
-        base = next((c for c in every_cell if c.params["attention"] == baseline and not c.skip_reason
-                     and key(c) == key(members[0])), None)
-        if base is not None and not all(c.skip_reason for c in members):
-            members.insert(0, base)
+        kind = KINDS[cell.kind]
+        together = kind.group_key is not None and kind.run_group is not None
+        out.setdefault(("group", kind.group_key(cell)) if together else cell.key, []).append(cell)  # type: ignore[misc]
     return list(out.values())
 
 

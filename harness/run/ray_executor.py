@@ -247,7 +247,11 @@ def _schedule(ray: ModuleType, task: Any, queue: list[list[Cell]], context: dict
             except StopIteration:
                 results = [CellResult("error", "ray task ended without a result") for _ in entry.cells]
             except ray.exceptions.RayError as exc:
-                results = [_death(ray, exc) for _ in entry.cells]
+                if len(entry.cells) > 1:  # the group died with one of its cells: run each alone (see worker.py)
+                    del pending[gen]
+                    queue.extend([cell] for cell in reversed(entry.cells))
+                    continue
+                results = [_death(ray, exc)]
             else:
                 if value == _STARTED:
                     if timeout_s:
@@ -262,6 +266,9 @@ def _schedule(ray: ModuleType, task: Any, queue: list[list[Cell]], context: dict
             if entry.deadline is not None and entry.deadline <= now:
                 ray.cancel(gen, force=True)  # kills the worker: the group is stuck in native code
                 del pending[gen]
+                if len(entry.cells) > 1:  # find the cell that hangs: each alone, with its own limit
+                    queue.extend([cell] for cell in reversed(entry.cells))
+                    continue
                 for cell in entry.cells:
                     record(cell, CellResult(
                         "timeout", f"cell exceeded its {timeout_s:g} s time limit (Ray task cancelled)"))

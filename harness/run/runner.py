@@ -94,7 +94,7 @@ def run_suite(
                       env.get("calibration_ms"))
         if todo:
             suite.kind.prepare(todo, ctx)
-        batches = groups(todo, every_cell, suite.report.get("baseline"))
+        batches = groups(todo)
         total = sum(map(len, batches))
         bar = tqdm(total=total, desc=f"{suite.name}/{suite.profile}", unit="cell", disable=not tty,
                    dynamic_ncols=True)

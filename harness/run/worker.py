@@ -32,7 +32,18 @@ def run_isolated_group(cells: list[Cell], ctx: Context) -> list[CellResult]:
 
     The time limit (``ctx.timeout_s`` per cell) is enforced here (the process is killed), not inside the worker.
     """
-    limit = ctx.timeout_s * len(cells) if ctx.timeout_s else None
+    outcome = _worker(cells, ctx, ctx.timeout_s * len(cells) if ctx.timeout_s else None)
+    if isinstance(outcome, list):
+        return outcome
+    if len(cells) == 1:
+        return [outcome]
+    # The worker died or hung and took its whole group with it: run each cell alone, so that the failure stays in
+    # the cell that caused it (those cells are timed alone, their ratios unpaired).
+    return [result for cell in cells for result in run_isolated_group([cell], ctx)]
+
+
+def _worker(cells: list[Cell], ctx: Context, limit: float | None) -> list[CellResult] | CellResult:
+    """One worker process for ``cells``: their results, or the one result of its death or hang."""
     with tempfile.TemporaryDirectory(prefix="attnbench-") as tmp:
         result_path = Path(tmp) / "result.json"
         job = {
@@ -55,18 +66,15 @@ def run_isolated_group(cells: list[Cell], ctx: Context) -> list[CellResult]:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)  # the worker and anything it started
             proc.communicate()
-            return [CellResult("timeout", f"cell exceeded its {ctx.timeout_s:g} s time limit (worker killed)")
-                    for _ in cells]
+            return CellResult("timeout", f"cell exceeded its {ctx.timeout_s:g} s time limit (worker killed)")
         if result_path.exists():
             return [CellResult(**r) for r in json.loads(result_path.read_text())]
         code = proc.returncode
         how = f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
         tail = (stderr or "").strip().splitlines()[-1:] or [""]
         if code == -signal.SIGKILL:
-            death = CellResult("oom", f"worker {how} (likely the kernel's OOM killer) {tail[0]}".strip())
-        else:
-            death = CellResult("error", f"worker died ({how}) before reporting: {tail[0]}".strip())
-        return [dataclasses.replace(death) for _ in cells]
+            return CellResult("oom", f"worker {how} (likely the kernel's OOM killer) {tail[0]}".strip())
+        return CellResult("error", f"worker died ({how}) before reporting: {tail[0]}".strip())
 
 
 def main() -> None:

@@ -216,6 +216,8 @@ def _time_group(timed: list[_Workload], ctx: Context) -> dict[int, CellResult]:
         try:
             with time_limit(left):
                 yield
+        except CellTimeout:  # what is left of the limit fired: the message names the cell's limit
+            raise CellTimeout(f"cell exceeded its {ctx.timeout_s:g} s time limit") from None
         finally:
             timed[i].spent_s += time.perf_counter() - started
 

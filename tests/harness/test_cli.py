@@ -212,6 +212,10 @@ def test_run_where_no_cell_is_ok_still_writes_reports(
 ) -> None:
     path = write_yaml(tiny_doc(skip=[{"when": {"seq_len": {"ge": 1}}, "reason": "everything"}]))
     result = cli("run", path, "--out", tmp_path / "o", "--device", "cpu")
-    assert result.code == 0
-    assert "unsupported=8" in result.out
+    assert result.code == 1  # nothing was measured: a script that runs this must not take it for a success
+    assert "unsupported=8" in result.out and result.err_lines[-1:] == [
+        f"attnbench: error: no cell of this run finished ok (unsupported); see the message column of "
+        f"{tmp_path / 'o' / 'tiny' / 'quick' / 'results.csv'}"]
     assert list((tmp_path / "o" / "tiny" / "quick").glob("table4_*.md"))
+    again = cli("run", path, "--out", tmp_path / "o", "--device", "cpu")
+    assert again.code == 0 and "ran: nothing to run" in again.out  # nothing left to run is not a failure

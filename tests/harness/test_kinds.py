@@ -41,8 +41,8 @@ def test_a_new_kind_needs_only_its_entry_in_the_table(monkeypatch: pytest.Monkey
         seen.append(f"{name}:{len(store.dataframe(keys))}:{options['tables']}")
         return []
 
-    echo = dataclasses.replace(KINDS["speed"], name="echo", tables=("echo_table",), run=_echo, write_reports=reports,
-                               keys=frozenset({"fixed", "metrics", "timing"}))
+    echo = dataclasses.replace(KINDS["speed"], name="echo", tables=("echo_table",), run=_echo, run_group=None,
+                               write_reports=reports, keys=frozenset({"fixed", "metrics", "timing"}))
     monkeypatch.setitem(KINDS, "echo", echo)
     doc = tiny_doc(kind="echo")
     suite = load_suite(write_yaml(doc), "smoke")
@@ -114,13 +114,13 @@ def test_speed_cells_have_no_padding(throwaway: Callable[..., Any], write_yaml: 
 def test_flush_l2_timing_key_reaches_the_timer(monkeypatch: pytest.MonkeyPatch,
                                                write_yaml: Callable[..., Path]) -> None:
     seen: list[dict[str, Any]] = []
-    real = harness.speed.measure.time_fn
+    real = harness.speed.measure.time_interleaved
 
-    def spy(fn: Callable[[], object], device: Any, **kwargs: Any) -> Any:
+    def spy(fns: list[Callable[[], object]], device: Any, **kwargs: Any) -> Any:
         seen.append(kwargs)
-        return real(fn, device, **kwargs)
+        return real(fns, device, **kwargs)
 
-    monkeypatch.setattr(harness.speed.measure, "time_fn", spy)
+    monkeypatch.setattr(harness.speed.measure, "time_interleaved", spy)
     doc = tiny_doc(metrics=["time"], timing={"flush_l2": True})
     cell = next(c for c in load_suite(write_yaml(doc), "quick").expand("cpu") if c.params["mode"] == "fwd")
     assert harness.speed.measure.measure_cell(cell, Context(Path("."))).status == "ok"
@@ -129,9 +129,9 @@ def test_flush_l2_timing_key_reaches_the_timer(monkeypatch: pytest.MonkeyPatch,
 
 def test_run_prints_the_suite_description(cli: Callable[..., CliResult], write_yaml: Callable[..., Path],
                                           tmp_path: Path) -> None:
-    doc = tiny_doc(description="what this suite is for",
-                   skip=[{"when": {"seq_len": {"ge": 1}}, "reason": "nothing to measure here"}])
-    result = cli("run", write_yaml(doc), "--out", tmp_path, "--device", "cpu", "--profile", "quick")
+    doc = tiny_doc(description="what this suite is for")
+    result = cli("run", write_yaml(doc), "--out", tmp_path, "--device", "cpu", "--profile", "quick",
+                 "--only", "vanilla", "--set", "seq_len=16", "--set", "mode=fwd")
     assert result.code == 0, result.err
     assert result.out.splitlines()[0] == "tiny: what this suite is for"
 

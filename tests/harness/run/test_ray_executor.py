@@ -54,9 +54,9 @@ def _frame(out: Path, suite: str = "tiny", profile: str = "quick") -> pd.DataFra
         return store.dataframe().set_index("key").sort_index()
 
 
-def _run(cli: Callable[..., CliResult], suite: Path, out: Path, *flags: object) -> CliResult:
+def _run(cli: Callable[..., CliResult], suite: Path, out: Path, *flags: object, code: int = 0) -> CliResult:
     result = cli("run", suite, "--out", out, "--device", "cpu", "--executor", "ray", *flags)
-    assert result.code == 0, result.err
+    assert result.code == code, result.err
     return result
 
 
@@ -105,7 +105,7 @@ def test_timeout(ray_home: Path, cli: Callable[..., CliResult], write_yaml: Call
     if grace is not None:
         monkeypatch.setattr(harness.run.ray_executor, "KILL_GRACE_S", grace)
     slow = write_yaml(tiny_doc(timing={"min_run_time_s": 30.0, "min_repeats": 2, "warmup": 1}), "slow.yaml")
-    result = _run(cli, slow, tmp_path, "--timeout", "2", *ONE_CELL)
+    result = _run(cli, slow, tmp_path, "--timeout", "2", *ONE_CELL, code=1)  # no cell ok: exit 1
     assert "ran: timeout=1" in result.out
     row = _frame(tmp_path).iloc[0]
     assert row["status"] == "timeout" and "2 s time limit" in row["message"]
