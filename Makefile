@@ -21,7 +21,7 @@ RUN         = $(BIN)/attnbench run --profile $(PROFILE) --device $(DEVICE) --out
 DATA_DIR   ?=
 
 .PHONY: setup bench-speed bench-memory bench-long accuracy robustness hyperparams ablation incoherence report test \
-	test-slow lint clean
+	test-slow lint clean clean-results
 
 setup: $(STAMP)
 
@@ -66,6 +66,11 @@ test-slow: setup
 lint: setup
 	$(BIN)/ruff check attentions harness tests
 
+# clean: what can be rebuilt or regenerated (the virtualenv, build and test caches, the generated-data cache).
+# clean-results: the results themselves (every store, table and plot under OUT): nothing can regenerate a store.
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache $(OUT)/.data_cache
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +
+
+clean-results:
 	find $(OUT) -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +

@@ -19,6 +19,7 @@ import attentions
 
 from .envinfo import collect_env
 from .errors import RunFailed, UserError
+from .report.compare import compare, parse_side, render
 from .report.export import write_suite_reports
 from .run.execute import RunSummary
 from .run.ray_executor import check_address, require_ray
@@ -129,13 +130,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         summary = run_suite(
             suite, out=out, device=device, fresh=args.fresh, isolate=args.isolate, timeout_s=args.timeout,
-            only=only or None, argv=sys.argv, executor=args.executor, address=args.address,
+            only=only or None, argv=args.argv, executor=args.executor, address=args.address,
             cpus_per_task=args.cpus_per_task, quiet_limit_s=args.quiet_timeout if args.require_quiet else None,
         )
     except KeyboardInterrupt:
         with Store(suite_dir(out, suite) / "results.db") as store:
             stored = len(store.finished_keys() & {c.key for c in suite.expand(device)})
-        resume = " ".join(["attnbench", *(shlex.quote(a) for a in sys.argv[1:])])
+        resume = " ".join(shlex.quote(a) for a in args.argv)
         print(f"attnbench: interrupted; {stored} cells of {suite.name}/{suite.profile} are stored in "
               f"{suite_dir(out, suite)}; resume with: {resume}", file=sys.stderr)
         return 130
@@ -187,6 +188,27 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    threshold = _percent(args.threshold)
+    a, b = parse_side(args.a), parse_side(args.b)
+    result = compare(a, b, threshold)
+    sys.stdout.write(render(result, a, b, threshold, args.format))
+    regressions = int((result["verdict"] == "regression").sum()) if not result.empty else 0
+    return 1 if args.fail_on_regression and regressions else 0
+
+
+def _percent(text: str) -> float:
+    """``5%``, ``5`` (percent) or ``0.05`` -> 0.05."""
+    try:
+        value = float(text.rstrip("%"))
+    except ValueError:
+        raise UserError(f"--threshold {text}: give a percentage such as 5%") from None
+    value = value / 100 if text.endswith("%") or value >= 1 else value
+    if not 0 < value < 10:
+        raise UserError(f"--threshold {text}: must be a positive percentage such as 5%")
+    return value
+
+
 def cmd_env(args: argparse.Namespace) -> int:
     print(json.dumps(collect_env(torch.device(args.device or default_device())), indent=2))
     return 0
@@ -225,6 +247,14 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="rewrite CSV/Markdown/LaTeX tables and plots from a results directory")
     rep.add_argument("dir", help="a directory holding results.db (or a parent of several)")
     rep.set_defaults(func=cmd_report)
+    cmp = sub.add_parser("compare", help="compare two results directories (or two runs: DIR@RUN) cell by cell")
+    cmp.add_argument("a", help="the reference: a suite's results directory, optionally @RUN (a run id)")
+    cmp.add_argument("b", help="the results compared with it, likewise")
+    cmp.add_argument("--threshold", default="5%", help="smallest change reported as a regression (default 5%%)")
+    cmp.add_argument("--format", choices=("md", "csv", "json"), default="md", help="output format (default md)")
+    cmp.add_argument("--fail-on-regression", action="store_true",
+                     help="exit 1 when a cell got slower beyond the threshold, significantly")
+    cmp.set_defaults(func=cmd_compare)
     env = sub.add_parser("env", help="print the environment block stored with every run")
     env.add_argument("--device", default=None)
     env.set_defaults(func=cmd_env)
@@ -245,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         _reexec_with_timing_env(argv)
     try:
         args = build_parser().parse_args(argv)
+        args.argv = ["attnbench", *argv]  # the command as typed, for the store and the resume hint
         return int(args.func(args))
     except UserError as exc:
         print(f"attnbench: error: {exc}", file=sys.stderr)

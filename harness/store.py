@@ -214,14 +214,22 @@ class Store:
                          "finished_utc": finished})
         return pd.DataFrame(rows)
 
-    def samples(self, keys: Iterable[str] | None = None, *, timing_groups: Iterable[str] | None = None
-                ) -> dict[tuple[str, str], list[float]]:
-        """Raw per-round timing samples (ms per call), by (key, timing group), of the given keys or groups."""
+    def samples(self, keys: Iterable[str] | None = None, *, timing_groups: Iterable[str] | None = None,
+                run_ids: Iterable[int] | None = None) -> dict[tuple[str, str], list[float]]:
+        """Raw per-round timing samples (ms per call), by (key, timing group), of the given keys, groups or runs.
+
+        A timing group is unique to one run (a random id drawn when the group is timed), so (key, group) names one
+        stored measurement.
+        """
         keys = None if keys is None else set(keys)
         groups = None if timing_groups is None else set(timing_groups)
+        runs = None if run_ids is None else {int(r) for r in run_ids}
         out = {}
-        for key, group, blob in self.db.execute("SELECT key, timing_group, samples_json FROM samples"):
-            if (keys is None or key in keys) and (groups is None or group in groups):
+        for key, run_id, group, blob in self.db.execute(
+            "SELECT key, run_id, timing_group, samples_json FROM samples ORDER BY run_id"
+        ):
+            if (keys is None or key in keys) and (groups is None or group in groups) and (runs is None
+                                                                                          or run_id in runs):
                 out[(key, group)] = json.loads(blob)
         return out
 

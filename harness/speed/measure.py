@@ -248,7 +248,8 @@ def describe(result: CellResult) -> str:
         return f"{result.status} {result.message}".strip()
     m, parts = result.metrics, []
     if "time_ms_median" in m:
-        parts.append(f"{m['time_ms_median']:.3g} ms (IQR {m['time_ms_iqr']:.2g})")
+        parts.append(f"{m['time_ms_median']:.3g} ms (IQR {m.get('time_ms_iqr', float('nan')):.2g})"
+                     + (f" noisy: {m['noisy_reason']}" if m.get("noisy") else ""))
     if "peak_mem_bytes" in m:
         parts.append(f"{m['peak_mem_bytes'] / 2**20:.3g} MiB")
     return "ok " + ", ".join(parts)

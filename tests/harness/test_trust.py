@@ -1,0 +1,192 @@
+"""Numbers you can publish: the code and the thread count in every key (an edited variant is measured again, the
+others are reused), every run kept, noisy timings flagged, honest exits, and ``attnbench compare``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import harness.provenance
+import harness.run.runner
+import harness.speed.measure
+from harness.cell import Cell, CellResult, Context
+from harness.cli import default_threads
+from harness.run.runner import run_suite
+from harness.store import Store
+from harness.suite import load_suite
+from tests.conftest import CliResult, patch_kind, tiny_doc
+
+pytestmark = pytest.mark.usefixtures("fast_runner", "one_thread")
+
+
+def _edit(monkeypatch: pytest.MonkeyPatch, module: str) -> None:
+    """As if ``module``'s file had been edited: its source reads differently from now on."""
+    real = harness.provenance._source
+
+    def edited(name: str) -> bytes:
+        return real(name) + (b"\n# edited\n" if name == module else b"")
+
+    monkeypatch.setattr(harness.provenance, "_source", edited)
+
+
+def test_editing_a_variant_makes_only_its_cells_stale(monkeypatch: pytest.MonkeyPatch, write_yaml: Callable[..., Path],
+                                                      tmp_path: Path) -> None:
+    suite_path = write_yaml(tiny_doc(metrics=["memory"]))
+    first = run_suite(load_suite(suite_path), out=tmp_path, progress=False)
+    assert first.skipped_done == 0 and sum(first.statuses.values()) == 8
+    _edit(monkeypatch, "attentions.s3attention")
+    suite = load_suite(suite_path)
+    again = run_suite(suite, out=tmp_path, progress=False)
+    assert again.skipped_done == 4 and sum(again.statuses.values()) == 4  # the four s3attention cells
+    with Store(tmp_path / "tiny" / "quick" / "results.db") as store:
+        latest = store.dataframe([c.key for c in suite.expand("cpu")])
+    assert sorted(set(latest.loc[latest["run_id"] == 2, "attention"])) == ["s3attention"]
+    _edit(monkeypatch, "harness.speed.measure")  # the measuring code: every cell of the kind
+    assert run_suite(load_suite(suite_path), out=tmp_path, progress=False).skipped_done == 0
+
+
+def test_the_thread_count_is_part_of_the_key(write_yaml: Callable[..., Path]) -> None:
+    import torch
+
+    path = write_yaml(tiny_doc())
+    one = {c.key for c in load_suite(path).expand("cpu")}
+    torch.set_num_threads(2)
+    assert not one & {c.key for c in load_suite(path).expand("cpu")}
+    assert {c.threads for c in load_suite(path).expand("cpu")} == {2}
+
+
+def test_default_threads_leave_a_core_free(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    assert default_threads("cpu") == 3
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0})
+    assert default_threads("cpu") == 1
+
+
+def test_timed_cells_store_their_samples_and_a_quiet_run_flags_nothing(write_yaml: Callable[..., Path],
+                                                                       tmp_path: Path) -> None:
+    suite = load_suite(write_yaml(tiny_doc(metrics=["time"])))
+    run_suite(suite, out=tmp_path, progress=False)
+    with Store(tmp_path / "tiny" / "quick" / "results.db") as store:
+        df = store.dataframe()
+        samples = store.samples()
+    assert (df["status"] == "ok").all() and df["timing_group"].nunique() == 4  # one group per shape and mode
+    assert {len(s) for s in samples.values()} == {10} and len(samples) == 8
+    assert set(df["timing_group"]) == {group for _, group in samples}
+    table = (tmp_path / "tiny" / "quick" / "ratios_cpu_float32_fwd_b1_h2_d16.md").read_text()
+    assert "s3attention" in table and "[" in table  # paired speed-ups with intervals
+
+
+def test_a_busy_machine_flags_the_cells_and_warns(monkeypatch: pytest.MonkeyPatch, cli: Callable[..., CliResult],
+                                                  write_yaml: Callable[..., Path], tmp_path: Path) -> None:
+    monkeypatch.setattr(harness.speed.measure, "load_between",
+                        lambda a, b: {"load_other_cores": 1.0, "steal_fraction": 0.0})
+    result = cli("run", write_yaml(tiny_doc(metrics=["time"])), "--out", tmp_path, "--device", "cpu")
+    assert result.code == 0, result.err
+    assert result.err_lines[-1].startswith("warning: 8 cells were timed while the machine was busy")
+    df = pd.read_csv(tmp_path / "tiny" / "quick" / "results.csv")
+    assert df["noisy"].all() and df["noisy_reason"].str.startswith("other processes used 1.00 cores").all()
+    assert "†" in (tmp_path / "tiny" / "quick" / "table4_cpu_float32_fwd_b1_h2_d16.md").read_text()
+
+
+def test_require_quiet_stops_with_exit_1_on_a_busy_machine(monkeypatch: pytest.MonkeyPatch,
+                                                           cli: Callable[..., CliResult],
+                                                           write_yaml: Callable[..., Path], tmp_path: Path) -> None:
+    monkeypatch.setattr(harness.run.runner, "other_load", lambda window_s=1.0: 1.0)
+    result = cli("run", write_yaml(tiny_doc(metrics=["time"])), "--out", tmp_path, "--device", "cpu",
+                 "--require-quiet", "--quiet-timeout", "2")
+    assert result.code == 1
+    assert result.err_lines == ["attnbench: error: --require-quiet: other processes still use 1.00 cores after 2 s "
+                                "of waiting; stop them or raise --quiet-timeout (the cells measured so far are "
+                                "stored)"]
+    monkeypatch.setattr(harness.run.runner, "other_load", lambda window_s=1.0: 0.0)
+    assert cli("run", write_yaml(tiny_doc(metrics=["time"])), "--out", tmp_path, "--device", "cpu",
+               "--require-quiet").code == 0
+
+
+def test_ctrl_c_prints_one_line_and_exits_130(monkeypatch: pytest.MonkeyPatch, cli: Callable[..., CliResult],
+                                              write_yaml: Callable[..., Path], tmp_path: Path) -> None:
+    calls = {"n": 0}
+
+    def interrupted(cell: Cell, ctx: Context) -> CellResult:
+        calls["n"] += 1
+        if calls["n"] == 4:
+            raise KeyboardInterrupt
+        return CellResult("ok", "", {"time_ms_median": 1.0})
+
+    patch_kind(monkeypatch, "speed", run=interrupted)
+    path = write_yaml(tiny_doc())
+    result = cli("run", path, "--out", tmp_path, "--device", "cpu")
+    assert result.code == 130
+    assert "Traceback" not in result.err and len(result.err_lines) == 4  # 3 progress lines, then one line
+    line = result.err_lines[-1]
+    assert line.startswith("attnbench: interrupted; 3 cells of tiny/quick are stored in ")
+    assert line.endswith(f"resume with: attnbench run {path} --out {tmp_path} --device cpu")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# attnbench compare
+
+
+def _store(directory: Path, cells: list[Cell], scale: dict[str, float], seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    with Store(directory / "results.db") as store:
+        run = store.start_run("tiny", "quick", {"git_commit": f"c{seed}"}, [])
+        for cell in cells:
+            samples = list(rng.normal(10.0, 0.1, 10) * scale.get(cell.params["attention"], 1.0))
+            group = f"g{seed}"  # a timing group belongs to one run
+            store.put(run, cell, "ok", "", {"time_ms_median": float(np.median(samples)), "timing_group": group},
+                      samples=samples)
+
+
+@pytest.fixture
+def stores(write_yaml: Callable[..., Path], tmp_path: Path) -> tuple[Path, Path]:
+    cells = load_suite(write_yaml(tiny_doc())).expand("cpu")
+    _store(tmp_path / "a", cells, {}, 0)
+    _store(tmp_path / "b", cells, {"s3attention": 1.3}, 1)
+    return tmp_path / "a", tmp_path / "b"
+
+
+def test_compare_finds_the_slower_variant_and_fails_on_it(cli: Callable[..., CliResult],
+                                                          stores: tuple[Path, Path]) -> None:
+    a, b = stores
+    same = cli("compare", a, a, "--fail-on-regression")
+    assert same.code == 0 and "0 slower and 0 faster" in same.out
+    result = cli("compare", a, b, "--threshold", "10%", "--fail-on-regression")
+    assert result.code == 1
+    assert "4 slower and 0 faster beyond 10%" in result.out and "4 the same" in result.out
+    rows = json.loads(cli("compare", a, b, "--format", "json").out)["cells"]
+    slower = {(r["attention"], r["verdict"]) for r in rows if r["ratio"] > 1.2}
+    assert slower == {("s3attention", "regression")} and all(0.95 < r["ratio"] < 1.05 for r in rows
+                                                             if r["attention"] == "vanilla")
+    assert cli("compare", a, b).code == 0  # reporting only, unless asked to fail
+    csv = cli("compare", a, b, "--format", "csv").out
+    assert csv.splitlines()[0].startswith("suite,attention,")
+
+
+def test_compare_two_runs_of_one_store(cli: Callable[..., CliResult], write_yaml: Callable[..., Path],
+                                       tmp_path: Path) -> None:
+    cells = load_suite(write_yaml(tiny_doc())).expand("cpu")
+    _store(tmp_path, cells, {}, 0)
+    _store(tmp_path, cells, {"vanilla": 0.5}, 1)
+    result = cli("compare", f"{tmp_path}@1", f"{tmp_path}@2", "--format", "json")
+    verdicts = {(r["attention"], r["verdict"]) for r in json.loads(result.out)["cells"]}
+    assert verdicts == {("vanilla", "improvement"), ("s3attention", "same")}
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("{tmp}/nothing", "{tmp}/nothing"), "no results.db here or below"),
+    (("{tmp}/a@x", "{tmp}/a"), "the run after @ must be a run id"),
+    (("{tmp}/a@9", "{tmp}/a"), "no run 9 in"),
+    (("{tmp}/a", "{tmp}/b", "--threshold", "lots"), "--threshold lots: give a percentage"),
+])
+def test_compare_bad_input_is_exit_2(cli: Callable[..., CliResult], stores: tuple[Path, Path], tmp_path: Path,
+                                     args: tuple[str, ...], message: Any) -> None:
+    (tmp_path / "nothing").mkdir()
+    result = cli("compare", *(a.replace("{tmp}", str(tmp_path)) for a in args))
+    assert result.code == 2 and len(result.err_lines) == 1 and message in result.err
