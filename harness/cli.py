@@ -19,7 +19,7 @@ import attentions
 
 from .envinfo import collect_env
 from .errors import RunFailed, UserError
-from .report.compare import compare, parse_side, render
+from .report.compare import compare, counts_as_regression, parse_side, render
 from .report.export import write_suite_reports
 from .run.execute import RunSummary
 from .run.ray_executor import check_address, require_ray
@@ -193,7 +193,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     a, b = parse_side(args.a), parse_side(args.b)
     result = compare(a, b, threshold)
     sys.stdout.write(render(result, a, b, threshold, args.format))
-    regressions = int((result["verdict"] == "regression").sum()) if not result.empty else 0
+    regressions = int(counts_as_regression(result).sum()) if not result.empty else 0
     return 1 if args.fail_on_regression and regressions else 0
 
 

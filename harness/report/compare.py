@@ -8,8 +8,10 @@ matched by what they measure (suite, axis values, device), not by key, so result
 Per matched cell timed in both: the ratio of medians B / A with a bootstrap 95% interval, and the two-sided
 Mann-Whitney p-value of the stored per-round samples. A cell is a ``regression`` when B is slower beyond the
 threshold (ratio > 1 + threshold) and the difference is significant (p < :data:`ALPHA`), an ``improvement``
-likewise the other way (ratio < 1 / (1 + threshold)), else ``same``. This is what xformers' ``--compare``,
-asv and pytest-benchmark offer, on the raw samples every run keeps.
+likewise the other way (ratio < 1 / (1 + threshold)), else ``same``. A regression of a cell timed while the machine
+was busy on either side (its ``noisy`` flag) is listed with a † but does not count for ``--fail-on-regression``:
+the load, not the code, may have made it slower; rerun it on a quiet machine. This is what xformers'
+``--compare``, asv and pytest-benchmark offer, on the raw samples every run keeps.
 """
 
 from __future__ import annotations
@@ -97,6 +99,11 @@ def compare(a: Side, b: Side, threshold: float) -> pd.DataFrame:
     return out.sort_values("ratio", ascending=False, ignore_index=True) if not out.empty else out
 
 
+def counts_as_regression(result: pd.DataFrame) -> pd.Series:
+    """Regressions measured on a quiet machine on both sides: what ``--fail-on-regression`` fails on."""
+    return (result["verdict"] == "regression") & ~result["noisy_a"] & ~result["noisy_b"]
+
+
 def render(result: pd.DataFrame, a: Side, b: Side, threshold: float, fmt: str) -> str:
     """The comparison as Markdown (a summary line and the table), CSV or JSON."""
     if fmt == "csv":
@@ -105,9 +112,12 @@ def render(result: pd.DataFrame, a: Side, b: Side, threshold: float, fmt: str) -
         return json.dumps({"a": a.label, "b": b.label, "threshold": threshold, "alpha": ALPHA,
                            "cells": result.to_dict("records")}, indent=2, default=str) + "\n"
     counts = result["verdict"].value_counts().to_dict() if not result.empty else {}
+    noisy = int(((result["verdict"] == "regression") & ~counts_as_regression(result)).sum()) if not result.empty else 0
     head = (f"### {b.label} against {a.label}\n\n{len(result)} cells timed in both: "
             f"{counts.get('regression', 0)} slower and {counts.get('improvement', 0)} faster beyond "
-            f"{100 * threshold:g}% (Mann-Whitney p < {ALPHA}), {counts.get('same', 0)} the same.\n")
+            f"{100 * threshold:g}% (Mann-Whitney p < {ALPHA}), {counts.get('same', 0)} the same"
+            + (f"; {noisy} of the slower timed on a busy machine (†), not counted as regressions" if noisy else "")
+            + ".\n")
     if result.empty:
         return head
     shown = [c for c in ("attention", "task", "seq_len", "batch_size", "mode", "dtype") if c in result.columns]

@@ -133,15 +133,14 @@ def test_ctrl_c_prints_one_line_and_exits_130(monkeypatch: pytest.MonkeyPatch, c
 # attnbench compare
 
 
-def _store(directory: Path, cells: list[Cell], scale: dict[str, float], seed: int) -> None:
+def _store(directory: Path, cells: list[Cell], scale: dict[str, float], seed: int, noisy: bool = False) -> None:
     rng = np.random.default_rng(seed)
     with Store(directory / "results.db") as store:
         run = store.start_run("tiny", "quick", {"git_commit": f"c{seed}"}, [])
         for cell in cells:
             samples = list(rng.normal(10.0, 0.1, 10) * scale.get(cell.params["attention"], 1.0))
-            group = f"g{seed}"  # a timing group belongs to one run
-            store.put(run, cell, "ok", "", {"time_ms_median": float(np.median(samples)), "timing_group": group},
-                      samples=samples)
+            metrics = {"time_ms_median": float(np.median(samples)), "timing_group": f"g{seed}", "noisy": noisy}
+            store.put(run, cell, "ok", "", metrics, samples=samples)
 
 
 @pytest.fixture
@@ -167,6 +166,17 @@ def test_compare_finds_the_slower_variant_and_fails_on_it(cli: Callable[..., Cli
     assert cli("compare", a, b).code == 0  # reporting only, unless asked to fail
     csv = cli("compare", a, b, "--format", "csv").out
     assert csv.splitlines()[0].startswith("suite,attention,")
+
+
+def test_a_regression_timed_on_a_busy_machine_is_shown_but_not_failed(
+        cli: Callable[..., CliResult], write_yaml: Callable[..., Path], tmp_path: Path) -> None:
+    cells = load_suite(write_yaml(tiny_doc())).expand("cpu")
+    _store(tmp_path / "a", cells, {}, 0)
+    _store(tmp_path / "b", cells, {"s3attention": 1.3}, 1, noisy=True)
+    result = cli("compare", tmp_path / "a", tmp_path / "b", "--fail-on-regression")
+    assert result.code == 0
+    assert "4 of the slower timed on a busy machine (†), not counted as regressions" in result.out
+    assert "regression †" in result.out
 
 
 def test_compare_two_runs_of_one_store(cli: Callable[..., CliResult], write_yaml: Callable[..., Path],
