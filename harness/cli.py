@@ -150,8 +150,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _print_summary(name: str, profile: str, summary: RunSummary) -> None:
     counts = ", ".join(f"{k}={v}" for k, v in sorted(summary.statuses.items())) or "nothing to run"
+    again = f" (incl. {summary.references} baseline cells timed again for paired ratios)" if summary.references else ""
     print(f"{name}/{profile}: {summary.total} cells, {summary.skipped_done} already done, "
-          f"ran: {counts}; {summary.wall_s:.1f} s")
+          f"ran: {counts}{again}; {summary.wall_s:.1f} s")
     print(f"results: {summary.out_dir}")
     for path in summary.written:
         if path.suffix in (".md", ".csv") and path.name.startswith(("table4", "ratios", "results", "slopes")):

@@ -30,19 +30,29 @@ def execute_group(cells: list[Cell], ctx: Context) -> list[CellResult]:
     return [kind.run(cell, ctx) for cell in cells]
 
 
-def groups(todo: list[Cell]) -> list[list[Cell]]:
+def groups(todo: list[Cell], every_cell: list[Cell] = (), baseline: str | None = None) -> list[list[Cell]]:
     """The cells to run, in the groups their kind runs together (cells with equal ``group_key``), in the order their
-    first cells come. A kind without a group key runs one cell at a time.
+    first cells come. A kind without a group key (or without a group runner) runs one cell at a time.
 
-    A group is measured and recorded as a whole, so a run killed inside a group measures the whole group again when
-    it resumes: its cells stay paired. Cells run apart (``--only``) are paired only with what ran beside them; the
-    reports say which ratios are unpaired.
+    A group whose ``baseline`` cell is not among the cells to run (it finished earlier: a variant edited since, or
+    ``--only``) gets it back from ``every_cell``, so that every speed-up is measured in the same interleaved rounds;
+    the baseline's new result is stored too. A group is measured and recorded as a whole, so a run killed inside
+    a group measures the whole group again when it resumes.
     """
     out: dict[Any, list[Cell]] = {}
     for cell in todo:
         kind = KINDS[cell.kind]
         together = kind.group_key is not None and kind.run_group is not None
         out.setdefault(("group", kind.group_key(cell)) if together else cell.key, []).append(cell)  # type: ignore[misc]
+    for key, members in out.items():
+        if key[0] != "group" or any(c.params["attention"] == baseline for c in members):
+            continue
+        group_key = KINDS[members[0].kind].group_key
+        reference = next((c for c in every_cell if c.params["attention"] == baseline and not c.skip_reason
+                          and group_key(c) == key[1]), None)  # type: ignore[misc]
+        timed = any("time" in c.metrics and not c.skip_reason for c in members)  # memory and FLOPs are not paired
+        if reference is not None and timed:
+            members.insert(0, reference)
     return list(out.values())
 
 
@@ -52,7 +62,9 @@ class RunSummary:
     total: int
     skipped_done: int
     statuses: dict[str, int] = field(default_factory=dict)
+    references: int = 0  # finished baseline cells timed again beside the cells that ran, for paired ratios
     noisy: list[str] = field(default_factory=list)  # "label: reason" of each cell timed while the machine was busy
+    load: list[float] = field(default_factory=list)  # other processes' CPU use (cores) over each timed cell
     written: list[Path] = field(default_factory=list)
     wall_s: float = 0.0
 
@@ -86,6 +98,8 @@ class Recorder:
         kind = KINDS[cell.kind]
         kind.finished(cell, self.ctx)
         self.summary.statuses[result.status] = self.summary.statuses.get(result.status, 0) + 1
+        if isinstance(result.metrics.get("load_other_cores"), int | float):
+            self.summary.load.append(float(result.metrics["load_other_cores"]))
         if result.metrics.get("noisy"):
             self.summary.noisy.append(f"{cell.label}: {result.metrics.get('noisy_reason', '')}")
         self.done += 1

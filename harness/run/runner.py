@@ -94,8 +94,9 @@ def run_suite(
                       env.get("calibration_ms"))
         if todo:
             suite.kind.prepare(todo, ctx)
-        batches = groups(todo)
+        batches = groups(todo, every_cell, suite.report.get("baseline"))
         total = sum(map(len, batches))
+        summary.references = total - len(todo)
         bar = tqdm(total=total, desc=f"{suite.name}/{suite.profile}", unit="cell", disable=not tty,
                    dynamic_ncols=True)
         record = Recorder(store, run_id, ctx, summary, bar, tty, total)
@@ -104,13 +105,21 @@ def run_suite(
         else:
             _run_local(batches, ctx, record, isolate, quiet_limit_s)
         bar.close()
-        store.finish_run(run_id, {"statuses": summary.statuses, "noisy": len(summary.noisy)})
+        store.finish_run(run_id, _run_summary(summary))
         faults.point("runner.before_reports")
         # The reports cover the whole suite as stored, not just what --only ran this time.
         summary.written = write_suite_reports(store, suite.name, suite.report_options(),
                                               keys=[c.key for c in every_cell])
     summary.wall_s = time.perf_counter() - started
     return summary
+
+
+def _run_summary(summary: RunSummary) -> dict[str, Any]:
+    """What the store keeps of a finished run: statuses, cells flagged noisy, baselines timed again, the load."""
+    load = summary.load
+    return {"statuses": summary.statuses, "noisy": len(summary.noisy), "references": summary.references,
+            "load_other_cores_max": max(load, default=None),
+            "load_other_cores_mean": sum(load) / len(load) if load else None}
 
 
 def _run_env(suite: Suite, device: str, todo: list[Cell], local_executor: str, executor: str, address: str | None,

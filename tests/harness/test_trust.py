@@ -44,11 +44,25 @@ def test_editing_a_variant_makes_only_its_cells_stale(monkeypatch: pytest.Monkey
     suite = load_suite(suite_path)
     again = run_suite(suite, out=tmp_path, progress=False)
     assert again.skipped_done == 4 and sum(again.statuses.values()) == 4  # the four s3attention cells
+    assert again.references == 0  # memory is not timed: no baseline to pair with
     with Store(tmp_path / "tiny" / "quick" / "results.db") as store:
         latest = store.dataframe([c.key for c in suite.expand("cpu")])
     assert sorted(set(latest.loc[latest["run_id"] == 2, "attention"])) == ["s3attention"]
     _edit(monkeypatch, "harness.speed.measure")  # the measuring code: every cell of the kind
     assert run_suite(load_suite(suite_path), out=tmp_path, progress=False).skipped_done == 0
+
+
+def test_a_stale_timed_variant_is_timed_beside_its_baseline_again(write_yaml: Callable[..., Path],
+                                                                   monkeypatch: pytest.MonkeyPatch,
+                                                                   tmp_path: Path) -> None:
+    """Its speed-ups stay paired: the baseline is timed again in the same rounds, and its new row is stored."""
+    suite_path = write_yaml(tiny_doc(metrics=["time"], axes={"seq_len": [16], "mode": ["fwd"]}))
+    run_suite(load_suite(suite_path), out=tmp_path, progress=False)
+    _edit(monkeypatch, "attentions.s3attention")
+    again = run_suite(load_suite(suite_path), out=tmp_path, progress=False)
+    assert (again.total, again.skipped_done, again.references, again.statuses) == (2, 1, 1, {"ok": 2})
+    df = pd.read_csv(tmp_path / "tiny" / "quick" / "results.csv")
+    assert df["speedup_paired"].all() and set(df["run_id"]) == {2}
 
 
 def test_the_thread_count_is_part_of_the_key(write_yaml: Callable[..., Path]) -> None:
