@@ -170,17 +170,24 @@ def _block(fn: Callable[[], object], number: int, device: torch.device, flush: t
     if device.type != "cuda":
         return timeit.Timer(fn).timeit(number) / number  # perf_counter, the clock torch.utils.benchmark uses
     with torch.cuda.device(device):
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(number)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(number)]
         torch.cuda.synchronize(device)
-        for start, end in zip(starts, ends, strict=True):
-            if flush is not None:
-                flush.zero_()  # outside the timed region
-            start.record()
-            fn()
-            end.record()
-        torch.cuda.synchronize(device)
-        return sum(s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)) * 1e-3 / number
+        return sum(_cuda_event_times(fn, number, device, flush)) / number
+
+
+def _cuda_event_times(fn: Callable[[], object], number: int, device: torch.device,
+                      flush: torch.Tensor | None) -> list[float]:
+    """Seconds of each of ``number`` calls queued back to back, from CUDA events around each (L2 flushed before
+    each, outside the timed region, if ``flush`` is given); synchronises once, at the end."""
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(number)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(number)]
+    for start, end in zip(starts, ends, strict=True):
+        if flush is not None:
+            flush.zero_()
+        start.record()
+        fn()
+        end.record()
+    torch.cuda.synchronize(device)
+    return [start.elapsed_time(end) * 1e-3 for start, end in zip(starts, ends, strict=True)]
 
 
 def timing_env_active() -> bool:
@@ -237,14 +244,5 @@ def _time_cuda(
         estimate_s = max((time.perf_counter() - t0) / _CUDA_ESTIMATE_CALLS, 1e-7)
         n_repeats = min(max(min_repeats, math.ceil(min_run_time_s / estimate_s)), _MAX_CUDA_REPEATS)
 
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(n_repeats)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(n_repeats)]
-        for start, end in zip(starts, ends, strict=True):
-            if flush is not None:
-                flush.zero_()  # outside the timed region
-            start.record()
-            fn()
-            end.record()
-        torch.cuda.synchronize(device)
-        times = [start.elapsed_time(end) * 1e-3 for start, end in zip(starts, ends, strict=True)]
+        times = _cuda_event_times(fn, n_repeats, device, flush)
     return times, n_repeats, "cuda_events"
