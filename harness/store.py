@@ -196,7 +196,12 @@ class Store:
 
     def dataframe(self, keys: Iterable[str] | None = None, *, run_id: int | None = None) -> pd.DataFrame:
         """One row per cell, its latest result (or its result in run ``run_id``): key, suite, kind, the axis values,
-        device, status, message, the metrics (raw, full precision), the run id and the commit that measured it."""
+        device, status, message, the metrics (raw, full precision), the run id and the commit that measured it.
+
+        A cell is what a table shows (suite, axis values, device). When it was measured under several keys — its
+        variant's code was edited, or a setting changed — the latest result stands for it and the older keys'
+        results stay in the store as history.
+        """
         commits = {int(r): json.loads(e).get("git_commit") for r, e in self.db.execute(
             "SELECT run_id, env_json FROM runs")}
         query = _LATEST if run_id is None else f"{_LATEST.split(' FROM ')[0]} FROM cells c WHERE c.run_id = ?"
@@ -208,11 +213,17 @@ class Store:
             if wanted is not None and key not in wanted:
                 continue
             cell = json.loads(cell_json)
+            identity = json.dumps([suite, cell["params"], cell["device"]], sort_keys=True, default=str)
             rows.append({"key": key, "suite": suite, "kind": cell["kind"], **cell["params"],
                          "device": cell["device"].split(":")[0], "status": status, "message": message,
                          **json.loads(metrics_json), "run_id": rid, "commit": commits.get(rid),
-                         "finished_utc": finished})
-        return pd.DataFrame(rows)
+                         "finished_utc": finished, "_identity": identity})
+        df = pd.DataFrame(rows)
+        if df.empty:
+            return df
+        # the newest result of each cell: superseded keys are history, not a second row of the table
+        df = df.sort_values(["run_id", "finished_utc"], kind="stable").drop_duplicates("_identity", keep="last")
+        return df.sort_index().drop(columns="_identity").reset_index(drop=True)
 
     def samples(self, keys: Iterable[str] | None = None, *, timing_groups: Iterable[str] | None = None,
                 run_ids: Iterable[int] | None = None) -> dict[tuple[str, str], list[float]]:

@@ -17,6 +17,7 @@ import harness.run.runner
 import harness.speed.measure
 from harness.cell import Cell, CellResult, Context
 from harness.cli import default_threads
+from harness.report.export import write_suite_reports
 from harness.run.runner import run_suite
 from harness.store import Store
 from harness.suite import load_suite
@@ -48,6 +49,10 @@ def test_editing_a_variant_makes_only_its_cells_stale(monkeypatch: pytest.Monkey
     with Store(tmp_path / "tiny" / "quick" / "results.db") as store:
         latest = store.dataframe([c.key for c in suite.expand("cpu")])
     assert sorted(set(latest.loc[latest["run_id"] == 2, "attention"])) == ["s3attention"]
+    with Store(tmp_path / "tiny" / "quick" / "results.db") as store:  # `attnbench report`: every key of the store
+        assert len(store.db.execute("SELECT DISTINCT key FROM cells").fetchall()) == 12  # the stale keys are kept
+        assert len(store.dataframe()) == 8  # ... as history: one row per cell, its newest result
+        assert write_suite_reports(store)
     _edit(monkeypatch, "harness.speed.measure")  # the measuring code: every cell of the kind
     assert run_suite(load_suite(suite_path), out=tmp_path, progress=False).skipped_done == 0
 
