@@ -113,6 +113,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.quiet_timeout is not None and not 0 < args.quiet_timeout < float("inf"):
         raise UserError(f"--quiet-timeout {args.quiet_timeout}: must be a positive number of seconds")
     threads = args.threads or default_threads(device)
+    if args.cpus_per_task is not None and device.startswith("cpu") and args.cpus_per_task < threads:
+        raise UserError(f"--cpus-per-task {args.cpus_per_task}: fewer CPUs than the {threads} intra-op threads a cell "
+                        f"runs with; raise it or lower --threads")
     torch.set_num_threads(threads)  # recorded in the run's environment, in every cell and its key
     os.environ["OMP_NUM_THREADS"] = str(threads)  # --isolate workers inherit it
     if args.data_dir is not None and not Path(args.data_dir).is_dir():
@@ -193,6 +196,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     threshold = _percent(args.threshold)
     a, b = parse_side(args.a), parse_side(args.b)
     result = compare(a, b, threshold)
+    if result.empty:
+        raise UserError(f"compare {a.label} {b.label}: no cell was timed (with stored samples) in both; compare "
+                        "results of the same suite, written by this version of attnbench")
     sys.stdout.write(render(result, a, b, threshold, args.format))
     regressions = int(counts_as_regression(result).sum()) if not result.empty else 0
     return 1 if args.fail_on_regression and regressions else 0

@@ -213,8 +213,9 @@ class Store:
             if wanted is not None and key not in wanted:
                 continue
             cell = json.loads(cell_json)
-            identity = json.dumps([suite, cell["params"], cell["device"]], sort_keys=True, default=str)
-            rows.append({"key": key, "suite": suite, "kind": cell["kind"], **cell["params"],
+            device = cell["device"].split(":")[0]  # as the tables show it: cuda:0 and cuda:1 are one column value
+            identity = json.dumps([suite, cell["params"], device], sort_keys=True, default=str)
+            rows.append({"key": key, "suite": suite, "kind": cell.get("kind", "speed"), **cell["params"],
                          "device": cell["device"].split(":")[0], "status": status, "message": message,
                          **json.loads(metrics_json), "run_id": rid, "commit": commits.get(rid),
                          "finished_utc": finished, "_identity": identity})
@@ -242,6 +243,19 @@ class Store:
             if (keys is None or key in keys) and (groups is None or group in groups) and (runs is None
                                                                                           or run_id in runs):
                 out[(key, group)] = json.loads(blob)
+        return out
+
+    def group_samples(self, timing_groups: Iterable[str]) -> dict[tuple[str, str], list[float]]:
+        """Raw timing samples by (timing group, attention): every variant timed in those interleaved groups, whichever
+        key or run stored it, so a cell's speed-up is found with its own group's baseline."""
+        groups = set(timing_groups)
+        out = {}
+        for group, cell_json, blob in self.db.execute(
+            "SELECT s.timing_group, c.cell_json, s.samples_json FROM samples s "
+            "JOIN cells c ON c.key = s.key AND c.run_id = s.run_id"
+        ):
+            if group in groups:
+                out[(group, json.loads(cell_json)["params"]["attention"])] = json.loads(blob)
         return out
 
     def curves(self, keys: Iterable[str] | None = None) -> pd.DataFrame:
@@ -273,9 +287,12 @@ def _columns(db: sqlite3.Connection, table: str) -> list[str]:
 
 def _migrate_v1(db: sqlite3.Connection) -> None:
     """A version-1 store (``cells`` keyed by key alone, curves without run ids) becomes version 2, rows kept."""
-    if "run_id" in _columns(db, "curves") or not _columns(db, "cells"):
+    if not _columns(db, "cells") or "run_id" in _columns(db, "curves"):
         return
     db.execute("ALTER TABLE cells RENAME TO cells_v1")
+    if not _columns(db, "curves"):  # stores written before learning curves were kept have no curves table
+        db.execute("CREATE TABLE curves (key TEXT, step INTEGER, train_loss REAL, train_acc REAL, dev_loss REAL, "
+                   "dev_acc REAL)")
     db.execute("ALTER TABLE curves RENAME TO curves_v1")
     db.execute("ALTER TABLE runs ADD COLUMN finished_utc TEXT")
     db.execute("ALTER TABLE runs ADD COLUMN summary_json TEXT NOT NULL DEFAULT '{}'")

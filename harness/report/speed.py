@@ -149,8 +149,10 @@ def attach_speedups(df: pd.DataFrame, samples: Mapping[tuple[str, str], list[flo
     """``df`` with each ok timed cell's speed-up against ``baseline`` at the same shape: ``speedup`` (baseline time
     / cell time; above 1 = faster), ``speedup_lo``/``speedup_hi`` (95% CI) and ``speedup_paired``.
 
-    Paired when both were timed in the same interleaved group (``timing_group``): the median of the per-round
-    ratios, which a drifting machine does not move; otherwise the ratio of the two medians, without an interval.
+    Paired when the baseline was timed in the cell's own interleaved group (``samples`` by (timing group,
+    attention), :meth:`harness.store.Store.group_samples`): the median of the per-round ratios, which a drifting
+    machine does not move. Otherwise the ratio of the two medians, without an interval, and only between cells
+    measured with the same thread count.
     """
     out = df.copy()
     for column in ("speedup", "speedup_lo", "speedup_hi"):
@@ -158,24 +160,18 @@ def attach_speedups(df: pd.DataFrame, samples: Mapping[tuple[str, str], list[flo
     out["speedup_paired"] = False
     if "time_ms_median" not in out.columns:
         return out
-    keys = [*GROUP_COLUMNS, "seq_len"]
     ok = out[(out["status"] == "ok") & out["time_ms_median"].notna()]
-    for _, rows in ok.groupby(keys, sort=False):
+    for _, rows in ok.groupby([*GROUP_COLUMNS, "seq_len"], sort=False):
         base_rows = rows[rows["attention"] == baseline]
-        if base_rows.empty:
-            continue
-        base = base_rows.iloc[0]
         for i, row in rows.iterrows():
             group = row.get("timing_group")
-            # the baseline's samples of this cell's own timing group, from whichever run stored them
-            base_samples = samples.get((base["key"], group))
-            own = samples.get((row["key"], group))
-            paired = paired_ratio(base_samples, own) if base_samples and own else None
+            own, base_samples = samples.get((group, row["attention"])), samples.get((group, baseline))
+            paired = paired_ratio(base_samples, own) if own and base_samples else None
             if paired is not None:
                 out.loc[i, ["speedup", "speedup_lo", "speedup_hi", "speedup_paired"]] = [
                     paired.value, paired.lo, paired.hi, True]
-            else:
-                out.loc[i, "speedup"] = base["time_ms_median"] / row["time_ms_median"]
+            elif not base_rows.empty and base_rows.iloc[0].get("threads") == row.get("threads"):
+                out.loc[i, "speedup"] = base_rows.iloc[0]["time_ms_median"] / row["time_ms_median"]
     return out
 
 
@@ -337,7 +333,8 @@ def write_speed_reports(df: pd.DataFrame, out_dir: Path, *, env: Mapping[str, ob
         slope_min_seq_len: Only points at this length or longer enter the log-log fits, so that
             fixed overheads at short lengths do not flatten the slopes.
         plots: Whether to draw the scaling figures.
-        samples: raw timing samples by (key, timing group) (``Store.samples``), for the paired speed-ups.
+        samples: raw timing samples by (timing group, attention) (``Store.group_samples``), for the paired
+            speed-ups.
 
     Returns:
         The paths written, in writing order.

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from .. import faults
 from ..cell import Cell, CellResult, Context
 from ..kinds import KINDS
@@ -25,6 +27,8 @@ def execute_cell(cell: Cell, ctx: Context) -> CellResult:
 def execute_group(cells: list[Cell], ctx: Context) -> list[CellResult]:
     """Run a group of cells (see :func:`groups`) in this process: together if the kind runs groups, else in turn."""
     kind = KINDS[cells[0].kind]
+    if cells[0].threads and torch.get_num_threads() != cells[0].threads:
+        torch.set_num_threads(cells[0].threads)  # what the cell's key says it is measured with, in any worker
     if kind.run_group is not None and len(cells) > 1:
         return kind.run_group(cells, ctx)
     return [kind.run(cell, ctx) for cell in cells]
@@ -36,8 +40,9 @@ def groups(todo: list[Cell], every_cell: list[Cell] = (), baseline: str | None =
 
     A group whose ``baseline`` cell is not among the cells to run (it finished earlier: a variant edited since, or
     ``--only``) gets it back from ``every_cell``, so that every speed-up is measured in the same interleaved rounds;
-    the baseline's new result is stored too. A group is measured and recorded as a whole, so a run killed inside
-    a group measures the whole group again when it resumes.
+    the baseline's new result is stored too. A group is measured as a whole and its cells are stored once it is
+    done, one transaction each: a run killed while a group is measured measures the whole group again when it
+    resumes (killed between two of its stores, the rest of the group is measured again beside the baseline).
     """
     out: dict[Any, list[Cell]] = {}
     for cell in todo:

@@ -1,12 +1,14 @@
-"""``--executor ray``: each cell is one Ray task, on this machine (embedded Ray) or on an existing cluster.
+"""``--executor ray``: each group of cells is one Ray task, on this machine (embedded Ray) or on an existing cluster.
 
 The driver (the ``attnbench run`` process) alone writes the store: it submits cells as tasks, waits for them
 and records every result through the runner's recorder, so resume, ``--fresh`` and the reports behave exactly
 as with the local executor. A task:
 
-- reserves ``num_gpus=1`` for a CUDA cell (a GPU to itself, so timings stay clean) and ``cpus_per_task`` CPUs
-  for a CPU cell (default: the driver's ``torch.get_num_threads()``, so on one machine speed cells run one at a
-  time), and runs with ``min(threads, cpus_per_task)`` intra-op threads;
+- runs one group of cells (:func:`harness.run.execute.groups`); if its worker dies or hangs, the group's cells
+  are queued again one per task, so that the failure stays in its cell;
+- reserves ``num_gpus=1`` for a CUDA group (a GPU to itself, so timings stay clean) and ``cpus_per_task`` CPUs
+  for a CPU group (default: a whole node, so on one machine speed groups run one at a time), and runs with the
+  cells' own thread count;
 - starts its worker with ``GLIBC_TUNABLES`` (CPU cells: the timing malloc settings, which glibc reads only at
   process start; Ray's ``runtime_env`` sets them in the worker's initial environment), ``OMP_NUM_THREADS`` and
   the driver's ``ATTNBENCH_FAULT``, if any;
@@ -55,6 +57,12 @@ _EMBEDDED_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", _L
                  "RAY_worker_niceness": "0"}
 
 
+def default_cpus_per_task() -> int:
+    """CPUs a CPU group reserves by default: a whole node (the driver's core count; the cluster is of one kind of
+    node), so speed groups are timed one at a time per node while the runs keep a core free for everything else."""
+    return os.cpu_count() or 1
+
+
 def require_ray() -> ModuleType:
     """Import ray, or raise the exit-2 error saying how to install it."""
     try:
@@ -68,7 +76,7 @@ def describe(address: str | None, cpus_per_task: int | None) -> dict[str, Any]:
     """The run-environment fields of this executor."""
     ray = require_ray()
     return {"executor": "ray", "ray_version": ray.__version__, "ray_address": address or "embedded",
-            "ray_cpus_per_task": cpus_per_task or torch.get_num_threads()}
+            "ray_cpus_per_task": cpus_per_task or default_cpus_per_task()}
 
 
 def start_ray(address: str | None = None, num_cpus: int | None = None) -> bool:
@@ -189,7 +197,7 @@ def run_groups(
     are recorded here, as the local executor records them.
     """
     threads = torch.get_num_threads()
-    cpus = cpus_per_task or threads
+    cpus = cpus_per_task or default_cpus_per_task()
     queue = []
     for cells in batches:
         if all(cell.skip_reason for cell in cells):
@@ -210,9 +218,9 @@ def run_groups(
     with ray_session(address) as ray:
         gpu = queue[0][0].device.startswith("cuda")
         limit = max(1, 2 * _slots(ray, gpu, cpus))
-        # A CPU task never runs more threads than the CPUs it holds; a CUDA task holds its GPU and one CPU
-        # (or --cpus-per-task) and keeps the driver's thread count.
-        context["threads"] = threads if gpu else min(threads, cpus)
+        # A task runs with the cells' own thread count (part of their keys); on CPU the CLI refuses a reservation
+        # smaller than it. A CUDA task holds its GPU and one CPU (or --cpus-per-task).
+        context["threads"] = threads
         env_vars = {"OMP_NUM_THREADS": str(context["threads"])}
         if not gpu:
             env_vars["GLIBC_TUNABLES"] = GLIBC_TUNABLES_TIMING

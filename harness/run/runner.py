@@ -100,11 +100,16 @@ def run_suite(
         bar = tqdm(total=total, desc=f"{suite.name}/{suite.profile}", unit="cell", disable=not tty,
                    dynamic_ncols=True)
         record = Recorder(store, run_id, ctx, summary, bar, tty, total)
-        if executor == "ray":
-            ray_executor.run_groups(batches, ctx, record, address=address, cpus_per_task=cpus_per_task)
-        else:
-            _run_local(batches, ctx, record, isolate, quiet_limit_s)
-        bar.close()
+        try:
+            if executor == "ray":
+                ray_executor.run_groups(batches, ctx, record, address=address, cpus_per_task=cpus_per_task)
+            else:
+                _run_local(batches, ctx, record, isolate, quiet_limit_s)
+        except BaseException as exc:  # the run's end is recorded however it ends
+            store.finish_run(run_id, {**_run_summary(summary), "stopped_by": type(exc).__name__})
+            raise
+        finally:
+            bar.close()
         store.finish_run(run_id, _run_summary(summary))
         faults.point("runner.before_reports")
         # The reports cover the whole suite as stored, not just what --only ran this time.

@@ -67,6 +67,9 @@ def _worker(cells: list[Cell], ctx: Context, limit: float | None) -> list[CellRe
             os.killpg(proc.pid, signal.SIGKILL)  # the worker and anything it started
             proc.communicate()
             return CellResult("timeout", f"cell exceeded its {ctx.timeout_s:g} s time limit (worker killed)")
+        except BaseException:  # Ctrl-C or a kill of the runner: the worker (its own session) must not outlive it
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise
         if result_path.exists():
             return [CellResult(**r) for r in json.loads(result_path.read_text())]
         code = proc.returncode

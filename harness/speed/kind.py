@@ -104,7 +104,7 @@ def write_reports(store: Store, name: str, options: Mapping[str, Any], keys: lis
     return write_speed_reports(df, store.path.parent, env=shown_env(store.runs(set(df["run_id"]))), suite=name,
                                baseline=options.get("baseline", "vanilla"),
                                slope_min_seq_len=int(options.get("slope_min_seq_len", 1024)),
-                               samples=store.samples(timing_groups=groups))
+                               samples=store.group_samples(groups))
 
 
 KIND = SuiteKind(

@@ -185,3 +185,33 @@ def test_a_second_connection_sees_each_committed_cell(tmp_path: Path, cells: lis
         for i, cell in enumerate(cells[:3], 1):
             writer.put(run, cell, "ok")
             assert len(reader.finished_keys()) == i
+
+
+def test_an_old_store_without_curves_or_kinds_is_migrated(tmp_path: Path, cells: list[Cell]) -> None:
+    """Stores written before learning curves (no curves table) and before suite kinds (no "kind" in cells)."""
+    path = tmp_path / "results.db"
+    old_cell = {k: v for k, v in cells[0].to_json().items() if k != "kind"}
+    with sqlite3.connect(path) as raw:
+        raw.executescript("""
+            CREATE TABLE runs (run_id INTEGER PRIMARY KEY AUTOINCREMENT, suite TEXT NOT NULL, profile TEXT NOT NULL,
+                started_utc TEXT NOT NULL, argv TEXT NOT NULL, env_json TEXT NOT NULL);
+            CREATE TABLE cells (key TEXT PRIMARY KEY, run_id INTEGER NOT NULL, suite TEXT NOT NULL,
+                cell_json TEXT NOT NULL, status TEXT NOT NULL, message TEXT NOT NULL DEFAULT '',
+                metrics_json TEXT NOT NULL DEFAULT '{}', finished_utc TEXT NOT NULL);
+        """)
+        raw.execute("INSERT INTO runs VALUES (1, 'tiny', 'quick', 't', '[]', '{}')")
+        raw.execute("INSERT INTO cells VALUES (?, 1, 'tiny', ?, 'ok', '', '{}', 't')",
+                    (cells[0].key, json.dumps(old_cell)))
+    with Store(path) as store:
+        df = store.dataframe()
+        assert list(df["kind"]) == ["speed"] and store.curves().empty
+
+
+def test_one_row_per_cell_whatever_the_cuda_index(tmp_path: Path, cells: list[Cell]) -> None:
+    """cuda:0 and cuda:1 are one column value in the tables: the newest result stands for the cell."""
+    on = [Cell.from_json({**cells[0].to_json(), "device": d}) for d in ("cuda:0", "cuda:1")]
+    with Store(tmp_path / "results.db") as store:
+        for i, cell in enumerate(on):
+            store.put(store.start_run("tiny", "quick", {}, []), cell, "ok", "", {"time_ms_median": float(i)})
+        df = store.dataframe()
+    assert len(df) == 1 and (df.loc[0, "device"], df.loc[0, "time_ms_median"]) == ("cuda", 1.0)

@@ -213,9 +213,14 @@ def test_compare_two_runs_of_one_store(cli: Callable[..., CliResult], write_yaml
     (("{tmp}/a@x", "{tmp}/a"), "the run after @ must be a run id"),
     (("{tmp}/a@9", "{tmp}/a"), "no run 9 in"),
     (("{tmp}/a", "{tmp}/b", "--threshold", "lots"), "--threshold lots: give a percentage"),
+    (("{tmp}/a", "{tmp}/empty"), "no cell was timed (with stored samples) in both"),
 ])
 def test_compare_bad_input_is_exit_2(cli: Callable[..., CliResult], stores: tuple[Path, Path], tmp_path: Path,
                                      args: tuple[str, ...], message: Any) -> None:
     (tmp_path / "nothing").mkdir()
+    with Store(tmp_path / "a" / "results.db") as store:  # a copy of A's cells without samples: nothing to compare
+        cell = Cell.from_json(json.loads(store.db.execute("SELECT cell_json FROM cells").fetchone()[0]))
+    with Store(tmp_path / "empty" / "results.db") as store:
+        store.put(store.start_run("tiny", "quick", {}, []), cell, "ok", "", {"peak_mem_bytes": 1.0})
     result = cli("compare", *(a.replace("{tmp}", str(tmp_path)) for a in args))
     assert result.code == 2 and len(result.err_lines) == 1 and message in result.err

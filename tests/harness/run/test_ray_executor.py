@@ -169,6 +169,7 @@ def test_missing_ray_is_an_exit_2_error_with_the_install_hint(
         (["--address", "127.0.0.1:6379"], "--executor ray"),
         (["--cpus-per-task", "2"], "--executor ray"),
         (["--executor", "ray", "--cpus-per-task", "0"], "--cpus-per-task 0"),
+        (["--executor", "ray", "--cpus-per-task", "1", "--threads", "2"], "fewer CPUs than the 2 intra-op threads"),
         (["--executor", "dask"], "invalid choice"),
     ],
 )
