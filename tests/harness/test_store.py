@@ -123,18 +123,24 @@ def test_samples_are_stored_with_their_timing_group(tmp_path: Path, cells: list[
         assert store.samples([cells[2].key]) == {}
 
 
+# The schema of stores written before the run history was kept (version 1); the oldest ones have no curves table.
+V1_RUNS_AND_CELLS = """
+    CREATE TABLE runs (run_id INTEGER PRIMARY KEY AUTOINCREMENT, suite TEXT NOT NULL, profile TEXT NOT NULL,
+        started_utc TEXT NOT NULL, argv TEXT NOT NULL, env_json TEXT NOT NULL);
+    CREATE TABLE cells (key TEXT PRIMARY KEY, run_id INTEGER NOT NULL, suite TEXT NOT NULL,
+        cell_json TEXT NOT NULL, status TEXT NOT NULL, message TEXT NOT NULL DEFAULT '',
+        metrics_json TEXT NOT NULL DEFAULT '{}', finished_utc TEXT NOT NULL);
+"""
+V1_CURVES = """
+    CREATE TABLE curves (key TEXT NOT NULL, step INTEGER NOT NULL, train_loss REAL, train_acc REAL,
+        dev_loss REAL, dev_acc REAL, PRIMARY KEY (key, step));
+"""
+
+
 def test_a_version_1_store_is_migrated_with_its_rows(tmp_path: Path, cells: list[Cell]) -> None:
     path = tmp_path / "results.db"
     with sqlite3.connect(path) as raw:  # the schema of stores written before history was kept
-        raw.executescript("""
-            CREATE TABLE runs (run_id INTEGER PRIMARY KEY AUTOINCREMENT, suite TEXT NOT NULL, profile TEXT NOT NULL,
-                started_utc TEXT NOT NULL, argv TEXT NOT NULL, env_json TEXT NOT NULL);
-            CREATE TABLE cells (key TEXT PRIMARY KEY, run_id INTEGER NOT NULL, suite TEXT NOT NULL,
-                cell_json TEXT NOT NULL, status TEXT NOT NULL, message TEXT NOT NULL DEFAULT '',
-                metrics_json TEXT NOT NULL DEFAULT '{}', finished_utc TEXT NOT NULL);
-            CREATE TABLE curves (key TEXT NOT NULL, step INTEGER NOT NULL, train_loss REAL, train_acc REAL,
-                dev_loss REAL, dev_acc REAL, PRIMARY KEY (key, step));
-        """)
+        raw.executescript(V1_RUNS_AND_CELLS + V1_CURVES)
         raw.execute("INSERT INTO runs VALUES (1, 'tiny', 'quick', 't', '[]', '{\"git_commit\": \"old\"}')")
         raw.execute("INSERT INTO cells VALUES (?, 1, 'tiny', ?, 'ok', '', '{\"time_ms_median\": 3.0}', 't')",
                     (cells[0].key, json.dumps(cells[0].to_json())))
@@ -192,13 +198,7 @@ def test_an_old_store_without_curves_or_kinds_is_migrated(tmp_path: Path, cells:
     path = tmp_path / "results.db"
     old_cell = {k: v for k, v in cells[0].to_json().items() if k != "kind"}
     with sqlite3.connect(path) as raw:
-        raw.executescript("""
-            CREATE TABLE runs (run_id INTEGER PRIMARY KEY AUTOINCREMENT, suite TEXT NOT NULL, profile TEXT NOT NULL,
-                started_utc TEXT NOT NULL, argv TEXT NOT NULL, env_json TEXT NOT NULL);
-            CREATE TABLE cells (key TEXT PRIMARY KEY, run_id INTEGER NOT NULL, suite TEXT NOT NULL,
-                cell_json TEXT NOT NULL, status TEXT NOT NULL, message TEXT NOT NULL DEFAULT '',
-                metrics_json TEXT NOT NULL DEFAULT '{}', finished_utc TEXT NOT NULL);
-        """)
+        raw.executescript(V1_RUNS_AND_CELLS)
         raw.execute("INSERT INTO runs VALUES (1, 'tiny', 'quick', 't', '[]', '{}')")
         raw.execute("INSERT INTO cells VALUES (?, 1, 'tiny', ?, 'ok', '', '{}', 't')",
                     (cells[0].key, json.dumps(old_cell)))
