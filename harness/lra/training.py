@@ -299,7 +299,9 @@ def _save_checkpoint(path: Path, model: nn.Module, opt: torch.optim.Optimizer,
 def _load_checkpoint(path: Path, model: nn.Module, opt: torch.optim.Optimizer,
                      sched: torch.optim.lr_scheduler.LRScheduler, device: torch.device) -> dict[str, Any]:
     """Restore a run from its checkpoint; returns its state."""
-    saved = torch.load(path, map_location=device, weights_only=False)
+    # weights_only: a checkpoint holds tensors, numbers and containers only, so loading one never runs code from a
+    # file someone could have put in the output directory
+    saved = torch.load(path, map_location=device, weights_only=True)
     model.load_state_dict(saved["model"])
     opt.load_state_dict(saved["opt"])
     sched.load_state_dict(saved["sched"])

@@ -152,6 +152,8 @@ CASES = [
                      fix="use --device cpu", skip=CUDA), id="cuda-without-cuda"),
     pytest.param(Bad(tiny_doc(), ("--set", "nosuch=1"), where="--set", key="nosuch", fix="valid axes: attention"),
                  id="set-unknown-axis"),
+    pytest.param(Bad(tiny_doc(), ("--require-quiet", "--quiet-timeout", "0"), where="--quiet-timeout", key="0",
+                     fix="must be a positive number of seconds"), id="quiet-timeout-zero"),
     pytest.param(Bad(tiny_doc(), ("--set", "seq_len"), where="--set", key="seq_len",
                      fix="expected AXIS=V1,V2,... e.g. --set seq_len=1024,2048"), id="set-without-equals"),
     pytest.param(Bad(tiny_doc(), ("--out", "{tmp}/file.txt/results"), where="--out {tmp}/file.txt/results",
