@@ -67,10 +67,11 @@ CREATE INDEX IF NOT EXISTS samples_by_group ON samples (timing_group);
 """
 _SCHEMA %= ", ".join(f"'{status}'" for status in STATUSES)  # the statuses are written once, in harness.cell
 CURVE_COLUMNS = ("step", "train_loss", "train_acc", "dev_loss", "dev_acc")
-#: The latest row of every key: the one of the highest run id.
-_LATEST = ("SELECT c.key, c.run_id, c.suite, c.cell_json, c.status, c.message, c.metrics_json, c.finished_utc "
-           "FROM cells c JOIN (SELECT key, MAX(run_id) AS run_id FROM cells GROUP BY key) m "
+_ROW = "SELECT c.key, c.run_id, c.suite, c.cell_json, c.status, c.message, c.metrics_json, c.finished_utc FROM cells c"
+#: The latest row of every key (the one of the highest run id), or every row of one run.
+_LATEST = (f"{_ROW} JOIN (SELECT key, MAX(run_id) AS run_id FROM cells GROUP BY key) m "
            "ON c.key = m.key AND c.run_id = m.run_id")
+_OF_RUN = f"{_ROW} WHERE c.run_id = ?"
 
 
 def _utc_now() -> str:
@@ -204,7 +205,7 @@ class Store:
         """
         commits = {int(r): json.loads(e).get("git_commit") for r, e in self.db.execute(
             "SELECT run_id, env_json FROM runs")}
-        query = _LATEST if run_id is None else f"{_LATEST.split(' FROM ')[0]} FROM cells c WHERE c.run_id = ?"
+        query = _LATEST if run_id is None else _OF_RUN
         rows = []
         wanted = None if keys is None else set(keys)
         for key, rid, suite, cell_json, status, message, metrics_json, finished in self.db.execute(

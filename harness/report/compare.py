@@ -28,7 +28,6 @@ from .format import md_table, sig2
 from .stats import mann_whitney_p, ratio_of_medians
 
 ALPHA = 0.01  # significance level; many cells are compared at once, so stricter than 0.05
-_IDENTITY_SKIP = {"key", "kind", "status", "message", "run_id", "commit", "finished_utc"}
 
 
 @dataclass(frozen=True)

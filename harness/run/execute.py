@@ -1,6 +1,6 @@
-"""One cell, whichever executor runs it: run it with its kind's code, and record its result through the recorder.
+"""Cells, whichever executor runs them: group them, run a group with its kind's code, record each result.
 
-Every executor (in-process, ``--isolate`` workers, Ray tasks) calls :func:`execute_cell` where the cell runs and
+Every executor (in-process, ``--isolate`` workers, Ray tasks) calls :func:`execute_group` where the cells run and
 :class:`Recorder` in the runner's process, the only one that writes the store.
 """
 
@@ -17,11 +17,6 @@ from .. import faults
 from ..cell import Cell, CellResult, Context
 from ..kinds import KINDS
 from ..store import Store
-
-
-def execute_cell(cell: Cell, ctx: Context) -> CellResult:
-    """Run one cell in this process with the code of its kind; every failure is the result's status."""
-    return KINDS[cell.kind].run(cell, ctx)
 
 
 def execute_group(cells: list[Cell], ctx: Context) -> list[CellResult]:

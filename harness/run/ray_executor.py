@@ -165,7 +165,7 @@ class _Task:
 def _death(ray: ModuleType, exc: BaseException) -> CellResult:
     """The ``error`` result of a task that raised or whose worker, node or object was lost."""
     cause = getattr(exc, "cause", None) if isinstance(exc, ray.exceptions.RayTaskError) else None
-    if cause is not None:  # an exception outside execute_cell (e.g. attnbench missing on that node)
+    if cause is not None:  # an exception outside execute_group (e.g. attnbench missing on that node)
         return CellResult("error", f"ray task failed: {type(cause).__name__}: {first_line(cause, 300)}")
     return CellResult("error", f"ray task died: {type(exc).__name__}: {first_line(exc, 300)}".rstrip(": "))
 

@@ -139,7 +139,6 @@ def _run_env(suite: Suite, device: str, todo: list[Cell], local_executor: str, e
         env["gemm_peak_gflops"] = measure_gemm_peak_gflops(torch.device(device))
     if any("time" in c.metrics for c in todo):
         env["calibration_ms"] = calibrate()  # the reference kernel every timed group is compared with
-        env["load_other_cores_at_start"] = other_load(1.0)
     return env
 
 

@@ -129,6 +129,7 @@ class _Workload:
     module: nn.Module
     metrics: dict[str, Any]
     spent_s: float  # of its time limit
+    result: CellResult | None = None  # set by the group's timing; None = ok, untimed (memory and FLOPs only)
 
 
 def _memory_cap(device: torch.device) -> contextlib.AbstractContextManager[None]:
@@ -183,15 +184,14 @@ def measure_group(cells: list[Cell], ctx: Context) -> list[CellResult]:
     """
     prepared = [_prepare(cell, ctx) for cell in cells]
     timed = [w for w in prepared if isinstance(w, _Workload) and "time" in w.cell.metrics]
-    results: dict[int, CellResult] = {}
     if timed:
-        results = _time_group(timed, ctx)
+        _time_group(timed, ctx)
     out = []
     for item in prepared:
         if isinstance(item, CellResult):
             out.append(item)
             continue
-        result = results.get(id(item)) or CellResult("ok", "", item.metrics)
+        result = item.result or CellResult("ok", "", item.metrics)
         if result.status == "ok" and "time_ms_median" in item.metrics and "gflops" in item.metrics:
             item.metrics["gflops_per_s"] = item.metrics["gflops"] / (item.metrics["time_ms_median"] / 1e3)
             if ctx.gemm_peak_gflops:
@@ -203,8 +203,8 @@ def measure_group(cells: list[Cell], ctx: Context) -> list[CellResult]:
     return out
 
 
-def _time_group(timed: list[_Workload], ctx: Context) -> dict[int, CellResult]:
-    """Time the workloads interleaved; their results by ``id(workload)`` (ok with samples, or the failure)."""
+def _time_group(timed: list[_Workload], ctx: Context) -> None:
+    """Time the workloads interleaved and set each one's result (ok with samples, or the failure)."""
     device = torch.device(timed[0].cell.device)
 
     @contextlib.contextmanager
@@ -227,19 +227,17 @@ def _time_group(timed: list[_Workload], ctx: Context) -> dict[int, CellResult]:
         timings = time_interleaved([w.fn for w in timed], device, guard=guard, **timed[0].cell.timing)
     flags = noise_flags(load_between(window, cpu_times()), calibration)
     group = uuid.uuid4().hex[:12]
-    results = {}
     for w, t in zip(timed, timings, strict=True):
         if isinstance(t, Exception):
-            results[id(w)] = classify_exception(t)
-            results[id(w)].metrics = w.metrics
+            w.result = classify_exception(t)
+            w.result.metrics = w.metrics
             continue
         q25, q75 = np.percentile(t.times_ms, [25, 75])
         w.metrics.update(time_ms_median=t.median_ms, time_ms_iqr=t.iqr_ms, time_ms_q25=float(q25),
                          time_ms_q75=float(q75), time_ms_mean=t.mean_ms, n_calls=t.n_calls, rounds=len(t.times_ms),
                          threads=t.threads, timing_group=group, timing_method=t.method,
                          steps_per_s=1000.0 / t.median_ms if t.median_ms > 0 else float("nan"), **flags)
-        results[id(w)] = CellResult("ok", "", w.metrics, samples=list(t.times_ms))
-    return results
+        w.result = CellResult("ok", "", w.metrics, samples=list(t.times_ms))
 
 
 def describe(result: CellResult) -> str:
