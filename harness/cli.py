@@ -169,10 +169,10 @@ def _print_summary(name: str, profile: str, summary: RunSummary) -> None:
 def default_threads(device: str) -> int:
     """Intra-op threads when --threads is not given: on the CPU, every core but one.
 
-    Measured on this project's 2-core machines: with as many threads as cores, one other busy process multiplies a
-    cell's time (an OpenMP team waits for its slowest thread, and one of them shares a core), e.g. 140 ms alone and
-    1772 ms beside other jobs; with a core left free the cell runs at its own pace. On CUDA the threads only launch
-    kernels, and torch's default stays.
+    Measured on this project's 2-core machines (README, "How things are measured"): with as many threads as cores,
+    one other busy process made cells 2-4x slower (an OpenMP team waits for its slowest thread, and one of them
+    shares a core); with a core left free, 1-9% slower. On CUDA the threads only launch kernels, and torch's default
+    stays.
     """
     if not device.startswith("cpu"):
         return torch.get_num_threads()
