@@ -15,7 +15,8 @@ A cell is ``noisy`` (a flag with its reason, beside its status) when another pro
 :data:`BUSY_CORES`, steal exceeded :data:`MAX_STEAL`, or the reference kernel ran more than :data:`MAX_DRIFT`
 slower than at the run's start. A faster kernel is not noise: in one quiet run here the reference taken at the
 start was 1.5x slower than every later one (a transient of the VM), and a two-sided check flagged all 80 cells
-timed before any other process ran. On a machine without ``/proc`` the load fields are None and only the drift is checked.
+timed before any other process ran. On a machine without ``/proc`` the load fields are None and only the drift is
+checked.
 """
 
 from __future__ import annotations
