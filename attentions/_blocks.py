@@ -2,8 +2,10 @@
 
 Not a variant (the leading underscore keeps ``import attentions`` from importing it as one). It never builds an
 n×n matrix: the sequence is cut into ``nb = N / w`` blocks of ``w`` positions, each query block gathers ``m`` key
-blocks (plus optional extra keys), and softmax runs over those ``m·w (+ G)`` keys only. Memory is
-O(B·H·N·(m·w + G)) for the scores and O(B·H·N·m·d) for the gathered keys: linear in N for fixed w, m, G.
+blocks (plus optional extra keys), and softmax runs over those ``m·w (+ G)`` keys only, inside torch's fused
+attention kernel (``F.scaled_dot_product_attention`` on [B·H, nb, w, d+1] blocks), so no score tensor is stored:
+memory is O(B·H·N·(m + G/w)·d) for the gathered keys and values, linear in N for fixed w, m, G. (With attention
+dropout in training, torch falls back to its unfused kernel, O(B·H·N·(m·w + G)) for the scores.)
 
 API (all tensors are per head, ``[B, H, N, d]``; N must be a multiple of the block size, see ``pad_for_blocks``):
 
@@ -30,11 +32,11 @@ API (all tensors are per head, ``[B, H, N, d]``; N must be a multiple of the blo
   * ``extra_k``/``extra_v``: optional extra keys/values every query of a block also attends to, [B, H, G, d]
     (the same for all query blocks, e.g. global tokens or low-rank projected keys) or [B, H, nb, G, d] (one set
     per query block). The caller must keep them disjoint from the gathered keys (e.g. via ``allowed``),
-    otherwise a key counts twice. ``extra_mask``: [B, G] (key padding of the extra keys) or any bool tensor
-    broadcastable to [B, H, nb, w, G]; None = all valid.
-  * masked scores are filled with the dtype's most negative finite value (``masked_fill_value``), so a row with
-    no valid key (a padded query) gets finite uniform weights instead of NaN; ``dropout_p`` applies dropout to
-    the weights in training; ``scale`` defaults to d^-1/2.
+    otherwise a key counts twice. ``extra_mask``: [B, G] (key padding of the extra keys) or a bool tensor
+    broadcastable to [B, H, nb, 1, G] (one key mask per query block); None = all valid.
+  * masked keys get the additive bias ``key_bias_value`` (exactly zero weight beside any valid key); a row with
+    no valid key (a padded query) gets finite weights instead of NaN; ``dropout_p`` applies dropout to the
+    weights in training; ``scale`` defaults to d^-1/2.
 - ``dense_rows(q, k, v, *, key_mask, scale, dropout_p, training) -> [B, H, G, d]``: full masked softmax
   attention of a few query rows (global tokens) over all N keys, O(G·N).
 - ``sliding_window_attention(q, k, v, radius, *, dilation, key_mask, extra_k, extra_v, extra_mask, scale,
@@ -52,7 +54,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .base import masked_fill_value, pad_to_length
+from .base import key_bias_value, masked_fill_value, pad_to_length
 
 __all__ = [
     "block_sparse_attention",
@@ -134,6 +136,14 @@ def _valid_slots(idx: Tensor) -> Tensor:
     return (idx >= 0) & ~repeat
 
 
+def _bias_column(valid: Tensor | None, shape: tuple[int, ...], dtype: torch.dtype) -> Tensor:
+    """The extra key column that carries the key mask: 0 where ``valid``, ``key_bias_value(dtype)`` elsewhere."""
+    bias = torch.zeros(shape, dtype=dtype, device=None if valid is None else valid.device)
+    if valid is None:
+        return bias
+    return bias.masked_fill(~valid.expand(shape), key_bias_value(dtype))
+
+
 def block_sparse_attention(
     q: Tensor,
     k: Tensor,
@@ -152,7 +162,17 @@ def block_sparse_attention(
 ) -> Tensor:
     """Softmax attention of each query block over its gathered key blocks (and extra keys): [B, H, N, d].
 
-    See the module docstring for the arguments. Cost: O(B·H·N·(m·w + G)·d) time, O(B·H·N·(m·w + G)) memory.
+    See the module docstring for the arguments. Cost: O(B·H·N·(m·w + G)·d) time; memory O(B·H·N·(m + G/w)·d)
+    for the gathered keys and values, and no score tensor at all where torch's fused CPU/CUDA attention kernel
+    runs (no dropout): the scores of each block are computed and consumed inside
+    ``F.scaled_dot_product_attention``, and recomputed in its backward.
+
+    How masks become a fused-kernel call: every per-key condition (a padded key, a -1 slot, a repeated block,
+    a masked extra key) is an additive bias carried by one extra key column, against a query column of ones,
+    so it costs no [.., w, keys] mask; -1 slots and repeats read a dead block appended after the sequence, whose
+    bias is always on. Only the per-query pattern ``allowed`` (bands, dilations) goes in as an additive
+    ``attn_mask``, at its own broadcast shape (usually [nb, w, m·w], shared by batch rows and heads). A row whose
+    keys are all masked gets finite weights (over the masked keys), as before.
     """
     b, h, n, d = q.shape
     if n % w:
@@ -163,45 +183,66 @@ def block_sparse_attention(
     idx = _expand_blocks(key_blocks, b, h)  # [B, H, nb, m]
     if idx.shape[-2] != nb:
         raise ValueError(f"key_blocks lists {idx.shape[-2]} query blocks, the sequence has {nb}")
-    m = idx.shape[-1]
-    safe = idx.clamp(min=0)  # -1 slots read block 0 and are masked below
-    qb = q.reshape(b, h, nb, w, d)  # [B, H, nb, w, d]
-    kg = _gather(k, safe, w).flatten(3, 4)  # [B, H, nb, m·w, d]
-    vg = _gather(v, safe, w).flatten(3, 4)  # [B, H, nb, m·w, d]
-    scores = torch.matmul(qb * scale, kg.transpose(-1, -2))  # [B, H, nb, w, m·w]
+    dt = q.dtype
+    # Unlisted (-1) and repeated slots read block nb, the dead block past the end.
+    slot = torch.where(_valid_slots(idx), idx, nb)  # [B, H, nb, m]
 
-    # Which gathered keys count: a listed, first-seen block, a real key (key_mask), an allowed slot.
-    valid = _valid_slots(idx)[..., None].expand(b, h, nb, m, w)  # [B, H, nb, m, w]
+    # Queries [q·scale, 1]; keys [k, bias]; values [v, 0] (the fused kernel wants one head size for all three).
+    qx = torch.cat([q * scale, q.new_ones(b, h, n, 1)], dim=-1)  # [B, H, N, d+1]
+    real = torch.ones(n + w, dtype=torch.bool, device=q.device)
+    real[n:] = False  # the dead block
     if key_mask is not None:
-        mb = key_mask.reshape(b, 1, nb, w).expand(b, h, nb, w)  # [B, H, nb, w]
-        bi = torch.arange(b, device=q.device).view(b, 1, 1, 1)
-        hi = torch.arange(h, device=q.device).view(1, h, 1, 1)
-        valid = valid & mb[bi, hi, safe]  # [B, H, nb, m, w]
-    keep = valid.flatten(3, 4)[..., None, :]  # [B, H, nb, 1, m·w]
+        real = real & F.pad(key_mask, (0, w), value=False)[:, None, :]  # [B, 1, N+w]
+    bias = _bias_column(real[..., None], (b, h, n + w, 1), dt)  # [B, H, N+w, 1]
+    kx = torch.cat([F.pad(k, (0, 0, 0, w)), bias], dim=-1)  # [B, H, N+w, d+1]
+    vx = F.pad(v, (0, 1, 0, w))  # [B, H, N+w, d+1]
+    kg = _gather(kx, slot, w).flatten(3, 4)  # [B, H, nb, m·w, d+1]
+    vg = _gather(vx, slot, w).flatten(3, 4)  # [B, H, nb, m·w, d+1]
+
+    attn_mask = None
     if allowed is not None:
-        keep = keep & allowed  # [B, H, nb, w, m·w]
-    fill = masked_fill_value(scores.dtype)
-    scores = scores.masked_fill(~keep, fill)
+        attn_mask = torch.zeros(allowed.shape, dtype=dt, device=q.device).masked_fill(~allowed, key_bias_value(dt))
 
     if extra_k is not None:
         if extra_v is None:
             raise ValueError("extra_k needs extra_v")
-        if extra_k.dim() == 4:  # [B, H, G, d]: the same extra keys for every query block
-            extra_scores = torch.matmul(qb * scale, extra_k[:, :, None].transpose(-1, -2))  # [B, H, nb, w, G]
-        else:  # [B, H, nb, G, d]: one set per query block
-            extra_scores = torch.matmul(qb * scale, extra_k.transpose(-1, -2))  # [B, H, nb, w, G]
-        if extra_mask is not None:
-            em = extra_mask[:, None, None, None, :] if extra_mask.dim() == 2 else extra_mask  # [B|1, .., G]
-            extra_scores = extra_scores.masked_fill(~em, fill)
-        scores = torch.cat([scores, extra_scores], dim=-1)  # [B, H, nb, w, m·w + G]
-
-    attn = scores.softmax(dim=-1)
-    attn = F.dropout(attn, p=dropout_p, training=training)
-    y = torch.matmul(attn[..., : m * w], vg)  # [B, H, nb, w, d]
-    if extra_k is not None:
+        g = extra_k.shape[-2]
+        ek = extra_k[:, :, None] if extra_k.dim() == 4 else extra_k  # [B, H, 1|nb, G, d]
         ev = extra_v[:, :, None] if extra_v.dim() == 4 else extra_v  # [B, H, 1|nb, G, d]
-        y = y + torch.matmul(attn[..., m * w :], ev)  # [B, H, nb, w, d]
-    return y.reshape(b, h, n, d)  # [B, H, N, d]
+        ok = None
+        if extra_mask is not None:
+            if extra_mask.dim() == 2:  # [B, G]
+                ok = extra_mask[:, None, None, :]  # [B, 1, 1, G]
+            elif extra_mask.shape[-2] == 1:  # broadcastable to [B, H, nb, 1, G]: one key mask per query block
+                ok = extra_mask.squeeze(-2)  # [B|1, H|1, nb|1, G]
+            else:
+                raise ValueError("extra_mask must be [B, G] or broadcastable to [B, H, nb, 1, G] (per key)")
+        eshape = torch.broadcast_shapes(ek.shape[:-1], (1, 1, 1, g) if ok is None else ok.shape)  # [.., G]
+        ebias = _bias_column(None if ok is None else ok[..., None], (*eshape, 1), dt)  # [.., G, 1]
+        ekx = torch.cat([ek.expand(*eshape, d), ebias], dim=-1)  # [.., G, d+1]
+        evx = F.pad(ev, (0, 1)).expand(*eshape, d + 1)  # [.., G, d+1]
+        kg = torch.cat([kg, ekx.expand(b, h, nb, g, d + 1)], dim=-2)  # [B, H, nb, m·w + G, d+1]
+        vg = torch.cat([vg, evx.expand(b, h, nb, g, d + 1)], dim=-2)  # [B, H, nb, m·w + G, d+1]
+        if attn_mask is not None:
+            attn_mask = F.pad(attn_mask, (0, g))  # [.., w, m·w + G]: extra keys are allowed for every query
+
+    # The fused kernel takes 4-D tensors: (batch·head) × query block × position × feature.
+    keys = kg.shape[-2]
+    if attn_mask is not None:
+        lead = attn_mask.shape[:-3]
+        if all(s == 1 for s in lead):
+            attn_mask = attn_mask.reshape(1, *attn_mask.shape[-3:])  # [1, nb|1, w|1, keys]
+        else:
+            attn_mask = attn_mask.expand(b, h, *attn_mask.shape[-3:]).reshape(b * h, *attn_mask.shape[-3:])
+    y = F.scaled_dot_product_attention(
+        qx.reshape(b * h, nb, w, d + 1),
+        kg.reshape(b * h, nb, keys, d + 1),
+        vg.reshape(b * h, nb, keys, d + 1),
+        attn_mask=attn_mask,
+        dropout_p=dropout_p if training else 0.0,
+        scale=1.0,
+    )  # [B·H, nb, w, d+1]
+    return y[..., :d].reshape(b, h, n, d)  # [B, H, N, d]
 
 
 def dense_rows(

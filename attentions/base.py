@@ -55,6 +55,15 @@ def masked_fill_value(dtype: torch.dtype) -> float:
     return torch.finfo(dtype).min
 
 
+def key_bias_value(dtype: torch.dtype) -> float:
+    """The additive bias of a masked key when masks ride in the scores (a bias key column, an ``attn_mask``).
+
+    A quarter of the most negative finite value: two such biases on one score cannot overflow to -inf (which
+    would make a fully masked row NaN in fused kernels), and exp(bias - row max) is exactly 0 beside any real key.
+    """
+    return masked_fill_value(dtype) / 4
+
+
 class QKVProjection(nn.Module):
     """One fused Linear producing Q, K, V split into heads (one GEMM instead of three)."""
 

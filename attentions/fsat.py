@@ -604,3 +604,7 @@ class FSATAttention(_CrossAttentionBase):
 
 
 register_preset("fsat_m8", "fsat", m_per_key=8, description="FSAT with M = 8 predicted queries per key.")
+register_preset(
+    "fsat_unnormalized", "fsat", normalized_confidence=False,
+    description="FSAT with ρ's 1/√(2πσ²) factor dropped (confidence in (0, 1]); see the FSAT docstring.",
+)

@@ -122,7 +122,10 @@ def _duplicate_counts(sq_idx: Tensor, sk_idx: Tensor, c: int) -> Tensor:
     # Every round's chunk for the rows of each sorted slot: [B, H, R*N, R'] -> [M, c, R'].
     cq = _gather_rows(chunk_q.transpose(2, 3), sq_idx).view(-1, c, r)
     ck = _gather_rows(chunk_k.transpose(2, 3), sk_idx).view(-1, c, r)
-    counts = torch.zeros(cq.shape[0], c, c, dtype=torch.long, device=sq_idx.device)  # [M, c, c]
+    # uint8 (rounds <= 255): the division below saves this tensor for backward, at a quarter of a float's size.
+    if r > 255:
+        raise ValueError(f"at most 255 hash rounds, got {r}")
+    counts = torch.zeros(cq.shape[0], c, c, dtype=torch.uint8, device=sq_idx.device)  # [M, c, c]
     for rr in range(r):  # one [M, c, c] comparison per round rather than an [M, c, c, R] temporary
         counts += cq[:, :, None, rr] == ck[:, None, :, rr]
     return counts
@@ -195,7 +198,7 @@ def scatterbrain_attention(q: Tensor, k: Tensor, v: Tensor, q_buckets: Tensor, k
         g_sorted = g.gather(2, sq_idx.view(b, h, r * n)).view(m_chunks, c, 1)
         low_factor = (low_log - g).exp()  # [B, H, N]: exp(a_q + a_k − g) <= 1
         low_factor_sorted = low_factor.gather(2, sq_idx.view(b, h, r * n)).view(m_chunks, c, 1)
-        counts = _duplicate_counts(sq_idx, sk_idx, c).to(q.dtype) if r > 1 else None  # [M, c, c]
+        counts = _duplicate_counts(sq_idx, sk_idx, c) if r > 1 else None  # [M, c, c] uint8
 
     # S_ij = exp(s_ij) − φ(q_i)ᵀφ(k_j), both at scale exp(−g_i); shared by the rounds that find the pair.
     weights = (scores - g_sorted).exp() - low_factor_sorted * low_s  # [M, c, c]

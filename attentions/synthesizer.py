@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .base import check_seq_len, masked_fill_value, merge_heads, split_heads, zero_padding
+from .base import check_seq_len, key_bias_value, masked_fill_value, merge_heads, split_heads, zero_padding
 from .registry import AttentionConfig, Capabilities, register, register_preset
 
 Mode = Literal["dense", "random"]
@@ -52,8 +52,10 @@ class SynthesizerAttention(nn.Module):
 
     Dense: B_h,i = W_2 ReLU(W_1,h X_i + b_1,h) + b_2 ∈ R^{max_seq_len} per token and head (§3.1, eq. 1), of which
     the first n logits are used; Random: B_h = R_h[:n, :n] (§3.2). G(X) = X W_V + b_V split into heads (the
-    value projection), then the heads are merged and go through the output projection. The synthesised
-    n×n matrix is materialised (O(n²) time and memory), as in the paper.
+    value projection), then the heads are merged and go through the output projection. O(n²) time, as in the
+    paper. Memory: Dense is run as the dot-product attention it is (query [ReLU(W_1,h X_i + b_1,h), 1], key
+    [W_2[j], b_2[j]]) in torch's fused kernel, so its n×n logits are never stored (O(n) memory without attention
+    dropout); Random's R_h is an n×n parameter, materialised as in the paper.
 
     Choices and deviations (the paper leaves these open, or the authors' LRA code decides them):
     - Heads (Dense): W_1 maps D -> D, split into H heads of D/H hidden units each (W_1,h), and one
@@ -68,9 +70,8 @@ class SynthesizerAttention(nn.Module):
       fan-in for an [H, L, L] parameter is H·L) without its truncation; R is near-uniform at init, as there.
       Dense layers use PyTorch's nn.Linear init (the LRA code: Lecun normal, zero biases).
     - No Q or K projections (the paper's Dense and Random synthesizers have none; LRA ``ignore_dot_product``).
-    - Padding: padded keys get the dtype's most negative finite logit (weight exactly 0), and X is zeroed at
-      padded positions. A sequence with no real key gets uniform weights over its (zeroed) positions, so it
-      stays finite.
+    - Padding: padded keys get a large negative additive logit (weight exactly 0), and X is zeroed at padded
+      positions. A sequence with no real key gets finite weights over its (zeroed) positions.
     - Dropout on the synthesised attention weights (LRA code), in training only.
     """
 
@@ -106,11 +107,27 @@ class SynthesizerAttention(nn.Module):
         check_seq_len(n, cfg.max_seq_len, "logits are sized by it")
         x = zero_padding(x, mask)
         v = split_heads(self.value(x), cfg.heads)  # [B, H, N, dh]
-        scores = self.logits(x)  # [B or 1, H, N, N]
+        p = cfg.dropout if self.training else 0.0
+        if self.dense1 is None or self.dense2 is None:  # Random: R is an [H, N, N] parameter, materialised anyway
+            scores = self.logits(x)  # [1, H, N, N]
+            if mask is not None:
+                scores = scores.masked_fill(~mask[:, None, None, :], masked_fill_value(scores.dtype))  # [B, H, N, N]
+            y = F.dropout(scores.softmax(dim=-1), p=p, training=self.training) @ v  # [B, H, N, dh]
+            return self.out(merge_heads(y))
+        # Dense: B_ij = ReLU(W_1 x_i + b_1)·W_2[j] + b_2[j] is a dot product of [hidden_i, 1] with the learned
+        # "key" [W_2[j], b_2[j]] of position j, so softmax(B)V runs in the fused attention kernel (scale 1) and the
+        # n×n logits are never stored. A padded key's bias column also gets key_bias_value (weight exactly 0).
+        b, h = v.shape[:2]
+        hidden = F.relu(split_heads(self.dense1(x), cfg.heads))  # [B, H, N, dh]
+        qx = F.pad(hidden, (0, 1), value=1.0)  # [B, H, N, dh+1]: [hidden, 1]
+        keys = torch.cat([self.dense2.weight[:n], self.dense2.bias[:n, None]], dim=-1)  # [N, dh+1]
+        keys = keys.expand(b, 1, n, keys.shape[-1])  # [B, 1, N, dh+1]
         if mask is not None:
-            scores = scores.masked_fill(~mask[:, None, None, :], masked_fill_value(scores.dtype))  # [B, H, N, N]
-        attn = F.dropout(scores.softmax(dim=-1), p=cfg.dropout, training=self.training)
-        y = attn @ v  # [B, H, N, dh]
+            bias = torch.zeros_like(keys[..., -1:]).masked_fill(~mask[:, None, :, None], key_bias_value(keys.dtype))
+            keys = torch.cat([keys[..., :-1], keys[..., -1:] + bias], dim=-1)  # [B, 1, N, dh+1]
+        keys = keys.expand(b, h, n, keys.shape[-1])  # [B, H, N, dh+1]
+        vx = F.pad(v, (0, 1))  # [B, H, N, dh+1]: the fused kernel wants one head size for q, k and v
+        y = F.scaled_dot_product_attention(qx, keys, vx, dropout_p=p, scale=1.0)[..., :-1]  # [B, H, N, dh]
         return self.out(merge_heads(y))
 
 
