@@ -185,3 +185,23 @@ def test_presets_and_config_validation() -> None:
     for bad in ({"nb_features": 0}, {"redraw_interval": -1}, {"kernel_eps": -1.0}):
         with pytest.raises(ValueError):
             attentions.build("performer", **bad)
+
+
+@pytest.mark.parametrize("chunk_size", [7, 16, 40])
+def test_chunked_form_is_the_same_function(chunk_size: int) -> None:
+    """Chunks over N (each key chunk at its own shift, rescaled to the global one) = one pass, forward and backward;
+    with a batch row whose padded tail fills whole chunks (chunks without a real key)."""
+    one = _build(nb_features=48, redraw_interval=0).eval()
+    chunked = _build(nb_features=48, redraw_interval=0, chunk_size=chunk_size).eval()
+    chunked.load_state_dict(one.state_dict())
+    x = torch.randn(2, 40, 32, dtype=torch.float64)
+    mask = torch.ones(2, 40, dtype=torch.bool)
+    mask[1, 9:] = False
+    outs = []
+    for module in (one, chunked):
+        xi = x.clone().requires_grad_(True)
+        y = module(xi, mask)
+        (y * mask[..., None]).square().sum().backward()
+        outs.append((y, xi.grad, module.proj.qkv.weight.grad))
+    for a, b in zip(*outs, strict=True):
+        torch.testing.assert_close(b, a)
