@@ -54,7 +54,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .base import key_bias_value, masked_fill_value, pad_to_length
+from .base import key_bias_column, key_bias_value, masked_fill_value, pad_to_length
 
 __all__ = [
     "block_sparse_attention",
@@ -136,14 +136,6 @@ def _valid_slots(idx: Tensor) -> Tensor:
     return (idx >= 0) & ~repeat
 
 
-def _bias_column(valid: Tensor | None, shape: tuple[int, ...], dtype: torch.dtype) -> Tensor:
-    """The extra key column that carries the key mask: 0 where ``valid``, ``key_bias_value(dtype)`` elsewhere."""
-    bias = torch.zeros(shape, dtype=dtype, device=None if valid is None else valid.device)
-    if valid is None:
-        return bias
-    return bias.masked_fill(~valid.expand(shape), key_bias_value(dtype))
-
-
 def block_sparse_attention(
     q: Tensor,
     k: Tensor,
@@ -193,7 +185,7 @@ def block_sparse_attention(
     real[n:] = False  # the dead block
     if key_mask is not None:
         real = real & F.pad(key_mask, (0, w), value=False)[:, None, :]  # [B, 1, N+w]
-    bias = _bias_column(real[..., None], (b, h, n + w, 1), dt)  # [B, H, N+w, 1]
+    bias = key_bias_column(real[..., None], (b, h, n + w, 1), dt)  # [B, H, N+w, 1]
     kx = torch.cat([F.pad(k, (0, 0, 0, w)), bias], dim=-1)  # [B, H, N+w, d+1]
     vx = F.pad(v, (0, 1, 0, w))  # [B, H, N+w, d+1]
     kg = _gather(kx, slot, w).flatten(3, 4)  # [B, H, nb, m·w, d+1]
@@ -218,7 +210,7 @@ def block_sparse_attention(
             else:
                 raise ValueError("extra_mask must be [B, G] or broadcastable to [B, H, nb, 1, G] (per key)")
         eshape = torch.broadcast_shapes(ek.shape[:-1], (1, 1, 1, g) if ok is None else ok.shape)  # [.., G]
-        ebias = _bias_column(None if ok is None else ok[..., None], (*eshape, 1), dt)  # [.., G, 1]
+        ebias = key_bias_column(None if ok is None else ok[..., None], (*eshape, 1), dt)  # [.., G, 1]
         ekx = torch.cat([ek.expand(*eshape, d), ebias], dim=-1)  # [.., G, d+1]
         evx = F.pad(ev, (0, 1)).expand(*eshape, d + 1)  # [.., G, d+1]
         kg = torch.cat([kg, ekx.expand(b, h, nb, g, d + 1)], dim=-2)  # [B, H, nb, m·w + G, d+1]

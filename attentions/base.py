@@ -64,6 +64,15 @@ def key_bias_value(dtype: torch.dtype) -> float:
     return masked_fill_value(dtype) / 4
 
 
+def key_bias_column(valid: Tensor | None, shape: tuple[int, ...], dtype: torch.dtype) -> Tensor:
+    """An extra key column that carries a key mask into fused attention: 0 where ``valid`` (broadcastable to
+    ``shape``; None = all valid), ``key_bias_value(dtype)`` elsewhere. Matched by a column of ones in the queries."""
+    bias = torch.zeros(shape, dtype=dtype, device=None if valid is None else valid.device)
+    if valid is None:
+        return bias
+    return bias.masked_fill(~valid.expand(shape), key_bias_value(dtype))
+
+
 class QKVProjection(nn.Module):
     """One fused Linear producing Q, K, V split into heads (one GEMM instead of three)."""
 

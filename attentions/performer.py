@@ -228,18 +228,16 @@ class PerformerAttention(ProjectedAttention):
         same value as one pass at the global shift, up to rounding.
         """
         size = self.cfg.chunk_size
-        if k.shape[2] <= size:
-            return torch.matmul(_stabilised_exp(k, w, False, mask).transpose(-1, -2), v1)  # [B, H, m, dh+1]
         parts, maxima = [], []
         for start in range(0, k.shape[2], size):
             kc, mc = k[:, :, start : start + size], None if mask is None else mask[:, start : start + size]
             e, raw = _exp_and_key_max(kc, w, False, mc)  # [B, H, chunk, m] at the chunk's own shift
-            used = _finite_or_zero(raw)  # [B, H, 1, 1]
             parts.append(torch.matmul(e.transpose(-1, -2), v1[:, :, start : start + size]))  # [B, H, m, dh+1]
-            maxima.append((raw, used))
-        top = _finite_or_zero(torch.stack([raw for raw, _ in maxima]).amax(0))  # [B, H, 1, 1]: global shift
+            maxima.append(raw)  # [B, H, 1, 1]
+        top = _finite_or_zero(torch.stack(maxima).amax(0))  # [B, H, 1, 1]: the global shift
         # A chunk without a real key has all-zero features; its factor is 0 rather than a possibly huge exp.
-        factors = [torch.where(torch.isfinite(raw), (used - top).exp(), torch.zeros_like(used)) for raw, used in maxima]
+        # One chunk: the factor is exp(0) = 1 exactly, the one-pass value.
+        factors = [torch.where(torch.isfinite(raw), (_finite_or_zero(raw) - top).exp(), 0.0) for raw in maxima]
         return sum(f * p for f, p in zip(factors, parts, strict=True))  # [B, H, m, dh+1]
 
 

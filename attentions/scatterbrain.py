@@ -122,9 +122,8 @@ def _duplicate_counts(sq_idx: Tensor, sk_idx: Tensor, c: int) -> Tensor:
     # Every round's chunk for the rows of each sorted slot: [B, H, R*N, R'] -> [M, c, R'].
     cq = _gather_rows(chunk_q.transpose(2, 3), sq_idx).view(-1, c, r)
     ck = _gather_rows(chunk_k.transpose(2, 3), sk_idx).view(-1, c, r)
-    # uint8 (rounds <= 255): the division below saves this tensor for backward, at a quarter of a float's size.
-    if r > 255:
-        raise ValueError(f"at most 255 hash rounds, got {r}")
+    # uint8 (ScatterbrainConfig allows at most 255 rounds): the division below saves this tensor for backward, at a
+    # quarter of a float's size.
     counts = torch.zeros(cq.shape[0], c, c, dtype=torch.uint8, device=sq_idx.device)  # [M, c, c]
     for rr in range(r):  # one [M, c, c] comparison per round rather than an [M, c, c, R] temporary
         counts += cq[:, :, None, rr] == ck[:, None, :, rr]
@@ -248,6 +247,8 @@ class ScatterbrainConfig(AttentionConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         self._require_positive_ints("nb_features", "n_hashes", "bucket_size")
+        if self.n_hashes > 255:
+            raise ValueError(f"n_hashes must be at most 255 (pair counts are uint8), got {self.n_hashes!r}")
         check_n_buckets(self.n_buckets)
 
 

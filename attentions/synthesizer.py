@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .base import check_seq_len, key_bias_value, masked_fill_value, merge_heads, split_heads, zero_padding
+from .base import check_seq_len, key_bias_column, masked_fill_value, merge_heads, split_heads, zero_padding
 from .registry import AttentionConfig, Capabilities, register, register_preset
 
 Mode = Literal["dense", "random"]
@@ -61,8 +61,8 @@ class SynthesizerAttention(nn.Module):
     - Heads (Dense): W_1 maps D -> D, split into H heads of D/H hidden units each (W_1,h), and one
       W_2 ∈ R^{(D/H)×max_seq_len} is shared by all heads, as the LRA code (``dense_syn`` with features
       (heads, head_dim), then ``dense_syn2`` over the head_dim axis). The LRA code then reshapes
-      [B, N, H, L] to [B, H, N, L] without a transpose (a bug its own TODO questions); here the axes are
-      transposed, so B_h,i really is token i's logits for head h.
+      [B, N, H, L] to [B, H, N, L] without a transpose (a bug that a comment in that code itself questions);
+      here the axes are transposed, so B_h,i really is token i's logits for head h.
     - Only the first n of the max_seq_len outputs of W_2 are computed (rows :n of W_2 and b_2): the same logits
       as computing all and slicing (LRA code), without the wasted (max_seq_len − n) columns.
     - Inputs shorter than max_seq_len use the leading n×n block (LRA code); longer ones are an error.
@@ -120,12 +120,10 @@ class SynthesizerAttention(nn.Module):
         b, h = v.shape[:2]
         hidden = F.relu(split_heads(self.dense1(x), cfg.heads))  # [B, H, N, dh]
         qx = F.pad(hidden, (0, 1), value=1.0)  # [B, H, N, dh+1]: [hidden, 1]
-        keys = torch.cat([self.dense2.weight[:n], self.dense2.bias[:n, None]], dim=-1)  # [N, dh+1]
-        keys = keys.expand(b, 1, n, keys.shape[-1])  # [B, 1, N, dh+1]
-        if mask is not None:
-            bias = torch.zeros_like(keys[..., -1:]).masked_fill(~mask[:, None, :, None], key_bias_value(keys.dtype))
-            keys = torch.cat([keys[..., :-1], keys[..., -1:] + bias], dim=-1)  # [B, 1, N, dh+1]
-        keys = keys.expand(b, h, n, keys.shape[-1])  # [B, H, N, dh+1]
+        w2, b2 = self.dense2.weight[:n], self.dense2.bias[:n, None]  # [N, dh], [N, 1]
+        valid = None if mask is None else mask[:, None, :, None]  # [B, 1, N, 1]
+        bias = b2 + key_bias_column(valid, (b, 1, n, 1), b2.dtype)  # [B, 1, N, 1]
+        keys = torch.cat([w2.expand(b, 1, n, w2.shape[-1]), bias], dim=-1).expand(b, h, n, -1)  # [B, H, N, dh+1]
         vx = F.pad(v, (0, 1))  # [B, H, N, dh+1]: the fused kernel wants one head size for q, k and v
         y = F.scaled_dot_product_attention(qx, keys, vx, dropout_p=p, scale=1.0)[..., :-1]  # [B, H, N, dh]
         return self.out(merge_heads(y))
