@@ -16,7 +16,7 @@ import torch
 
 import attentions
 import attentions.scatterbrain  # noqa: F401  (registers the variant even before the package imports it)
-from attentions.scatterbrain import ScatterbrainAttention, xbox_plus
+from attentions.scatterbrain import ScatterbrainAttention, _ChunkPairProducts, xbox_plus
 
 CFG = {"dim": 32, "heads": 2, "dropout": 0.0}
 
@@ -213,6 +213,29 @@ def test_xbox_plus_preserves_inner_products_with_equal_norms() -> None:
     norms = torch.cat((fq, gk), dim=2).square().sum(-1)  # [B, H, 2N]
     real = torch.cat((mask, mask), dim=1)[:, None].expand_as(norms)
     torch.testing.assert_close(norms[real], m2[..., None].expand_as(norms)[real])
+
+
+def test_chunk_pair_products_equal_gathered_bmm_forward_and_backward() -> None:
+    """The memory-saving op (re-gathers in backward) against autograd through gather + bmm, on 3 random orders."""
+    torch.manual_seed(0)
+    b, h, r, n, m, c = 2, 3, 3, 12, 5, 4
+    e_q = torch.rand(b, h, n, m, dtype=torch.float64, requires_grad=True)
+    e_k = torch.rand(b, h, n, m, dtype=torch.float64, requires_grad=True)
+    sq_idx = torch.rand(b, h, r, n).argsort(-1)  # [B, H, R, N]: a permutation per round
+    sk_idx = torch.rand(b, h, r, n).argsort(-1)
+
+    def gathered(e: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        return e.gather(2, idx.reshape(b, h, r * n, 1).expand(-1, -1, -1, m)).view(-1, c, m)  # [M, c, m]
+
+    reference = torch.bmm(gathered(e_q, sq_idx), gathered(e_k, sk_idx).transpose(1, 2))  # [M, c, c]
+    out = _ChunkPairProducts.apply(e_q, e_k, sq_idx, sk_idx, c)
+    torch.testing.assert_close(out, reference, rtol=1e-13, atol=1e-13)
+    upstream = torch.randn_like(out)
+    expected = torch.autograd.grad(reference, (e_q, e_k), upstream)
+    got = torch.autograd.grad(out, (e_q, e_k), upstream)
+    for g, e in zip(got, expected, strict=True):
+        torch.testing.assert_close(g, e, rtol=1e-13, atol=1e-13)
+    assert torch.autograd.gradcheck(lambda a, k: _ChunkPairProducts.apply(a, k, sq_idx, sk_idx, c), (e_q, e_k))
 
 
 def test_config_rejects_odd_bucket_counts() -> None:
