@@ -31,11 +31,18 @@ import torch.utils.benchmark as benchmark
 # (n = 2048 fwd: 83-207 ms per call, median 147; with mmap_max=0: 88-149, median 90; fwd+bwd
 # median 347 -> 240 ms). Without mmap, glibc serves such blocks from the heap it keeps (it still
 # falls back to mmap when the heap cannot grow).
+# arena_max=1: when an allocation fails in the main heap (an n^2 cell past the address-space cap, recorded as `oom`),
+# glibc retries it in a second arena and leaves the thread there; that arena's heaps are at most 64 MiB mmap'ed
+# regions, so every later large block went back and forth between arenas, freshly page-faulted. Measured: a 100 MiB
+# alloc+fill+free went 4 ms -> 27 ms after one failed 32 GiB allocation, and Scatterbrain at n = 16384 fwd+bwd
+# 2.8 s -> 4.9 s after `vanilla`'s oom in the same process; with one arena there is nowhere to switch to, and both
+# stay as before (tests/harness/speed/test_timing.py checks the arena count).
 GLIBC_TUNABLES_TIMING: str = (
     "glibc.malloc.mmap_threshold=33554432"
     ":glibc.malloc.trim_threshold=1073741824"
     ":glibc.malloc.top_pad=268435456"
     ":glibc.malloc.mmap_max=0"
+    ":glibc.malloc.arena_max=1"
 )
 
 # Size of the buffer zeroed before each CUDA call to evict L2 (as triton's do_bench does):

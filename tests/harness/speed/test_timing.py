@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
 import time
 
 import pytest
@@ -66,3 +70,39 @@ def test_timing_env_active(monkeypatch: pytest.MonkeyPatch, value: str | None, a
     else:
         monkeypatch.setenv("GLIBC_TUNABLES", value)
     assert timing_env_active() is active
+
+
+_AFTER_FAILED_ALLOCATION = """
+import ctypes, resource, threading, torch
+# A second thread, as the runner has (torch's pool, tqdm's monitor): glibc retries a failed allocation in another
+# arena only in a multi-threaded process.
+threading.Thread(target=threading.Event().wait, daemon=True).start()
+with open("/proc/self/status") as f:
+    vm = next(int(line.split()[1]) for line in f if line.startswith("VmSize:")) * 1024
+resource.setrlimit(resource.RLIMIT_AS, (vm + 2**30, resource.RLIM_INFINITY))  # 1 GiB of headroom
+try:
+    torch.empty(2**30)  # 4 GiB: fails, as an n^2 cell past the runner's cap does
+except RuntimeError:
+    pass
+else:
+    raise SystemExit("the allocation was expected to fail")
+block = torch.ones(2**25)  # 128 MiB: a large block after the failure
+del block
+ctypes.CDLL("libc.so.6").malloc_stats()  # per-arena statistics on stderr
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc only")
+@pytest.mark.parametrize(("tunables", "one_arena"), [
+    (GLIBC_TUNABLES_TIMING, True),
+    # The control: without arena_max=1 glibc opens more arenas (the slowdown's cause), so the check can fail.
+    (GLIBC_TUNABLES_TIMING.replace(":glibc.malloc.arena_max=1", ""), False),
+])
+def test_failed_allocation_keeps_one_malloc_arena(tunables: str, one_arena: bool) -> None:
+    assert "arena_max=1" in GLIBC_TUNABLES_TIMING
+    env = {**os.environ, "GLIBC_TUNABLES": tunables, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-c", _AFTER_FAILED_ALLOCATION], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    arenas = re.findall(r"^Arena (\d+):", proc.stderr, flags=re.M)
+    assert (arenas == ["0"]) is one_arena, proc.stderr
