@@ -16,13 +16,14 @@ profiles can shrink them. Every random draw comes from one ``numpy.random.Genera
   parameters on a pixel grid. Connectivity rule: lit pixels (value > 0) are linked when their Chebyshev distance is
   <= 2, i.e. 8-connectivity after closing dash gaps of one pixel. Label 1 iff the two marker dots are in the same
   component.
-* **Image** (:func:`harness.lra.pixels.generate_images`): ten shape classes (:data:`IMAGE_CLASSES`) with random
-  position, scale, rotation, contrast and noise; the two intensities of an image are exchangeable, so intensity
-  statistics carry no class information.
-* **Text** (:func:`generate_text`): words separated by single spaces; label 1 iff positive marker words outnumber
-  negative ones over the whole document (never a tie, the margin is 1..``max_margin`` of many markers).
-* **Retrieval** (:func:`generate_retrieval`): document pairs drawn from latent topics (topic words mixed with shared
-  background words); label 1 iff both documents have the same topic.
+* **Image** (:func:`harness.lra.pixels.generate_images`): ten classes of images made of four-pixel strips on a
+  torus; the class is the order of the four intensities along every strip, so each class has the same intensity
+  histogram and the same distribution at each pixel: only neighbouring pixels tell classes apart.
+* **Text** (:func:`generate_text`): documents of words; label = the dialect the content words are spelled in. The
+  two dialects (:func:`dialect_lexicons`) spell each word with the same letters, in ascending or descending
+  order, so no bag of bytes (nor the byte at any one position) carries the label: only letter order does.
+* **Retrieval** (:func:`generate_retrieval`): document pairs, each written in one of such dialects (2 by default, up
+  to 4); label 1 iff both use the same dialect.
 
 Labels of the balanced tasks come in consecutive blocks holding each class once (pairs for the binary tasks, blocks
 of 10 for Image), so a split of the stream that starts at a multiple of the block is balanced to within one block.
@@ -31,7 +32,7 @@ of 10 for Image), so a split of the stream that starts at a multiple of the bloc
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -171,53 +172,91 @@ def balanced_labels(rng: np.random.Generator, n: int, k: int) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# Text and Retrieval: byte documents over a fixed lexicon
+# Text and Retrieval: byte documents in "dialects" that share every letter count
 
-#: Marker words of the Text stand-in; neutral words never equal them.
-POSITIVE_WORDS: tuple[str, ...] = ("good", "great", "superb", "lovely", "brilliant", "excellent", "wonderful", "fine")
-NEGATIVE_WORDS: tuple[str, ...] = ("bad", "awful", "poor", "dull", "boring", "terrible", "weak", "dreadful")
-_LEXICON_SEED = 20201  # the lexicon is part of the task definition, not of a dataset's seed
+_LEXICON_SEED = 20201  # the lexicons are part of the task definition, not of a dataset's seed
 _LETTERS = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz", dtype=np.uint8)
+_MAX_OFFSET = 16  # a document starts this many bytes (at most) into its word stream: word starts carry no position
 
 
 @functools.lru_cache(maxsize=4)
 def neutral_lexicon(size: int = 2000) -> tuple[bytes, ...]:
     """The fixed lexicon of neutral pseudo-words (2-9 lowercase letters), the same for every dataset seed."""
     rng = np.random.default_rng(_LEXICON_SEED)
-    markers = {w.encode() for w in POSITIVE_WORDS + NEGATIVE_WORDS}
     words: dict[bytes, None] = {}  # insertion-ordered set
     while len(words) < size:
-        word = _LETTERS[rng.integers(0, 26, size=int(rng.integers(2, 10)))].tobytes()
-        if word not in markers:
-            words[word] = None
+        words[_LETTERS[rng.integers(0, 26, size=int(rng.integers(2, 10)))].tobytes()] = None
     return tuple(words)
 
 
-@functools.lru_cache(maxsize=4)
-def _word_costs(size: int = 2000) -> np.ndarray:
-    """Bytes taken by each lexicon word followed by its separating space."""
-    return np.array([len(w) + 1 for w in neutral_lexicon(size)], dtype=np.int64)
+#: How each dialect orders the letters of a content word: ascending, descending, then each rotated left by one.
+DIALECT_ORDERS: tuple[str, ...] = ("ascending", "descending", "ascending_rotated", "descending_rotated")
 
 
-def _fill(draw: Callable[[int], np.ndarray], budget: int) -> list[bytes]:
-    """Lexicon words drawn by ``draw(k)`` (k indices) while the space-separated text fits in ``budget`` bytes."""
-    lexicon, lens = neutral_lexicon(), _word_costs()
-    words: list[bytes] = []
+def _spell(letters: bytes, dialect: int) -> bytes:
+    """A content word's letters in dialect ``dialect``'s order (:data:`DIALECT_ORDERS`)."""
+    word = bytes(sorted(letters, reverse=dialect % 2 == 1))
+    return word[1:] + word[:1] if dialect >= 2 else word
+
+
+@functools.lru_cache(maxsize=8)
+def dialect_lexicons(num_dialects: int, size: int = 64) -> tuple[tuple[bytes, ...], ...]:
+    """``num_dialects`` spellings of one lexicon of ``size`` content words: word i of every dialect is an anagram.
+
+    Base words are sets of 4-7 distinct lowercase letters; dialect d writes them in the order of
+    :data:`DIALECT_ORDERS`[d] (letters ascending, descending, or either rotated left by one). So every dialect uses
+    each letter equally often, and only the order of neighbouring letters inside words tells dialects apart, by one
+    rule for all words (e.g. "each letter is followed by a later one in the alphabet").
+
+    Returns:
+        ``num_dialects`` tuples of ``size`` byte words; entry [d][i] is dialect d's spelling of word i, all distinct
+        and none in :func:`neutral_lexicon`.
+    """
+    if not 2 <= num_dialects <= len(DIALECT_ORDERS) or size < 1:
+        raise UserError(f"need 2..{len(DIALECT_ORDERS)} dialects of at least 1 word, got {num_dialects} of {size}")
+    rng = np.random.default_rng(_LEXICON_SEED + 1)
+    taken = set(neutral_lexicon())
+    spellings: list[list[bytes]] = [[] for _ in range(num_dialects)]
+    while len(spellings[0]) < size:
+        letters = rng.choice(_LETTERS, size=int(rng.integers(4, 8)), replace=False).tobytes()  # distinct letters
+        words = [_spell(letters, d) for d in range(num_dialects)]
+        if taken.isdisjoint(words):
+            taken.update(words)
+            for d, word in enumerate(words):
+                spellings[d].append(word)
+    return tuple(tuple(words) for words in spellings)
+
+
+def _fill(draw: Callable[[int], np.ndarray], words: Sequence[bytes], budget: int) -> list[bytes]:
+    """Words ``words[i]`` for i drawn by ``draw(k)`` (k indices) while the space-separated text fits ``budget``."""
+    lens = np.array([len(w) + 1 for w in words], dtype=np.int64)  # each word with its separating space
+    out: list[bytes] = []
     used = 0
     while True:
         idx = draw(max(budget // 4, 8))
         # Cumulative bytes of the drawn words, each followed by a space (the last space is not written).
         ends = used + np.cumsum(lens[idx])
         keep = int(np.searchsorted(ends, budget + 1, side="right"))
-        words.extend(lexicon[i] for i in idx[:keep].tolist())
+        out.extend(words[i] for i in idx[:keep].tolist())
         if keep < len(idx):
-            return words
+            return out
         used = int(ends[-1])
 
 
-def _doc_budget(rng: np.random.Generator, length: int, min_fill: float) -> int:
-    """A document's byte budget, uniform in [min_fill * length, length]; the words stop just below it."""
-    return int(rng.integers(int(min_fill * length), length + 1))
+def _dialect_document(rng: np.random.Generator, dialect: Sequence[bytes], length: int, content_rate: float,
+                      min_fill: float) -> bytes:
+    """One document: words from ``dialect`` (each with probability ``content_rate``) or neutral ones, cut so that it
+    starts 0..15 bytes into its first word (uniformly) and holds a budget uniform in [min_fill * length, length]."""
+    neutral = neutral_lexicon()
+    words = (*dialect, *neutral)  # indices 0..len(dialect)-1 are content words
+    offset = int(rng.integers(0, _MAX_OFFSET))
+    budget = int(rng.integers(int(min_fill * length), length + 1))
+
+    def draw(k: int) -> np.ndarray:
+        content = rng.random(k) < content_rate
+        return np.where(content, rng.integers(0, len(dialect), k), len(dialect) + rng.integers(0, len(neutral), k))
+
+    return b" ".join(_fill(draw, words, budget + offset))[offset:]
 
 
 def generate_text(
@@ -225,60 +264,35 @@ def generate_text(
     *,
     seed: int = 0,
     length: int = 4000,
-    marker_rate: float = 0.1,
-    max_margin: int = 3,
+    content_rate: float = 0.5,
+    lexicon_size: int = 64,
     min_fill: float = 0.5,
 ) -> tuple[list[bytes], np.ndarray]:
-    """Byte documents whose label needs the whole sequence: do positive marker words outnumber negative ones?
+    """Byte documents whose label is their dialect, which no bag of bytes reveals: letters must be read in order.
 
-    A document is single-space-separated words: about ``marker_rate`` of them markers (from
-    :data:`POSITIVE_WORDS` / :data:`NEGATIVE_WORDS`), the rest neutral words of :func:`neutral_lexicon`, in random
-    order. The positive-minus-negative count is +d (label 1) or -d (label 0) with d uniform in 1..``max_margin``,
-    small against the number of markers, so no fixed window decides the label.
+    Label 1 documents write the content words of :func:`dialect_lexicons` in dialect 1 (letters descending), label 0
+    in dialect 0 (ascending): the two spell every word with the same letters, so the byte histogram of a document
+    has the same distribution under both labels, and since documents start at a random offset into their first
+    word, so does the byte at each position. The label is carried by which letters follow which (bigrams), all along the
+    document: a model must relate neighbouring bytes, which a model without token mixing cannot.
 
     Args:
         n: number of documents, balanced in consecutive pairs.
         seed: seed of the random stream.
-        length: maximum document size in bytes (documents end at a word boundary).
-        marker_rate: expected fraction of marker words.
-        max_margin: largest difference between the two marker counts.
+        length: maximum document size in bytes.
+        content_rate: probability that a word is a content word (else a neutral word shared by both labels).
+        lexicon_size: content words per dialect.
         min_fill: document byte budgets are uniform in [min_fill * length, length].
 
     Returns:
         (documents, labels): ``n`` byte strings of at most ``length`` bytes and int64 [n] in {0, 1}.
     """
-    longest_marker = max(len(w) for w in POSITIVE_WORDS + NEGATIVE_WORDS)
-    if length < (longest_marker + 1) * max_margin:
-        raise UserError(f"text: length {length} cannot hold {max_margin} marker words; raise length or lower it")
+    _check_content_rate(content_rate)
     rng = np.random.default_rng(seed)
     labels = balanced_labels(rng, n, 2)
-    lexicon = neutral_lexicon()
-    mean_word = float(_word_costs().mean())  # bytes per neutral word, with its space
-    pos_words = [w.encode() for w in POSITIVE_WORDS]
-    neg_words = [w.encode() for w in NEGATIVE_WORDS]
-    docs: list[bytes] = []
-    for label in labels.tolist():
-        budget = max(_doc_budget(rng, length, min_fill), (longest_marker + 1) * max_margin)
-        margin = int(rng.integers(1, max_margin + 1))
-        markers = max(margin, round(marker_rate * budget / mean_word))
-        markers += (markers - margin) % 2  # the two counts are (markers +- margin) / 2
-        big, small = (markers + margin) // 2, (markers - margin) // 2
-        n_pos, n_neg = (big, small) if label == 1 else (small, big)
-        chosen = [pos_words[i] for i in rng.integers(0, len(pos_words), n_pos)]
-        chosen += [neg_words[i] for i in rng.integers(0, len(neg_words), n_neg)]
-        # The markers must all fit: drop matching pairs (which keeps the margin) until they do.
-        while sum(len(w) + 1 for w in chosen) > budget + 1:
-            chosen = _drop_pair(chosen, n_pos)
-            n_pos -= 1
-        rest = budget - sum(len(w) + 1 for w in chosen)
-        words = chosen + (_fill(lambda k: rng.integers(0, len(lexicon), k), rest) if rest > 0 else [])
-        docs.append(b" ".join(words[i] for i in rng.permutation(len(words))))
+    dialects = dialect_lexicons(2, lexicon_size)
+    docs = [_dialect_document(rng, dialects[label], length, content_rate, min_fill) for label in labels.tolist()]
     return docs, labels
-
-
-def _drop_pair(chosen: list[bytes], n_pos: int) -> list[bytes]:
-    """Remove one positive and one negative marker (the first ``n_pos`` entries are the positive ones)."""
-    return chosen[1:n_pos] + chosen[n_pos + 1 :]
 
 
 def generate_retrieval(
@@ -286,55 +300,45 @@ def generate_retrieval(
     *,
     seed: int = 0,
     length: int = 4000,
-    num_topics: int = 20,
-    topic_words: int = 30,
-    topic_p: float = 0.25,
+    num_dialects: int = 2,
+    content_rate: float = 0.5,
+    lexicon_size: int = 64,
     min_fill: float = 0.5,
 ) -> tuple[list[bytes], list[bytes], np.ndarray]:
-    """Pairs of byte documents; label 1 iff both were written from the same latent topic.
+    """Pairs of byte documents; label 1 iff both are written in the same dialect (:func:`dialect_lexicons`).
 
-    The run's topics are ``num_topics`` disjoint sets of ``topic_words`` words of :func:`neutral_lexicon`; the other
-    words are the shared background. Each word of a topic-t document is a uniform topic-t word with probability
-    ``topic_p``, else a uniform background word. Related pairs share a topic; unrelated ones have two distinct
-    topics. Topics are drawn once per call, so all splits cut from one call share them.
+    Each document draws its own words; related pairs share a dialect, unrelated ones have two distinct dialects.
+    All dialects use every letter equally often, so each document's byte histogram (and byte at each position) has
+    the same distribution whatever its dialect: two bags of bytes say nothing about the label, and the match is
+    spread over every content word of both documents (their bigrams).
 
     Args:
         n: number of pairs, balanced in consecutive pairs.
         seed: seed of the random stream.
-        length: maximum size of each document in bytes (documents end at a word boundary).
-        num_topics: number of latent topics (at least 2).
-        topic_words: words per topic.
-        topic_p: probability that a word comes from the document's topic.
+        length: maximum size of each document in bytes.
+        num_dialects: number of dialects, 2..4 (:data:`DIALECT_ORDERS`).
+        content_rate: probability that a word is a content word (else a neutral word shared by all dialects).
+        lexicon_size: content words per dialect.
         min_fill: document byte budgets are uniform in [min_fill * length, length].
 
     Returns:
         (first documents, second documents, labels): two lists of ``n`` byte strings, int64 [n] in {0, 1}.
     """
-    lexicon = neutral_lexicon()
-    if num_topics < 2 or num_topics * topic_words >= len(lexicon):
-        raise UserError(
-            f"retrieval: need 2 <= num_topics and num_topics * topic_words < {len(lexicon)} (the lexicon size), got "
-            f"num_topics={num_topics}, topic_words={topic_words}"
-        )
+    _check_content_rate(content_rate)
     rng = np.random.default_rng(seed)
     labels = balanced_labels(rng, n, 2)
-    order = rng.permutation(len(lexicon))
-    topics = order[: num_topics * topic_words].reshape(num_topics, topic_words)  # [T, words per topic]
-    background = order[num_topics * topic_words :]
-
-    def document(topic: int) -> bytes:
-        def draw(k: int) -> np.ndarray:
-            from_topic = rng.random(k) < topic_p
-            return np.where(from_topic, rng.choice(topics[topic], k), rng.choice(background, k))
-
-        return b" ".join(_fill(draw, _doc_budget(rng, length, min_fill)))
-
+    dialects = dialect_lexicons(num_dialects, lexicon_size)
     first: list[bytes] = []
     second: list[bytes] = []
     for label in labels.tolist():
-        t0 = int(rng.integers(num_topics))
-        # A different topic: shift by 1..T-1 modulo T.
-        t1 = t0 if label == 1 else (t0 + int(rng.integers(1, num_topics))) % num_topics
-        first.append(document(t0))
-        second.append(document(t1))
+        d0 = int(rng.integers(num_dialects))
+        # A different dialect: shift by 1..K-1 modulo K.
+        d1 = d0 if label == 1 else (d0 + int(rng.integers(1, num_dialects))) % num_dialects
+        first.append(_dialect_document(rng, dialects[d0], length, content_rate, min_fill))
+        second.append(_dialect_document(rng, dialects[d1], length, content_rate, min_fill))
     return first, second, labels
+
+
+def _check_content_rate(content_rate: float) -> None:
+    if not 0.0 < content_rate <= 1.0:
+        raise UserError(f"content_rate must be in (0, 1], got {content_rate!r}")

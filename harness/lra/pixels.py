@@ -1,9 +1,12 @@
 """Offline generators of the two pixel tasks of Long Range Arena, deterministic from a seed: Pathfinder-style contour
-images and a 10-class image set. The rules of each are in :mod:`harness.lra.generators`' docstring (which covers all
-five tasks); this module holds the pixel-grid code so that neither file grows past a reader's patience.
+images and a 10-class image set of ordered intensity strips. The rules of each are in :mod:`harness.lra.generators`'
+docstring (which covers all five tasks); this module holds the pixel-grid code so that neither file grows past a
+reader's patience.
 """
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 
@@ -223,31 +226,22 @@ def generate_pathfinder(
 # ---------------------------------------------------------------------------------------------------------------------
 # Image classification
 
-IMAGE_CLASSES: tuple[str, ...] = (
-    "disc", "ring", "square", "triangle", "cross", "bar", "stripes", "checker", "two_discs", "half_disc",
-)
-_SQRT3 = float(np.sqrt(3.0))
+#: Intensities of a strip's four pixels, darkest to brightest; the background is 0.
+STRIP_LEVELS: tuple[int, ...] = (70, 130, 190, 250)
+_STRIP = len(STRIP_LEVELS)
+_CLASS_SEED = 20202  # the class definitions are part of the task, not of a dataset's seed
 
 
-def _shape_masks(u: np.ndarray, v: np.ndarray, upx: np.ndarray, vpx: np.ndarray, period: np.ndarray) -> np.ndarray:
-    """Foreground masks of every class: [10, S, H, W] from shape coordinates (u, v) and pixel coordinates.
+def image_class_orders(num_classes: int = 10) -> np.ndarray:
+    """int [num_classes, 4]: class c writes every strip with the levels ``STRIP_LEVELS[orders[c]]`` in order.
 
-    (u, v) are rotated coordinates in units of the shape radius; (upx, vpx) the same in pixels, for the textures.
+    Ten of the 24 orders of the four levels, drawn once with a fixed seed. Two orders never share all three of their
+    neighbouring pairs, so a class is known from which level follows which along its strips.
     """
-    r2 = u**2 + v**2
-    stripes = np.cos(2 * np.pi * upx / period)
-    return np.stack([
-        r2 <= 1.0,
-        (r2 >= 0.55**2) & (r2 <= 1.0),
-        np.maximum(abs(u), abs(v)) <= 0.8,
-        (v >= -0.6) & (_SQRT3 * u + v <= 1.2) & (-_SQRT3 * u + v <= 1.2),
-        ((abs(u) <= 0.28) & (abs(v) <= 1.0)) | ((abs(v) <= 0.28) & (abs(u) <= 1.0)),
-        (abs(u) <= 1.0) & (abs(v) <= 0.35),
-        stripes > 0,
-        stripes * np.cos(2 * np.pi * vpx / period) > 0,
-        ((u - 0.55) ** 2 + v**2 <= 0.42**2) | ((u + 0.55) ** 2 + v**2 <= 0.42**2),
-        (r2 <= 1.0) & (u >= 0),
-    ])
+    orders = np.array(list(itertools.permutations(range(_STRIP))))
+    if not 2 <= num_classes <= len(orders):
+        raise UserError(f"image: num_classes must be in 2..{len(orders)}, got {num_classes}")
+    return orders[np.random.default_rng(_CLASS_SEED).permutation(len(orders))[:num_classes]]
 
 
 def generate_images(
@@ -255,45 +249,62 @@ def generate_images(
     *,
     seed: int = 0,
     size: int = 32,
-    min_contrast: int = 60,
-    noise_max: float = 20.0,
+    strips: int | None = None,
+    vertical_p: float = 0.5,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """A 10-class grayscale image set (:data:`IMAGE_CLASSES`) that intensity statistics cannot separate.
+    """A 10-class grayscale image set where a class is a spatial relation between pixels, never a pixel statistic.
 
-    Each image is one shape or texture at a random centre (middle 40% of the image), radius (20-38% of the side),
-    rotation, and texture period (6-10 px), drawn with intensity ``a`` on background ``b`` plus Gaussian noise of a
-    random std in [3, noise_max]. ``a`` and ``b`` are drawn from the same distribution (uniform on 0..255 with
-    ``|a - b| >= min_contrast``), so foreground and background are exchangeable: the expected intensity histogram,
-    and the mean intensity, is the same for every class whatever its area.
+    An image holds ``strips`` strips of four pixels, horizontal (left to right) or vertical (top to bottom, with
+    probability ``vertical_p``), at random places on the image seen as a torus (a strip leaving one edge continues
+    at the opposite one), never touching each other (one background pixel apart, diagonals included). Every strip
+    of a class-c image shows the four :data:`STRIP_LEVELS` in the order ``image_class_orders()[c]`` on background 0.
+
+    So every class has the same intensity histogram (each strip holds each level once) and, the placement being
+    uniform on the torus, the same intensity distribution at every pixel: neither a bag of pixels nor any single
+    position tells classes apart. Only which level lies next to which (a pixel's left or upper neighbour) does:
+    a model must relate pixels, which a model without token mixing cannot.
 
     Args:
         n: number of images; classes are balanced in consecutive blocks of 10.
         seed: seed of the random stream.
-        size: image side in pixels.
-        min_contrast: minimum difference between the two intensities of an image.
-        noise_max: maximum standard deviation of the additive noise.
+        size: image side in pixels (at least 5).
+        strips: strips per image; None = about one pixel in ten lit (size² / 40, at least 1).
+        vertical_p: probability that a strip is vertical.
 
     Returns:
         (images, labels): uint8 [n, size, size] and int64 [n] in 0..9.
     """
+    if size < _STRIP + 1:
+        raise UserError(f"image: size must be at least {_STRIP + 1}, got {size}")
+    if not 0.0 <= vertical_p <= 1.0:
+        raise UserError(f"image: vertical_p must be in [0, 1], got {vertical_p!r}")
+    k = max(1, size * size // 40) if strips is None else strips
+    orders = image_class_orders()
+    levels = np.array(STRIP_LEVELS, dtype=np.uint8)
     rng = np.random.default_rng(seed)
-    labels = balanced_labels(rng, n, len(IMAGE_CLASSES))
-    # Exchangeable (a, b) pairs with enough contrast: draw, keep the valid pairs, draw again if too few survived.
-    pairs = np.empty((0, 2))
-    while len(pairs) < n:
-        draw = rng.uniform(0, 255, size=(2 * n + 16, 2))
-        pairs = np.concatenate([pairs, draw[abs(draw[:, 0] - draw[:, 1]) >= min_contrast]])
-    fg, bg = pairs[:n, 0, None, None], pairs[:n, 1, None, None]  # [n, 1, 1]
-    cy, cx = (rng.uniform(0.3, 0.7, size=(2, n)) * size)[..., None, None]  # [n, 1, 1] each
-    radius = rng.uniform(0.2, 0.38, size=n)[:, None, None] * size
-    theta = rng.uniform(0, 2 * np.pi, size=n)[:, None, None]
-    period = rng.uniform(6, 10, size=n)[:, None, None]
-    noise_std = rng.uniform(3, noise_max, size=n)[:, None, None]
-    ys, xs = np.mgrid[0:size, 0:size] + 0.5  # pixel centres, [H, W] each
-    dy, dx = ys[None] - cy, xs[None] - cx  # [n, H, W]
-    upx = dx * np.cos(theta) + dy * np.sin(theta)
-    vpx = -dx * np.sin(theta) + dy * np.cos(theta)
-    masks = _shape_masks(upx / radius, vpx / radius, upx, vpx, period)  # [10, n, H, W]
-    mask = masks[labels, np.arange(n)]  # each image's own class, [n, H, W]
-    pixels = np.where(mask, fg, bg) + rng.normal(size=(n, size, size)) * noise_std
-    return np.clip(np.rint(pixels), 0, 255).astype(np.uint8), labels
+    labels = balanced_labels(rng, n, len(orders))
+    images = np.zeros((n, size, size), dtype=np.uint8)
+    steps = np.arange(_STRIP)
+    for i, label in enumerate(labels.tolist()):
+        for _attempt in range(100):
+            blocked = np.zeros((size, size), dtype=bool)  # strip pixels and their 8 neighbours, on the torus
+            placed = 0
+            for _try in range(50 * k):
+                r, c = (int(v) for v in rng.integers(0, size, 2))
+                vertical = bool(rng.random() < vertical_p)
+                rows = (r + steps * vertical) % size  # [4]
+                cols = (c + steps * (not vertical)) % size  # [4]
+                if blocked[rows, cols].any():
+                    continue
+                images[i, rows, cols] = levels[orders[label]]
+                near = np.arange(-1, 2)
+                blocked[(rows[:, None, None] + near[:, None]) % size, (cols[:, None, None] + near) % size] = True
+                placed += 1
+                if placed == k:
+                    break
+            if placed == k:
+                break
+            images[i] = 0  # could not fit k strips this time: start the image again
+        else:
+            raise UserError(f"image: could not place {k} strips in a {size}x{size} image; lower strips")
+    return images, labels
