@@ -350,3 +350,18 @@ def test_generators_are_deterministic_under_a_seed(generate, kwargs: dict) -> No
     a, b, c = generate(seed=1, **kwargs), generate(seed=1, **kwargs), generate(seed=2, **kwargs)
     assert _same(a, b)
     assert not _same(a[0], c[0])
+
+
+def test_the_listops_value_cannot_be_read_from_a_bag_of_tokens() -> None:
+    seqs, labels = g.generate_listops(2000, seed=3, min_length=128, max_length=512)
+    hist = np.stack([np.bincount(np.asarray(s), minlength=len(g.LISTOPS_TOKENS)) for s in seqs]).astype(float)
+    majority = np.bincount(labels[1000:]).max() / 1000
+    assert logistic_accuracy(hist, labels) < majority + 0.04  # measured: 15.4% against a 15.3% majority class
+
+
+def test_pathfinder_connectivity_cannot_be_read_from_a_bag_of_pixels() -> None:
+    images, labels = px.generate_pathfinder(600, seed=3, size=24, contour_length=10, distractor_length=3,
+                                            num_distractors=3)
+    flat = images.reshape(len(images), -1)  # [S, 24, 24] -> [S, 576]
+    hist = np.stack([np.bincount(row, minlength=256) for row in flat]).astype(float)
+    assert abs(logistic_accuracy(hist, labels) - 0.5) < 0.08  # 300 test images: 2.8 standard errors of chance
