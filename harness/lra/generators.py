@@ -250,13 +250,14 @@ def _dialect_document(rng: np.random.Generator, dialect: Sequence[bytes], length
     neutral = neutral_lexicon()
     words = (*dialect, *neutral)  # indices 0..len(dialect)-1 are content words
     offset = int(rng.integers(0, _MAX_OFFSET))
-    budget = int(rng.integers(int(min_fill * length), length + 1))
+    budget = max(int(rng.integers(int(min_fill * length), length + 1)), _MAX_OFFSET)  # room for a word or two
 
     def draw(k: int) -> np.ndarray:
         content = rng.random(k) < content_rate
         return np.where(content, rng.integers(0, len(dialect), k), len(dialect) + rng.integers(0, len(neutral), k))
 
-    return b" ".join(_fill(draw, words, budget + offset))[offset:]
+    text = b" ".join(_fill(draw, words, budget + offset))
+    return text[min(offset, len(text) // 2):]  # a short text keeps at least half of itself
 
 
 def generate_text(
@@ -287,7 +288,7 @@ def generate_text(
     Returns:
         (documents, labels): ``n`` byte strings of at most ``length`` bytes and int64 [n] in {0, 1}.
     """
-    _check_content_rate(content_rate)
+    _check_document_params(length, content_rate)
     rng = np.random.default_rng(seed)
     labels = balanced_labels(rng, n, 2)
     dialects = dialect_lexicons(2, lexicon_size)
@@ -324,7 +325,7 @@ def generate_retrieval(
     Returns:
         (first documents, second documents, labels): two lists of ``n`` byte strings, int64 [n] in {0, 1}.
     """
-    _check_content_rate(content_rate)
+    _check_document_params(length, content_rate)
     rng = np.random.default_rng(seed)
     labels = balanced_labels(rng, n, 2)
     dialects = dialect_lexicons(num_dialects, lexicon_size)
@@ -339,6 +340,8 @@ def generate_retrieval(
     return first, second, labels
 
 
-def _check_content_rate(content_rate: float) -> None:
+def _check_document_params(length: int, content_rate: float) -> None:
+    if length < 2 * _MAX_OFFSET:
+        raise UserError(f"length must be at least {2 * _MAX_OFFSET} bytes (a few words), got {length}")
     if not 0.0 < content_rate <= 1.0:
         raise UserError(f"content_rate must be in (0, 1], got {content_rate!r}")

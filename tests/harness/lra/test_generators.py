@@ -365,3 +365,13 @@ def test_pathfinder_connectivity_cannot_be_read_from_a_bag_of_pixels() -> None:
     flat = images.reshape(len(images), -1)  # [S, 24, 24] -> [S, 576]
     hist = np.stack([np.bincount(row, minlength=256) for row in flat]).astype(float)
     assert abs(logistic_accuracy(hist, labels) - 0.5) < 0.08  # 300 test images: 2.8 standard errors of chance
+
+
+def test_short_documents_are_never_empty_and_too_short_lengths_are_refused() -> None:
+    docs, _ = g.generate_text(50, seed=0, length=32, min_fill=0.0)
+    first, second, _ = g.generate_retrieval(50, seed=0, length=32, min_fill=0.0)
+    assert all(0 < len(d) <= 32 for d in docs + first + second)
+    with pytest.raises(UserError, match="length must be at least 32"):
+        g.generate_text(4, length=20)
+    with pytest.raises(UserError, match="content_rate"):
+        g.generate_retrieval(4, length=64, content_rate=0.0)
