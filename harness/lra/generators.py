@@ -212,8 +212,10 @@ def dialect_lexicons(num_dialects: int, size: int = 64) -> tuple[tuple[bytes, ..
         ``num_dialects`` tuples of ``size`` byte words; entry [d][i] is dialect d's spelling of word i, all distinct
         and none in :func:`neutral_lexicon`.
     """
-    if not 2 <= num_dialects <= len(DIALECT_ORDERS) or size < 1:
-        raise UserError(f"need 2..{len(DIALECT_ORDERS)} dialects of at least 1 word, got {num_dialects} of {size}")
+    if not 2 <= num_dialects <= len(DIALECT_ORDERS):
+        raise UserError(f"num_dialects must be in 2..{len(DIALECT_ORDERS)}, got {num_dialects}")
+    if size < 1:
+        raise UserError(f"lexicon_size must be a positive integer, got {size}")
     rng = np.random.default_rng(_LEXICON_SEED + 1)
     taken = set(neutral_lexicon())
     spellings: list[list[bytes]] = [[] for _ in range(num_dialects)]
@@ -227,9 +229,16 @@ def dialect_lexicons(num_dialects: int, size: int = 64) -> tuple[tuple[bytes, ..
     return tuple(tuple(words) for words in spellings)
 
 
-def _fill(draw: Callable[[int], np.ndarray], words: Sequence[bytes], budget: int) -> list[bytes]:
-    """Words ``words[i]`` for i drawn by ``draw(k)`` (k indices) while the space-separated text fits ``budget``."""
-    lens = np.array([len(w) + 1 for w in words], dtype=np.int64)  # each word with its separating space
+@functools.lru_cache(maxsize=8)
+def _document_words(dialect: tuple[bytes, ...]) -> tuple[tuple[bytes, ...], np.ndarray]:
+    """A dialect's words then the neutral ones, and the bytes each takes with its separating space (once per call)."""
+    words = (*dialect, *neutral_lexicon())  # indices 0..len(dialect)-1 are content words
+    return words, np.array([len(w) + 1 for w in words], dtype=np.int64)
+
+
+def _fill(draw: Callable[[int], np.ndarray], words: Sequence[bytes], lens: np.ndarray, budget: int) -> list[bytes]:
+    """Words ``words[i]`` for i drawn by ``draw(k)`` (k indices) while the space-separated text fits ``budget``;
+    ``lens[i]`` is the bytes word i takes with its space."""
     out: list[bytes] = []
     used = 0
     while True:
@@ -247,16 +256,16 @@ def _dialect_document(rng: np.random.Generator, dialect: Sequence[bytes], length
                       min_fill: float) -> bytes:
     """One document: words from ``dialect`` (each with probability ``content_rate``) or neutral ones, cut so that it
     starts 0..15 bytes into its first word (uniformly) and holds a budget uniform in [min_fill * length, length]."""
-    neutral = neutral_lexicon()
-    words = (*dialect, *neutral)  # indices 0..len(dialect)-1 are content words
+    words, lens = _document_words(tuple(dialect))
+    n_neutral = len(words) - len(dialect)
     offset = int(rng.integers(0, _MAX_OFFSET))
     budget = max(int(rng.integers(int(min_fill * length), length + 1)), _MAX_OFFSET)  # room for a word or two
 
     def draw(k: int) -> np.ndarray:
         content = rng.random(k) < content_rate
-        return np.where(content, rng.integers(0, len(dialect), k), len(dialect) + rng.integers(0, len(neutral), k))
+        return np.where(content, rng.integers(0, len(dialect), k), len(dialect) + rng.integers(0, n_neutral, k))
 
-    text = b" ".join(_fill(draw, words, budget + offset))
+    text = b" ".join(_fill(draw, words, lens, budget + offset))
     return text[min(offset, len(text) // 2):]  # a short text keeps at least half of itself
 
 

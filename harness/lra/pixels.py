@@ -278,6 +278,8 @@ def generate_images(
         raise UserError(f"image: size must be at least {_STRIP + 1}, got {size}")
     if not 0.0 <= vertical_p <= 1.0:
         raise UserError(f"image: vertical_p must be in [0, 1], got {vertical_p!r}")
+    if strips is not None and strips < 1:
+        raise UserError(f"image: strips must be a positive integer (or null for size^2 / 40), got {strips}")
     k = max(1, size * size // 40) if strips is None else strips
     orders = image_class_orders()
     levels = np.array(STRIP_LEVELS, dtype=np.uint8)
