@@ -19,6 +19,13 @@ RUN         = $(BIN)/attnbench run --profile $(PROFILE) --device $(DEVICE) --out
               --executor $(EXECUTOR) $(if $(ADDRESS),--address $(ADDRESS))
 
 DATA_DIR   ?=
+# Training suites on the CPU run two cells at a time, one core each, through Ray (installed by `make setup`): the
+# quick profiles' wall budgets assume it. STUDY_EXECUTOR=local runs one cell at a time.
+STUDY_EXECUTOR ?= $(if $(filter cpu,$(DEVICE)),ray,$(EXECUTOR))
+STUDY_RUN   = $(BIN)/attnbench run --profile $(PROFILE) --device $(DEVICE) --out $(OUT) $(if $(THREADS),--threads $(THREADS)) \
+              --executor $(STUDY_EXECUTOR) $(if $(ADDRESS),--address $(ADDRESS)) \
+              $(if $(and $(filter ray,$(STUDY_EXECUTOR)),$(filter cpu,$(DEVICE)),$(if $(ADDRESS),,x)),--cpus-per-task 1) \
+              $(if $(DATA_DIR),--data-dir $(DATA_DIR))
 
 .PHONY: setup bench-speed bench-memory bench-long accuracy robustness hyperparams ablation incoherence report test \
 	test-slow lint clean clean-results
@@ -44,7 +51,7 @@ bench-long: setup
 
 # LRA accuracy (Table 1): offline generators, or the real LRA files with DATA_DIR=/path/to/lra
 accuracy: setup
-	$(RUN) suites/accuracy.yaml $(if $(DATA_DIR),--data-dir $(DATA_DIR))
+	$(STUDY_RUN) suites/accuracy.yaml
 
 # The S3Attention paper's studies (accuracy suites; DATA_DIR as for `accuracy`):
 #   robustness  Table 5: Image-task accuracy under U(-a, a) pixel noise
@@ -52,7 +59,7 @@ accuracy: setup
 #   ablation    Table 7: each S3Attention component removed
 #   incoherence Table S7: μ-incoherence before/after the Fourier convolution
 robustness hyperparams ablation incoherence: setup
-	$(RUN) suites/$@.yaml $(if $(DATA_DIR),--data-dir $(DATA_DIR))
+	$(STUDY_RUN) suites/$@.yaml
 
 report: setup
 	$(BIN)/attnbench report $(OUT)
