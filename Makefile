@@ -15,17 +15,20 @@ DEVICE     ?= $(shell $(BIN)/python -c "import torch; print('cuda' if torch.cuda
 THREADS    ?=
 EXECUTOR   ?= local
 ADDRESS    ?=
+# RUN_EXECUTOR and RUN_EXTRA are set per target below (training suites differ from the timing suites).
+RUN_EXECUTOR = $(EXECUTOR)
+RUN_EXTRA    =
 RUN         = $(BIN)/attnbench run --profile $(PROFILE) --device $(DEVICE) --out $(OUT) $(if $(THREADS),--threads $(THREADS)) \
-              --executor $(EXECUTOR) $(if $(ADDRESS),--address $(ADDRESS))
+              --executor $(RUN_EXECUTOR) $(if $(ADDRESS),--address $(ADDRESS)) $(RUN_EXTRA)
 
 DATA_DIR   ?=
 # Training suites on the CPU run two cells at a time, one core each, through Ray (installed by `make setup`): the
 # quick profiles' wall budgets assume it. STUDY_EXECUTOR=local runs one cell at a time.
 STUDY_EXECUTOR ?= $(if $(filter cpu,$(DEVICE)),ray,$(EXECUTOR))
-STUDY_RUN   = $(BIN)/attnbench run --profile $(PROFILE) --device $(DEVICE) --out $(OUT) $(if $(THREADS),--threads $(THREADS)) \
-              --executor $(STUDY_EXECUTOR) $(if $(ADDRESS),--address $(ADDRESS)) \
-              $(if $(and $(filter ray,$(STUDY_EXECUTOR)),$(filter cpu,$(DEVICE)),$(if $(ADDRESS),,x)),--cpus-per-task 1) \
-              $(if $(DATA_DIR),--data-dir $(DATA_DIR))
+accuracy robustness hyperparams ablation incoherence: RUN_EXECUTOR = $(STUDY_EXECUTOR)
+accuracy robustness hyperparams ablation incoherence: RUN_EXTRA = \
+	$(if $(and $(filter ray,$(STUDY_EXECUTOR)),$(filter cpu,$(DEVICE)),$(if $(ADDRESS),,x)),--cpus-per-task 1) \
+	$(if $(DATA_DIR),--data-dir $(DATA_DIR))
 
 .PHONY: setup bench-speed bench-memory bench-long accuracy robustness hyperparams ablation incoherence report test \
 	test-slow lint clean clean-results
@@ -51,7 +54,7 @@ bench-long: setup
 
 # LRA accuracy (Table 1): offline generators, or the real LRA files with DATA_DIR=/path/to/lra
 accuracy: setup
-	$(STUDY_RUN) suites/accuracy.yaml
+	$(RUN) suites/accuracy.yaml
 
 # The S3Attention paper's studies (accuracy suites; DATA_DIR as for `accuracy`):
 #   robustness  Table 5: Image-task accuracy under U(-a, a) pixel noise
@@ -59,7 +62,7 @@ accuracy: setup
 #   ablation    Table 7: each S3Attention component removed
 #   incoherence Table S7: μ-incoherence before/after the Fourier convolution
 robustness hyperparams ablation incoherence: setup
-	$(STUDY_RUN) suites/$@.yaml
+	$(RUN) suites/$@.yaml
 
 report: setup
 	$(BIN)/attnbench report $(OUT)

@@ -231,7 +231,7 @@ def dialect_lexicons(num_dialects: int, size: int = 64) -> tuple[tuple[bytes, ..
 
 @functools.lru_cache(maxsize=8)
 def _document_words(dialect: tuple[bytes, ...]) -> tuple[tuple[bytes, ...], np.ndarray]:
-    """A dialect's words then the neutral ones, and the bytes each takes with its separating space (once per call)."""
+    """A dialect's words then the neutral ones, and the bytes each takes with its space (cached per dialect)."""
     words = (*dialect, *neutral_lexicon())  # indices 0..len(dialect)-1 are content words
     return words, np.array([len(w) + 1 for w in words], dtype=np.int64)
 
