@@ -30,8 +30,8 @@ accuracy robustness hyperparams ablation incoherence: RUN_EXTRA = \
 	$(if $(and $(filter ray,$(STUDY_EXECUTOR)),$(filter cpu,$(DEVICE)),$(if $(ADDRESS),,x)),--cpus-per-task 1) \
 	$(if $(DATA_DIR),--data-dir $(DATA_DIR))
 
-.PHONY: setup bench-speed bench-memory bench-long accuracy robustness hyperparams ablation incoherence report test \
-	test-slow lint clean clean-results
+.PHONY: setup bench-speed bench-memory bench-long accuracy robustness hyperparams ablation incoherence approximation \
+	report test test-slow lint clean clean-results
 
 setup: $(STAMP)
 
@@ -63,6 +63,11 @@ accuracy: setup
 #   incoherence Table S7: μ-incoherence before/after the Fourier convolution
 robustness hyperparams ablation incoherence: setup
 	$(RUN) suites/$@.yaml
+
+# Error against exact softmax attention vs. time, per variant budget. Its trained input is the probe of the accuracy
+# run of the same PROFILE under OUT (`make accuracy` first); without one those cells are listed as missing.
+approximation: setup
+	$(RUN) suites/approximation.yaml $(if $(wildcard $(OUT)/accuracy/$(PROFILE)/probes),--data-dir $(OUT)/accuracy/$(PROFILE))
 
 report: setup
 	$(BIN)/attnbench report $(OUT)

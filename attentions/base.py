@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 
@@ -86,6 +87,17 @@ class QKVProjection(nn.Module):
         return split_heads(q, self.heads), split_heads(k, self.heads), split_heads(v, self.heads)
 
 
+def softmax_reference(proj: QKVProjection, out: nn.Linear, x: Tensor, mask: Tensor | None = None) -> Tensor:
+    """Exact softmax attention out(softmax(QKᵀ/√d)V) with Q, K, V from ``proj``: the function an approximating
+    variant built on these projections stands in for. Padded keys (``mask`` False) get no weight; padded
+    positions of x are zeroed first, as the variants do."""
+    x = zero_padding(x, mask)
+    q, k, v = proj(x)  # each [B, H, N, d]
+    bias = None if mask is None else key_bias_column(mask[:, None, None, :], (x.shape[0], 1, 1, x.shape[1]), q.dtype)
+    y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)  # [B, H, N, d]
+    return out(merge_heads(y))
+
+
 class ProjectedAttention(nn.Module):
     """Base of the variants built as: fused Q/K/V projection ``proj``, attention per head, output Linear ``out``.
 
@@ -100,3 +112,7 @@ class ProjectedAttention(nn.Module):
         self.cfg = cfg
         self.proj = QKVProjection(cfg.dim, cfg.heads)
         self.out = nn.Linear(cfg.dim, cfg.dim)
+
+    def softmax_reference(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        """The exact softmax attention through this layer's projections (see :func:`softmax_reference`)."""
+        return softmax_reference(self.proj, self.out, x, mask)

@@ -50,7 +50,10 @@ class BigBirdConfig(AttentionConfig):
 @register(
     "bigbird",
     BigBirdConfig,
-    Capabilities(complexity="n", needs_fixed_length=True, seq_len_multiple_of=64, pads_to_multiple=True),
+    Capabilities(
+        approximates_softmax=True, complexity="n", needs_fixed_length=True,
+        seq_len_multiple_of=64, pads_to_multiple=True
+    ),
     paper="https://arxiv.org/abs/2007.14062",
 )
 class BigBirdAttention(ProjectedAttention):

@@ -69,7 +69,7 @@ def _sibling(t: Tensor) -> Tensor:
 @register(
     "h_transformer_1d",
     HTransformer1DConfig,
-    Capabilities(complexity="n", seq_len_multiple_of=16, pads_to_multiple=True),
+    Capabilities(approximates_softmax=True, complexity="n", seq_len_multiple_of=16, pads_to_multiple=True),
     paper="https://arxiv.org/abs/2107.11906",
 )
 class HTransformer1DAttention(ProjectedAttention):

@@ -42,7 +42,7 @@ class LinformerConfig(AttentionConfig):
 @register(
     "linformer",
     LinformerConfig,
-    Capabilities(complexity="n", needs_fixed_length=True),
+    Capabilities(approximates_softmax=True, complexity="n", needs_fixed_length=True),
     paper="https://arxiv.org/abs/2006.04768",
 )
 class LinformerAttention(ProjectedAttention):

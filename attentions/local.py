@@ -47,7 +47,7 @@ class LocalConfig(AttentionConfig):
 @register(
     "local",
     LocalConfig,
-    Capabilities(complexity="n", seq_len_multiple_of=50, pads_to_multiple=True),
+    Capabilities(approximates_softmax=True, complexity="n", seq_len_multiple_of=50, pads_to_multiple=True),
     paper="https://arxiv.org/abs/2011.04006",
 )
 class LocalAttention(ProjectedAttention):

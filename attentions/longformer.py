@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from ._blocks import dense_rows, sliding_window_attention
-from .base import QKVProjection, merge_heads, zero_padding
+from .base import QKVProjection, merge_heads, softmax_reference, zero_padding
 from .registry import AttentionConfig, Capabilities, register
 
 
@@ -50,7 +50,7 @@ class LongformerConfig(AttentionConfig):
             raise ValueError(f"global_tokens must be an integer >= 0, got {self.global_tokens!r}")
 
 
-@register("longformer", LongformerConfig, Capabilities(complexity="n"), paper="https://arxiv.org/abs/2004.05150")
+@register("longformer", LongformerConfig, Capabilities(approximates_softmax=True, complexity="n"), paper="https://arxiv.org/abs/2004.05150")
 class LongformerAttention(nn.Module):
     """Longformer: sliding window (w/2 each side, dilation d) + global tokens; arxiv.org/abs/2004.05150.
 
@@ -105,3 +105,8 @@ class LongformerAttention(nn.Module):
         yg = dense_rows(qg[:, :, :g], kg, vg, key_mask=mask, dropout_p=p, training=self.training)  # [B, H, g, d]
         y = torch.cat([yg, y[:, :, g:]], dim=2)  # [B, H, N, d]: global rows replace their window rows
         return self.out(merge_heads(y))
+
+    def softmax_reference(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        """Full softmax attention through the local projections Q_s, K_s, V_s (the global rows' Q_g, K_g, V_g
+        start as copies of them): what the window and the global tokens together stand in for."""
+        return softmax_reference(self.proj, self.out, x, mask)

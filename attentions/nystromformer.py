@@ -89,7 +89,7 @@ def sequence_conv(v: Tensor, weight: Tensor) -> Tensor:
 @register(
     "nystromformer",
     NystromConfig,
-    Capabilities(complexity="n", seq_len_multiple_of=64, pads_to_multiple=True),
+    Capabilities(approximates_softmax=True, complexity="n", seq_len_multiple_of=64, pads_to_multiple=True),
     paper="https://arxiv.org/abs/2102.03902",
 )
 class NystromAttention(ProjectedAttention):

@@ -135,7 +135,7 @@ def softmax_kernel_features(
     return _stabilised_exp(x, features, is_query, mask) + eps / math.sqrt(features.shape[0])
 
 
-@register("performer", PerformerConfig, Capabilities(complexity="n"), paper="https://arxiv.org/abs/2009.14794")
+@register("performer", PerformerConfig, Capabilities(approximates_softmax=True, complexity="n"), paper="https://arxiv.org/abs/2009.14794")
 class PerformerAttention(ProjectedAttention):
     """Performer (FAVOR+) attention with positive orthogonal random features; arxiv.org/abs/2009.14794.
 

@@ -284,7 +284,7 @@ class ReformerConfig(AttentionConfig):
 @register(
     "reformer",
     ReformerConfig,
-    Capabilities(complexity="n log n", seq_len_multiple_of=64, pads_to_multiple=True),
+    Capabilities(approximates_softmax=True, complexity="n log n", seq_len_multiple_of=64, pads_to_multiple=True),
     paper="https://arxiv.org/abs/2001.04451",
 )
 class ReformerAttention(LSHHashing, nn.Module):
@@ -345,6 +345,18 @@ class ReformerAttention(LSHHashing, nn.Module):
         y = lsh_attention(qk, v, buckets, n_buckets, c, padded=mask is not None,
                           dropout=cfg.dropout, training=self.training)  # [B, H, N, d]
         return self.out(merge_heads(y)[:, :n_in])
+
+    def softmax_reference(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        """Full shared-QK attention, the function the hash rounds sample: every query scores every real key
+        q·k/‖k‖ (no 1/√d, as forward), its own score replaced by the self-exclusion value, softmax, times V."""
+        qk, v = (split_heads(t, self.cfg.heads) for t in self.qkv(x).chunk(2, dim=-1))  # [B, H, N, d] each
+        scores = qk @ F.normalize(qk, dim=-1, eps=1e-6).transpose(-1, -2)  # [B, H, N, N]
+        n = x.shape[1]
+        eye = torch.eye(n, dtype=torch.bool, device=x.device)
+        scores = scores.masked_fill(eye, self_score(scores.dtype))
+        if mask is not None:
+            scores = scores.masked_fill(~mask[:, None, None, :], masked_fill_value(scores.dtype))
+        return self.out(merge_heads(scores.softmax(-1) @ v))
 
 
 register_preset("reformer_h4", "reformer", n_hashes=4, description="Reformer LSH attention, 4 hash rounds.")

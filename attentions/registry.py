@@ -120,6 +120,10 @@ class Capabilities:
             the padding, so any length runs.
         complexity: asymptotic time in the sequence length, e.g. "n^2", "n", "n log n".
         exact: computes softmax attention exactly (only vanilla does).
+        approximates_softmax: the layer stands in for softmax attention softmax(QKᵀ/√d)V over its own
+            projections, and its module has ``softmax_reference(x, mask)``, that exact attention through the same
+            projections (what the approximation suite measures the layer's error against). False for variants
+            that compute another function by design (other kernels, Fourier mixing, S3Attention, the controls).
         mixes_tokens: an output position depends on other positions. False only for the ``none`` control, whose
             output is zero.
         devices: device types the variant can run on.
@@ -131,6 +135,7 @@ class Capabilities:
     pads_to_multiple: bool = False
     complexity: str = "n^2"
     exact: bool = False
+    approximates_softmax: bool = False
     mixes_tokens: bool = True
     devices: tuple[str, ...] = ("cpu", "cuda")
 

@@ -298,7 +298,7 @@ class ScatterbrainConfig(AttentionConfig):
 @register(
     "scatterbrain",
     ScatterbrainConfig,
-    Capabilities(complexity="n log n", seq_len_multiple_of=64, pads_to_multiple=True),
+    Capabilities(approximates_softmax=True, complexity="n log n", seq_len_multiple_of=64, pads_to_multiple=True),
     paper="https://arxiv.org/abs/2110.15343",
 )
 class ScatterbrainAttention(LSHHashing, ProjectedAttention):

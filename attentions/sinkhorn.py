@@ -90,7 +90,10 @@ def block_sort_logits_mask(block_real: Tensor) -> tuple[Tensor, Tensor]:
 @register(
     "sinkhorn",
     SinkhornConfig,
-    Capabilities(complexity="n^2", needs_fixed_length=True, seq_len_multiple_of=64, pads_to_multiple=True),
+    Capabilities(
+        approximates_softmax=True, complexity="n^2", needs_fixed_length=True,
+        seq_len_multiple_of=64, pads_to_multiple=True
+    ),
     paper="https://arxiv.org/abs/2002.11296",
 )
 class SinkhornAttention(ProjectedAttention):

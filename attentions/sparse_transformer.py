@@ -50,7 +50,7 @@ class SparseTransformerConfig(AttentionConfig):
 @register(
     "sparse_transformer",
     SparseTransformerConfig,
-    Capabilities(complexity="n^2", seq_len_multiple_of=128, pads_to_multiple=True),
+    Capabilities(approximates_softmax=True, complexity="n^2", seq_len_multiple_of=128, pads_to_multiple=True),
     paper="https://arxiv.org/abs/1904.10509",
 )
 class SparseTransformerAttention(ProjectedAttention):

@@ -1,4 +1,4 @@
-"""``attnbench``: list | run SUITE | report DIR | env.
+"""``attnbench``: list | run SUITE | report DIR | report --rank DIR... | compare A B | env.
 
 Bad input (missing file, YAML error, unknown key/attention/profile, bad value, unavailable device, unwritable
 output) exits with code 2 and one line naming what is wrong and how to fix it.
@@ -21,6 +21,7 @@ from .envinfo import collect_env
 from .errors import RunFailed, UserError
 from .report.compare import compare, counts_as_regression, parse_side, render, suite_baseline
 from .report.export import write_suite_reports
+from .report.rank import default_out_dir, load_suite_results, rank, write_ranking
 from .run.execute import RunSummary
 from .run.ray_executor import check_address, require_ray
 from .run.runner import run_suite, suite_dir
@@ -56,13 +57,13 @@ def check_device(device: str) -> str:
     return device
 
 
-def check_out_dir(out: str) -> Path:
+def check_out_dir(out: str | Path, flag: str = "--out") -> Path:
     path = Path(out)
     probe = path
     while not probe.exists():
         probe = probe.parent
     if not probe.is_dir() or not os.access(probe, os.W_OK):
-        raise UserError(f"--out {out}: {probe} is not a writable directory; choose another output directory")
+        raise UserError(f"{flag} {out}: {probe} is not a writable directory; choose another output directory")
     return path
 
 
@@ -181,6 +182,10 @@ def default_threads(device: str) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    if args.rank:
+        return cmd_rank(args)
+    if args.out_dir is not None:
+        raise UserError("--out-dir is where --rank writes its ranking; add --rank DIR [DIR ...]")
     directory = Path(args.dir)
     dbs = [directory / "results.db"] if (directory / "results.db").is_file() else sorted(directory.rglob("results.db"))
     if not dbs:
@@ -189,6 +194,17 @@ def cmd_report(args: argparse.Namespace) -> int:
         with Store(db) as store:
             written = write_suite_reports(store)
         print(f"{db.parent}: wrote {len(written)} files")
+    return 0
+
+
+def cmd_rank(args: argparse.Namespace) -> int:
+    """``report --rank DIR...``: one ranking of the variants across the suites' stores (harness.report.rank)."""
+    out_dir = check_out_dir(args.out_dir or default_out_dir(args.rank), "--out-dir")
+    ranking = rank([load_suite_results(d) for d in args.rank])
+    written = write_ranking(ranking, out_dir)
+    print(f"ranked {len(ranking.table)} variants over {len(ranking.suites)} suites; wrote {len(written)} files:")
+    for path in written:
+        print(f"  {path}")
     return 0
 
 
@@ -256,8 +272,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--cpus-per-task", type=int, default=None,
                      help="ray: CPUs each CPU cell reserves (default: the intra-op thread count)")
     run.set_defaults(func=cmd_run)
-    rep = sub.add_parser("report", help="rewrite CSV/Markdown/LaTeX tables and plots from a results directory")
-    rep.add_argument("dir", help="a directory holding results.db (or a parent of several)")
+    rep = sub.add_parser("report", help="rewrite CSV/Markdown/LaTeX tables and plots from a results directory, or "
+                                        "rank the variants across suites (--rank)")
+    what = rep.add_mutually_exclusive_group(required=True)
+    what.add_argument("dir", nargs="?", help="a directory holding results.db (or a parent of several)")
+    what.add_argument("--rank", nargs="+", metavar="DIR",
+                      help="suites' results directories (each holding results.db): one ranking of the variants "
+                           "across them, z-scores per metric averaged within and then across suites")
+    rep.add_argument("--out-dir", default=None,
+                     help="--rank: where ranking.{md,tex,csv} go (default: the deepest directory holding every DIR)")
     rep.set_defaults(func=cmd_report)
     cmp = sub.add_parser("compare", help="compare two results directories (or two runs: DIR@RUN) cell by cell")
     cmp.add_argument("a", help="the reference: a suite's results directory, optionally @RUN (a run id)")

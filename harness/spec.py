@@ -68,7 +68,8 @@ class SuiteKind:
         reads_data: whether ``--data-dir`` applies.
         parse: (path, merged document) -> this kind's :class:`Suite` fields, validated (may add default axes).
         validate: cross-checks of a built suite (every attention's config resolves, tables have their axes).
-        make_cell: (suite, axis values, device) -> the cell.
+        make_cell: (suite, axis values, device) -> the cell, or None for a combination that is not one (the
+            approximation kind's budget of another attention).
         run: runs one cell in this process; every failure becomes the result's status.
         prepare: before the first cell of a run (load the data once, fail early on a bad data path).
         finished: after a cell's row is stored (drop its checkpoint).
@@ -87,7 +88,7 @@ class SuiteKind:
     reads_data: bool
     parse: Callable[[Path, dict[str, Any]], dict[str, Any]]
     validate: Callable[[Suite], None]
-    make_cell: Callable[[Suite, dict[str, Any], str], Cell]
+    make_cell: Callable[[Suite, dict[str, Any], str], Cell | None]
     run: Callable[[Cell, Context], CellResult]
     prepare: Callable[[list[Cell], Context], None]
     finished: Callable[[Cell, Context], None]
@@ -125,6 +126,10 @@ class Suite:
     tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
     variants: dict[str, dict[str, Any]] = field(default_factory=dict)
     incoherence: dict[str, Any] | None = None
+    probes: dict[str, Any] | None = None
+    # approximation
+    inputs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    budgets: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
 
     def report_options(self) -> dict[str, Any]:
         """What the reports need to know besides the cells (stored with each run for ``attnbench report``)."""
@@ -146,7 +151,8 @@ class Suite:
         cells: dict[str, Cell] = {}  # by key: two combinations may be one cell (a clean cell under both noise modes)
         for combo in itertools.product(*values):
             cell = self.kind.make_cell(self, dict(zip(names, combo, strict=True)), device)
-            cells.setdefault(cell.key, cell)
+            if cell is not None:  # None: a combination the kind does not define (another attention's budget)
+                cells.setdefault(cell.key, cell)
         return list(cells.values())
 
     def skip_reason(self, params: dict[str, Any]) -> str | None:

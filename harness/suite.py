@@ -118,8 +118,9 @@ def load_suite(
         merged["axes"] = {**mapping(path, "axes", merged.get("axes")), **overrides}
     if data_dir is not None:
         if not kind.reads_data:
+            readers = " and ".join(k.name for k in KINDS.values() if k.reads_data)
             raise SuiteError("--data-dir", str(data_dir),
-                             f"only accuracy suites read data; {path} is a {kind.name} suite")
+                             f"only {readers} suites read data; {path} is a {kind.name} suite")
         merged["data"] = {**mapping(path, "data", merged.get("data")), "dir": str(Path(data_dir).resolve())}
     fields = kind.parse(path, merged)  # before the axes: it may add default axes (every variant)
     report = {**REPORT_DEFAULTS, **mapping(path, "report", merged.get("report"))}

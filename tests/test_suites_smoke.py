@@ -22,6 +22,8 @@ BASE_COLUMNS = ["key", "attention", "backend", "seq_len", "batch_size", "heads",
                 "device", "status", "message"]
 ACCURACY_COLUMNS = ["key", "attention", "task", "seed", "device", "status", "message", "test_acc", "best_dev_acc",
                     "steps_per_s", "best_step", "steps"]
+APPROXIMATION_COLUMNS = ["key", "attention", "budget", "input", "seq_len", "device", "status", "message", "rel_fro",
+                         "max_abs", "cos_mean", "cos_min", "time_ms_median"]
 METRIC_COLUMNS = {
     "time": ["time_ms_median", "time_ms_iqr"],
     "memory": ["peak_mem_bytes"],
@@ -53,6 +55,9 @@ def test_smoke_profile_runs_and_resumes(cli: Callable[..., CliResult], tmp_path:
     if suite.kind.name == "accuracy":
         required = list(ACCURACY_COLUMNS)
         n_base = required.index("test_acc")
+    elif suite.kind.name == "approximation":
+        required = list(APPROXIMATION_COLUMNS)
+        n_base = required.index("rel_fro")
     else:
         required, n_base = list(BASE_COLUMNS), len(BASE_COLUMNS)
         for metric in suite.metrics:
@@ -86,6 +91,10 @@ def test_smoke_profile_runs_and_resumes(cli: Callable[..., CliResult], tmp_path:
         for task in suite.axes["task"]:
             assert (directory / f"curves_{task}.png").is_file() and (directory / f"curves_{task}.pdf").is_file()
         assert not list((directory / "checkpoints").glob("*.pt"))
+    elif suite.kind.name == "approximation":
+        for name in ("approximation.md", "approximation.tex", "approximation.csv"):
+            assert (directory / name).stat().st_size > 0, name
+        assert list(directory.glob("pareto_*.png")) and list(directory.glob("pareto_*.pdf"))
     else:
         assert list(directory.glob("table4_*.md")) and list(directory.glob("table4_*.tex"))
     if suite.kind.name == "speed" and "time" in suite.metrics:

@@ -21,6 +21,7 @@ from .incoherence import measure_incoherence
 from .load import load_task
 from .models import Classifier
 from .noise import cell_noise, noisy_task
+from .probe import probe_path, save_probe
 from .tasks import TaskData
 from .training import TrainConfig, train_and_evaluate
 
@@ -82,7 +83,16 @@ def run_accuracy_cell(cell: Cell, ctx: Context) -> CellResult:
         return CellResult("unsupported", cell.skip_reason)
     train = TrainConfig(**cell.fixed["train"])
     settings = cell.fixed.get("incoherence")
-    analyse = functools.partial(_incoherence, settings, train.batch_size, cell.device) if settings else None
+    incoherence = functools.partial(_incoherence, settings, train.batch_size, cell.device) if settings else None
+    probes = cell.fixed.get("probes")
+
+    def analyse(model: Classifier, data: TaskData) -> dict[str, float]:
+        """After the last step: the incoherence study's figures, and the attention probe (a file, no metric)."""
+        if probes:
+            save_probe(probe_path(ctx.workdir, cell.key), model, data, examples=int(probes["examples"]),
+                       attention=cell.params["attention"], task=cell.params["task"], seed=int(cell.params["seed"]))
+        return incoherence(model, data) if incoherence is not None else {}
+
     try:
         with time_limit(ctx.timeout_s):
             result = train_and_evaluate(

@@ -5,7 +5,8 @@ and seed (:mod:`harness.lra.cell`); reported as the paper's Table 1 and learning
 Keys of an accuracy suite file, besides the common ones: ``data`` (generated split sizes and seed, or a real data
 directory), ``train`` (:class:`~harness.lra.training.TrainConfig` fields), ``tasks`` (per task: sequence length,
 training settings, attention config, generator parameters), ``variants`` (named config overrides, or the
-one-at-a-time grid of Table 6) and ``incoherence`` (Table S7). See :mod:`harness.suite` for the file format.
+one-at-a-time grid of Table 6), ``incoherence`` (Table S7) and ``probes`` (keep each trained model's first attention
+layer and its inputs, for the approximation suite). See :mod:`harness.suite` for the file format.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from ..spec import (
 from ..store import Store
 from .cell import describe, drop_checkpoint, prepare_data, run_accuracy_cell
 from .noise import NOISE_ON, cell_noise, noise_problem
+from .probe import PROBE_DEFAULTS
 from .tasks import LRA_SEQ_LEN, TASKS
 from .training import TrainConfig, TrainConfigError
 
@@ -70,7 +72,7 @@ def parse(path: Path, doc: dict[str, Any]) -> dict[str, Any]:
         doc.setdefault("axes", {})["variant"] = list(variants)  # every variant unless the axis picks some
     return {"data": _data(path, doc.get("data")), "train": _train(path, "train", doc.get("train")),
             "tasks": _tasks(path, doc.get("tasks")), "variants": variants,
-            "incoherence": _incoherence(path, doc.get("incoherence"))}
+            "incoherence": _incoherence(path, doc.get("incoherence")), "probes": _probes(path, doc.get("probes"))}
 
 
 def _data(path: Path, value: Any) -> dict[str, Any]:
@@ -155,6 +157,18 @@ def one_at_a_time(base: dict[str, Any], vary: dict[str, list[Any]]) -> dict[str,
     return out
 
 
+def _probes(path: Path, value: Any) -> dict[str, Any] | None:
+    """``probes: {examples: K}``: keep each trained model's first attention layer and its inputs on K dev examples
+    (:mod:`harness.lra.probe`), for the approximation suite."""
+    if value is None:
+        return None
+    doc = {**PROBE_DEFAULTS, **mapping(path, "probes", value)}
+    check_keys(path, "probes", doc, PROBE_DEFAULTS)
+    if not is_positive_int(doc["examples"]):
+        raise SuiteError(path, "probes.examples", f"must be a positive integer, got {doc['examples']!r}")
+    return doc
+
+
 def _incoherence(path: Path, value: Any) -> dict[str, Any] | None:
     if value is None:
         return None
@@ -231,7 +245,8 @@ def make_cell(suite: Suite, params: dict[str, Any], device: str) -> Cell:
         params = {**params, "noise_on": cell_noise(params)[1]}  # a clean cell is one cell under both modes
     name = params["attention"]
     overrides = attention_overrides(suite, name, params["task"], params.get("variant"))
-    fixed = {"train": train, "data": data, **({} if suite.incoherence is None else {"incoherence": suite.incoherence})}
+    fixed = {"train": train, "data": data, **({} if suite.incoherence is None else {"incoherence": suite.incoherence}),
+             **({} if suite.probes is None else {"probes": suite.probes})}
     return Cell(
         suite=suite.name, params=params, fixed=fixed, metrics=("accuracy",), timing={}, device=device,
         config=attention_config(name, overrides, dim=train["dim"], heads=train["heads"], seq_len=data["seq_len"]),
@@ -249,10 +264,10 @@ def write_reports(store: Store, name: str, options: Mapping[str, Any], keys: lis
 
 KIND = SuiteKind(
     name="accuracy", axes=AXES, optional_axes=OPTIONAL_AXES,
-    keys=frozenset({"data", "train", "tasks", "variants", "incoherence"}), tables=TABLES, reads_data=True,
+    keys=frozenset({"data", "train", "tasks", "variants", "incoherence", "probes"}), tables=TABLES, reads_data=True,
     parse=parse, validate=validate, make_cell=make_cell, run=run_accuracy_cell, prepare=prepare_data,
     finished=drop_checkpoint, describe=describe, write_reports=write_reports,
     code=("harness.cell", "harness.lra.cell", "harness.lra.training", "harness.lra.models", "harness.lra.load",
           "harness.lra.tasks", "harness.lra.noise", "harness.lra.generators", "harness.lra.pixels",
-          "harness.lra.loaders", "harness.lra.incoherence"),
+          "harness.lra.loaders", "harness.lra.incoherence", "harness.lra.probe"),
 )

@@ -3,7 +3,7 @@ learning curves (the paper's Fig. 3) and the study figures of Tables 5, 6, 7 and
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import matplotlib
@@ -29,11 +29,13 @@ def _ok_points(df: pd.DataFrame, metric: Metric) -> pd.DataFrame:
     return df[(df["status"] == "ok") & (df[metric.column] > 0)]
 
 
-def _plot_metric(df_group: pd.DataFrame, metric: Metric, out_dir: Path, stem: str, title: str) -> list[Path]:
+def _plot_metric(df_group: pd.DataFrame, metric: Metric, out_dir: Path, stem: str, title: str,
+                 marks: Mapping[str, float] | None = None, marks_vs: str | None = None) -> list[Path]:
     lengths = sorted(int(n) for n in df_group["seq_len"].unique())
+    marks = marks or {}
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     try:
-        any_oom = False
+        any_oom = any_mark = False
         # Colours and markers follow the sorted attention names, so a variant looks the same in the
         # time and the memory figure.
         for i, (attention, sub) in enumerate(df_group.groupby("attention", sort=True)):
@@ -56,6 +58,11 @@ def _plot_metric(df_group: pd.DataFrame, metric: Metric, out_dir: Path, stem: st
                 ax.plot(oom["seq_len"], [1.0] * len(oom), ls="", marker="x", ms=9, mew=2,
                         color=style["color"], transform=ax.get_xaxis_transform(), clip_on=False)
                 any_oom = True
+            if str(attention) in marks:
+                # Thin and dotted, under the data: a mark locates the crossover without hiding the lines it is read
+                # from; the baseline's own curve shows which one it is measured against.
+                ax.axvline(marks[str(attention)], color=style["color"], ls=":", lw=1.2, alpha=0.9, zorder=1)
+                any_mark = True
 
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
@@ -72,6 +79,8 @@ def _plot_metric(df_group: pd.DataFrame, metric: Metric, out_dir: Path, stem: st
         handles, _labels = ax.get_legend_handles_labels()
         if any_oom:
             handles.append(Line2D([], [], ls="", marker="x", mew=2, color="0.3", label="OOM (top edge)"))
+        if any_mark:
+            handles.append(Line2D([], [], ls=":", lw=1.2, color="0.3", label=f"crossover vs {marks_vs or 'baseline'}"))
         _outside_legend(ax, handles)
 
         return save_figure(fig, out_dir, stem)
@@ -136,19 +145,25 @@ def plot_learning_curves(curves: pd.DataFrame, out_dir: Path, *, task: str, titl
         plt.close(fig)
 
 
-def plot_scaling(df_group: pd.DataFrame, out_dir: Path, *, slug: str, title: str) -> list[Path]:
+def plot_scaling(df_group: pd.DataFrame, out_dir: Path, *, slug: str, title: str,
+                 crossovers: Mapping[str, Mapping[str, float]] | None = None,
+                 crossover_baseline: str | None = None) -> list[Path]:
     """Draws time and peak memory against sequence length for one group, one line per attention.
 
     Both axes are logarithmic (x in base 2, ticked at the measured lengths), so a power law is a
     straight line whose slope is its exponent. Only ok cells are drawn; OOM cells are marked with an ✕
     at the top edge in the variant's colour. In ``train_step`` mode the time figure shows throughput
-    (steps/s) instead of time per call. A figure whose metric was not measured is skipped.
+    (steps/s) instead of time per call. A figure whose metric was not measured is skipped. A variant's
+    crossover (:mod:`harness.report.crossover`) is a dotted vertical line in its colour.
 
     Args:
         df_group: Results rows of one group (see :data:`harness.report.speed.GROUP_COLUMNS`).
         out_dir: Destination directory; created if needed.
         slug: Group slug used in the file names ``time_<slug>.{png,pdf}`` and ``memory_<slug>.{png,pdf}``.
         title: Figure title.
+        crossovers: Lengths to mark, by metric kind (``"time"``, ``"memory"``) then attention: each variant's
+            crossover within the measured range.
+        crossover_baseline: The attention the crossovers are measured against, for the legend.
 
     Returns:
         The paths written (PNG at 150 dpi, then PDF, per figure).
@@ -161,7 +176,8 @@ def plot_scaling(df_group: pd.DataFrame, out_dir: Path, *, slug: str, title: str
     for metric in metrics_for(str(df_group["mode"].iloc[0])):
         if _ok_points(df_group, metric).empty:
             continue
-        written += _plot_metric(df_group, metric, out_dir, f"{metric.kind}_{slug}", title)
+        written += _plot_metric(df_group, metric, out_dir, f"{metric.kind}_{slug}", title,
+                                (crossovers or {}).get(metric.kind), crossover_baseline)
     return written
 
 

@@ -17,6 +17,7 @@ import pandas as pd
 
 from ..files import atomic_write_text
 from .claims import speed_claims, write_claims
+from .crossover import crossover_baselines, group_crossovers, plot_marks, write_crossover
 from .format import (
     MEMORY,
     MISSING,
@@ -322,9 +323,11 @@ def write_speed_reports(df: pd.DataFrame, out_dir: Path, *, env: Mapping[str, ob
     """Writes every report of a suite's results into ``out_dir``.
 
     Files: ``results.csv`` (all rows and columns, full precision), ``env.json``, per group
-    ``table4_<slug>.md`` and ``table4_<slug>.tex``, ``slopes.csv`` and ``slopes.md``, ``claims.md`` (the paper's
-    Table 4 claims, where S3Attention and the baseline ran), and with ``plots`` the figures of
-    :func:`harness.report.plots.plot_scaling`.
+    ``table4_<slug>.md`` and ``table4_<slug>.tex``, ``slopes.csv`` and ``slopes.md``, ``crossover.csv`` and
+    ``crossover.md`` (the length from which each variant is faster and leaner than ``vanilla_sdpa`` and
+    ``vanilla``, :mod:`harness.report.crossover`), ``claims.md`` (the paper's Table 4 claims, where S3Attention and
+    the baseline ran), and with ``plots`` the figures of :func:`harness.report.plots.plot_scaling`, with the
+    crossovers marked.
 
     Args:
         df: Results, one row per benchmark cell (see the store for the columns).
@@ -336,7 +339,7 @@ def write_speed_reports(df: pd.DataFrame, out_dir: Path, *, env: Mapping[str, ob
             fixed overheads at short lengths do not flatten the slopes.
         plots: Whether to draw the scaling figures.
         samples: raw timing samples by (timing group, attention) (``Store.group_samples``), for the paired
-            speed-ups.
+            speed-ups and the crossovers' intervals.
 
     Returns:
         The paths written, in writing order.
@@ -357,8 +360,11 @@ def write_speed_reports(df: pd.DataFrame, out_dir: Path, *, env: Mapping[str, ob
     df = attach_speedups(df, samples or {}, baseline)
     written += write_raw(df, out_dir, env)
 
+    crossover_vs = crossover_baselines(df["attention"], baseline)
+    crossovers = []
     for key, df_group in df.groupby(list(GROUP_COLUMNS), sort=True):
         group = dict(zip(GROUP_COLUMNS, key, strict=True))
+        crossovers.append(group_crossovers(df_group, group=group, baselines=crossover_vs, samples=samples))
         slug = group_slug(group)
         context = {"group": group, "suite": suite, "baseline": baseline, "env": env}
         write(f"table4_{slug}.md", _table4_md(df_group, **context))
@@ -371,9 +377,13 @@ def write_speed_reports(df: pd.DataFrame, out_dir: Path, *, env: Mapping[str, ob
                                          md_body=ratios_table(df_group, baseline, "md"),
                                          tex_body=ratios_table(df_group, baseline, "tex"))
         if plots:
-            written += plot_scaling(df_group, out_dir, slug=slug, title=f"{suite}: {group_title(group)}")
+            marked_vs, marks = plot_marks(crossovers[-1])
+            written += plot_scaling(df_group, out_dir, slug=slug, title=f"{suite}: {group_title(group)}",
+                                    crossovers=marks, crossover_baseline=marked_vs)
 
     slopes = _slopes(df, slope_min_seq_len)
     written.append(write_csv(slopes, out_dir / "slopes.csv"))
     write("slopes.md", _slopes_md(slopes, slope_min_seq_len))
+    written += write_crossover(crossovers, out_dir, group_columns=GROUP_COLUMNS, title_of=group_title, suite=suite,
+                               env=env)
     return written + write_claims(out_dir, speed_claims(df, baseline, GROUP_COLUMNS), suite=suite)

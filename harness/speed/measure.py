@@ -122,7 +122,7 @@ def build_workload(cell: Cell, device: torch.device) -> tuple[Callable[[], Tenso
 
 
 @dataclass
-class _Workload:
+class Workload:
     """A cell built, checked finite and measured for memory and FLOPs, ready to be timed with its group."""
 
     cell: Cell
@@ -133,11 +133,11 @@ class _Workload:
     result: CellResult | None = None  # set by the group's timing; None = ok, untimed (memory and FLOPs only)
 
 
-def _memory_cap(device: torch.device) -> contextlib.AbstractContextManager[None]:
+def memory_cap(device: torch.device) -> contextlib.AbstractContextManager[None]:
     return cpu_memory_cap() if device.type == "cpu" else contextlib.nullcontext()
 
 
-def _prepare(cell: Cell, ctx: Context) -> _Workload | CellResult:
+def _prepare(cell: Cell, ctx: Context) -> Workload | CellResult:
     """Build the cell's workload, check it is finite, take its peak memory and FLOPs; a failure is its result."""
     faults.point("measure.cell", cell.label)
     device = torch.device(cell.device)
@@ -151,7 +151,7 @@ def _prepare(cell: Cell, ctx: Context) -> _Workload | CellResult:
         return CellResult("unsupported", reason, metrics)
     started = time.perf_counter()
     try:
-        with time_limit(ctx.timeout_s), _memory_cap(device):
+        with time_limit(ctx.timeout_s), memory_cap(device):
             fn, module = build_workload(cell, device)
             metrics["params"] = sum(q.numel() for q in module.parameters())
             out = fn()
@@ -167,7 +167,7 @@ def _prepare(cell: Cell, ctx: Context) -> _Workload | CellResult:
         result = classify_exception(exc)
         result.metrics = metrics
         return result
-    return _Workload(cell, fn, module, metrics, time.perf_counter() - started)
+    return Workload(cell, fn, module, metrics, time.perf_counter() - started)
 
 
 def _flops(fn: Callable[[], object]) -> dict[str, Any]:
@@ -196,9 +196,9 @@ def measure_group(cells: list[Cell], ctx: Context) -> list[CellResult]:
     A cell's time limit covers its own building, checking and timing.
     """
     prepared = [_prepare(cell, ctx) for cell in cells]
-    timed = [w for w in prepared if isinstance(w, _Workload) and "time" in w.cell.metrics]
+    timed = [w for w in prepared if isinstance(w, Workload) and "time" in w.cell.metrics]
     if timed:
-        _time_group(timed, ctx)
+        time_group(timed, ctx)
     out = []
     for item in prepared:
         if isinstance(item, CellResult):
@@ -216,7 +216,7 @@ def measure_group(cells: list[Cell], ctx: Context) -> list[CellResult]:
     return out
 
 
-def _time_group(timed: list[_Workload], ctx: Context) -> None:
+def time_group(timed: list[Workload], ctx: Context) -> None:
     """Time the workloads interleaved and set each one's result (ok with samples, or the failure)."""
     device = torch.device(timed[0].cell.device)
 
@@ -236,7 +236,7 @@ def _time_group(timed: list[_Workload], ctx: Context) -> None:
 
     before = calibrate() if ctx.calibration_ms else None
     window = cpu_times()
-    with _memory_cap(device):
+    with memory_cap(device):
         timings = time_interleaved([w.fn for w in timed], device, guard=guard, **timed[0].cell.timing)
     load = load_between(window, cpu_times())
     # the faster of the reference before and after the group: a slowdown that lasted through the group shows in

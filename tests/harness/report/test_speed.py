@@ -158,7 +158,8 @@ def test_write_reports(tmp_path: Path) -> None:
     slugs = ["cpu_bfloat16_fwd_b4_h2_d64", "cpu_float32_fwdpbwd_b4_h2_d64"]
     expected = ["results.csv", "env.json",
                 *(f"{t}_{s}.{ext}" for s in slugs for t in ("table4", "ratios") for ext in ("md", "tex")),
-                "slopes.csv", "slopes.md", "claims.md"]  # the paper's Table 4 claims: s3attention and vanilla ran
+                # claims.md: the paper's Table 4 claims (s3attention and vanilla ran)
+                "slopes.csv", "slopes.md", "crossover.csv", "crossover.md", "claims.md"]
     assert [p.name for p in written] == expected
     assert all(p.parent == tmp_path and p.stat().st_size > 0 for p in written)
 

@@ -1,0 +1,174 @@
+"""Reports of the approximation suite: the error of each variant and budget against exact softmax attention, its
+forward time as a ratio to the exact reference (``vanilla_sdpa``) timed in the same interleaved rounds, and a Pareto
+figure per length and input (error against time ratio, one line per variant through its budgets).
+
+Files: ``results.csv`` and ``env.json`` (every row at full precision), ``approximation.csv`` (one row per measured
+cell with the time ratio), ``approximation.md``/``.tex`` (a table per input and length), and with plots
+``pareto_<input>_n<N>.png``/``.pdf``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+
+import matplotlib.ticker as mticker
+import numpy as np
+import pandas as pd
+
+from ..files import atomic_write_text
+from .format import (
+    MISSING,
+    TIMES,
+    Fmt,
+    booktabs,
+    env_summary,
+    escape,
+    format_value,
+    length_label,
+    md_table,
+    sig2,
+    tex_comment,
+    write_csv,
+    write_raw,
+)
+from .plots import _single_axes
+
+COLUMNS = ("rel_fro", "max_abs", "cos_mean", "cos_min", "attn_tv", "time_ms_median", "time_ratio")
+HEADERS = ("Variant", "Budget", "Rel. error", "Max abs", "Cos (mean)", "Cos (min)", "Matrix TV", "Time (ms)",
+           "Time ratio")
+NOTE = ("Rel. error = ‖y − e‖_F/‖e‖_F against exact softmax attention e through the variant's own projections, over "
+        "real tokens; Cos = cosine similarity of y_i and e_i per token (mean, worst); Matrix TV = mean over rows of "
+        "½Σ|a_ij − p_ij| between the variant's attention matrix and softmax's, where the matrix can be read (— where "
+        "not, or above the suite's matrix_max_seq_len). Time ratio = median forward time / the reference's, timed in "
+        "the same interleaved rounds (< 1 is faster).")
+
+
+def attach_time_ratio(df: pd.DataFrame, reference: str) -> pd.DataFrame:
+    """``time_ratio``: each cell's median forward time over the reference's in the same timing group (NaN where the
+    reference was not timed with it)."""
+    if "time_ms_median" not in df.columns or "timing_group" not in df.columns:
+        return df.assign(time_ratio=np.nan)
+    ref = df[(df["attention"] == reference) & (df["status"] == "ok")].groupby("timing_group")["time_ms_median"].first()
+    return df.assign(time_ratio=df["time_ms_median"] / df["timing_group"].map(ref))
+
+
+def _cell_text(value: object, column: str, fmt: Fmt) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return MISSING[fmt]
+    v = float(value)  # type: ignore[arg-type]
+    if column == "time_ratio":
+        return f"{sig2(v)}{TIMES[fmt]}"
+    if column.startswith("cos"):
+        return f"{v:.4f}"
+    if 0 < abs(v) < 1e-3:  # float32 rounding of an exact configuration: the exponent is what matters
+        return f"{v:.1e}"
+    return format_value(v)
+
+
+def _rows(part: pd.DataFrame, fmt: Fmt) -> list[list[str]]:
+    rows = []
+    for _, r in part.iterrows():
+        if r["status"] != "ok":
+            cells = [str(r["status"]).upper()] + [MISSING[fmt]] * (len(COLUMNS) - 1)
+        else:
+            cells = [_cell_text(r.get(c), c, fmt) for c in COLUMNS]
+        rows.append([escape(str(r["attention"]), fmt), escape(str(r["budget"]), fmt), *cells])
+    return rows
+
+
+def _not_run_lines(part: pd.DataFrame, fmt: Fmt) -> list[str]:
+    """One line per reason a cell was not run or failed, naming its cells (a failure is listed, never dropped)."""
+    lines = []
+    for (status, message), cells in part.groupby(["status", part["message"].fillna("")], sort=True):
+        names = ", ".join(sorted({f"{a} [{b}]" if b != "default" else str(a)
+                                  for a, b in zip(cells["attention"], cells["budget"], strict=True)}))
+        lines.append(escape(f"{status} ({message}): {names}" if message else f"{status}: {names}", fmt))
+    return lines
+
+
+def _not_approximation(df: pd.DataFrame) -> pd.Series:
+    """True on the rows of attentions not measured because they are not approximations of softmax attention."""
+    return (df["status"] == "unsupported") & df["message"].str.startswith("not an approximation", na=False)
+
+
+def approximation_tables(df: pd.DataFrame, fmt: Fmt) -> str:
+    """A table per (input, length) of the measured cells, rows sorted by variant then time, the cells that did not run
+    listed under it with their reason; the attentions that are not approximations once, at the end."""
+    skipped = _not_approximation(df)
+    parts = []
+    for (inp, n), part in df[~skipped].groupby(["input", "seq_len"], sort=True):
+        desc = str(part["input_desc"].dropna().iloc[0]) if part["input_desc"].notna().any() else inp
+        heading = f"Input {inp} ({desc}), n = {length_label(int(n))}"
+        shown = part[part["status"] != "unsupported"].sort_values(["attention", "time_ratio", "budget"], kind="stable")
+        body = []
+        if len(shown):
+            rows = _rows(shown, fmt)
+            body.append(md_table(HEADERS, rows, n_left=2) if fmt == "md"
+                        else booktabs("ll" + "r" * len(COLUMNS), [" & ".join(HEADERS) + r" \\"], rows))
+        not_run = _not_run_lines(part[part["status"] == "unsupported"], fmt)
+        if fmt == "md":
+            body += [f"- {line}" for line in not_run]
+            parts.append(f"#### {heading}\n\n" + "\n\n".join(body))
+        else:
+            parts.append("\n".join([tex_comment(heading), *body, *(tex_comment(line) for line in not_run)]))
+    others = df.loc[skipped, "attention"].drop_duplicates()
+    if len(others):
+        names = ", ".join(f"`{a}`" if fmt == "md" else escape(a, fmt) for a in others)
+        line = f"Not approximations of softmax attention (not measured): {names}."
+        parts.append(line if fmt == "md" else tex_comment(line))
+    return "\n\n".join(parts)
+
+
+def plot_pareto(df: pd.DataFrame, out_dir: Path, *, suite: str, reference: str) -> list[Path]:
+    """Per (input, length): relative error against time ratio, one line per variant through its budgets."""
+    ok = df[(df["status"] == "ok") & df["time_ratio"].notna() & (df["attention"] != reference)]
+    written: list[Path] = []
+    for (inp, n), part in ok.groupby(["input", "seq_len"], sort=True):
+        def draw(ax, part: pd.DataFrame = part) -> None:  # noqa: ANN001  (matplotlib Axes)
+            for name, line in part.groupby("attention", sort=True):
+                line = line.sort_values("time_ratio")
+                err = line["rel_fro"].clip(lower=1e-7)  # an exact configuration still shows, at the axis floor
+                (handle,) = ax.plot(line["time_ratio"], err, marker="o", markersize=4, label=name)
+                if len(line) > 1:  # label the cheapest and the dearest budget
+                    for _, r in line.iloc[[0, -1]].iterrows():
+                        ax.annotate(str(r["budget"]), (r["time_ratio"], max(r["rel_fro"], 1e-7)), fontsize=6,
+                                    color=handle.get_color(), xytext=(3, 3), textcoords="offset points")
+            ax.axvline(1.0, color="grey", linestyle="--", linewidth=0.8, label=f"{reference} (exact)")
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            for axis in (ax.xaxis, ax.yaxis):  # at least two labelled ticks on a short log range
+                axis.set_major_locator(mticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+                axis.set_major_formatter(mticker.FormatStrFormatter("%g"))
+
+        title = f"{suite}: error against time, n = {length_label(int(n))}, input {inp}"
+        written += _single_axes(out_dir, f"pareto_{inp}_n{int(n)}", title, draw,
+                                xlabel=f"forward time / {reference}'s (same rounds)",
+                                ylabel="relative error ‖y − e‖/‖e‖")
+    return written
+
+
+def write_approximation_reports(df: pd.DataFrame, out_dir: Path, *, env: Mapping[str, object], suite: str,
+                                reference: str = "vanilla_sdpa", plots: bool = True) -> list[Path]:
+    """Every report of an approximation suite's results into ``out_dir``; returns the paths written."""
+    out_dir = Path(out_dir)
+    for column in ("input_desc", "message", *COLUMNS[:-1]):
+        if column not in df.columns:
+            df = df.assign(**{column: np.nan})
+    df = attach_time_ratio(df.sort_values(["input", "seq_len", "attention"], kind="stable", ignore_index=True),
+                           reference)
+    written = write_raw(df, out_dir, env)
+    shown = [c for c in ("attention", "budget", "input", "input_desc", "seq_len", "status", "message", "weights",
+                         *COLUMNS, "attn_rel_fro", "attn_max_abs", "noisy", "noisy_reason") if c in df.columns]
+    written.append(write_csv(df[shown], out_dir / "approximation.csv"))
+    title = f"Approximation error against exact softmax attention — {suite}"
+    md = f"### {title}\n\n{approximation_tables(df, 'md')}\n\n{NOTE}\n\n_Environment: {env_summary(env)}_\n"
+    tex = "\n".join([tex_comment(f"{title}. {NOTE}"), tex_comment(env_summary(env)),
+                     approximation_tables(df, "tex")]) + "\n"
+    written += [atomic_write_text(out_dir / "approximation.md", md),
+                atomic_write_text(out_dir / "approximation.tex", tex)]
+    if plots:
+        written += plot_pareto(df, out_dir, suite=suite, reference=reference)
+    return written
+

@@ -1,0 +1,448 @@
+"""``attnbench report --rank DIR...``: one ranking of the attention variants across suites, a compositional index as
+CAB computes it (Zhang et al., "CAB: Comprehensive Attention Benchmarking on Long Sequence Modeling", ICML 2023,
+https://arxiv.org/abs/2210.07661; ``scripts/compositional_index/compositional_index.py`` of Shark-NLP/CAB):
+
+1. every suite gives metrics — one per measured quantity and cell of its axes ("time @ n=4096, fwd+bwd",
+   "accuracy @ Text"), seeds averaged —;
+2. per metric, each variant's z-score over the variants that have a value, signed so that higher is better;
+3. the mean of a variant's z-scores within a suite is its suite index, the mean of its suite indices its overall
+   index.
+
+Unlike CAB, whose means and standard deviations are fixed constants of its paper's runs, the z-scores here are taken
+over the variants ranked together, so the index says where a variant stands among those; adding or removing one
+changes every index. Nothing is dropped silently: a variant without a value for a metric (a failed cell, a cell not
+run, a suite that did not run it) is listed with the reason, and its indices are means over what it has.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import UserError
+from ..kinds import KINDS
+from ..lra.tasks import TASKS
+from ..store import Store
+from .format import (
+    MISSING,
+    Fmt,
+    escape,
+    md_table,
+    render_table,
+    shown_env,
+    tex_comment,
+    write_csv,
+    write_table_files,
+)
+from .summary import axis_text, row_label, with_axis_defaults
+
+
+@dataclass(frozen=True)
+class RankedQuantity:
+    """A stored metric column that enters the index, and which way is better."""
+
+    column: str
+    name: str
+    higher_is_better: bool
+
+
+#: What a suite is ranked on: every quantity below that its ok cells measured. A speed suite measures time and peak
+#: memory, a memory suite peak memory only, an accuracy suite test accuracy; FLOPs are left out (a property of the
+#: method, neither better nor worse), and so are training throughput and wall time of accuracy cells (speed suites
+#: time them under controlled conditions).
+RANKED: tuple[RankedQuantity, ...] = (
+    RankedQuantity("time_ms_median", "time", higher_is_better=False),
+    RankedQuantity("peak_mem_bytes", "memory", higher_is_better=False),
+    RankedQuantity("test_acc", "accuracy", higher_is_better=True),
+)
+#: Axes that name what is ranked (a study's variant is a model of its own), and axes averaged over (replicates).
+VARIANT_AXES = ("attention", "variant")
+REPLICATE_AXES = ("seed",)
+#: Axes named in every metric label where a suite has them, even with one value ("time @ n=64, fwd").
+PRIMARY_AXES = ("task", "seq_len", "mode")
+#: Marks a variant whose overall index is a mean over fewer suites than were ranked.
+COVERAGE_MARK: dict[str, str] = {"md": "†", "tex": r"$^\dagger$"}
+#: A std this small relative to the mean is rounding of equal values: their z-scores are 0, not ±1 from noise.
+_EQUAL_RTOL = 1e-12
+_STEM = "ranking"
+
+
+@dataclass(frozen=True)
+class SuiteResults:
+    """One suite's latest results: its label (``suite/profile``), directory, cells and the runs behind them."""
+
+    label: str
+    directory: Path
+    df: pd.DataFrame
+    runs: pd.DataFrame
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """The ranking and everything needed to read it.
+
+    Attributes:
+        table: one row per variant, best first: variant, rank, overall, one index column per suite label,
+            suites_covered, suites_total, metrics_covered, metrics_total.
+        values: one row per (suite, metric, variant): the value (raw column units), its z-score (NaN where the variant
+            has no value) and, where it has none or a partial one, the reason.
+        skipped: metrics with fewer than two values (suite, metric, n_values), left out of every index.
+        suites: the suite labels, in the order given.
+        descriptions: per suite, what it is ranked on (one sentence).
+        directories: per suite, its results directory.
+        env: the environment of the newest run shown, with ``runs`` naming every run behind the numbers, per suite.
+    """
+
+    table: pd.DataFrame
+    values: pd.DataFrame
+    skipped: pd.DataFrame
+    suites: list[str]
+    descriptions: dict[str, str]
+    directories: dict[str, Path]
+    env: dict[str, object]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Loading
+
+
+def load_suite_results(directory: str | Path) -> SuiteResults:
+    """The latest result of every cell of the store in ``directory`` (a suite's results directory).
+
+    Raises:
+        UserError: no ``results.db`` in ``directory`` (naming the stores below it, if any), or an empty store.
+    """
+    directory = Path(directory)
+    db = directory / "results.db"
+    if not db.is_file():
+        below = sorted(str(p.parent) for p in directory.rglob("results.db")) if directory.is_dir() else []
+        hint = f"; stores below it: {', '.join(below)}" if below else ""
+        raise UserError(f"--rank {directory}: no results.db here; give a suite's results directory written by "
+                        f"`attnbench run`, e.g. results/speed/quick{hint}")
+    with Store(db) as store:
+        df = store.dataframe()
+        runs = store.runs(set(df["run_id"])) if not df.empty else store.runs([])
+    if df.empty:
+        raise UserError(f"--rank {directory}: the store holds no results yet; run the suite first")
+    profile = str(runs["profile"].iloc[-1])
+    return SuiteResults(f"{df['suite'].iloc[0]}/{profile}", directory, df, runs)
+
+
+def default_out_dir(directories: Sequence[str | Path]) -> Path:
+    """Where the ranking goes without ``--out-dir``: the deepest directory holding every DIR (``results`` for
+    ``results/speed/quick results/memory/quick``; the DIR itself when one is given), or ``./results`` when the DIRs
+    share nothing but the filesystem root."""
+    common = Path(os.path.commonpath([os.path.abspath(d) for d in directories]))
+    return Path("results") if common == Path(common.anchor) else common
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Metrics of one suite
+
+
+def _axis_value_text(column: str, value: Hashable) -> str:
+    if column == "seq_len":
+        return f"n={value}"
+    if column in ("task", "noise", "noise_on", "mode", "dtype", "device"):
+        return axis_text(column, value)
+    return f"{column}={value}"
+
+
+def _sort_value(column: str, value: Hashable) -> tuple[float, str]:
+    """Numbers by size, tasks in the paper's order, the rest by name (so n=64 comes before n=128)."""
+    if column == "task" and value in TASKS:
+        return (float(TASKS.index(value)), "")
+    if isinstance(value, int | float | np.number) and not isinstance(value, bool):
+        return (float(value), "")
+    return (float("inf"), str(value))
+
+
+def _metric_axes(df: pd.DataFrame) -> list[str]:
+    """The axes a metric is a cell of: the suite kind's axes and the device, without variant and replicate axes."""
+    kinds = set(df["kind"])
+    if len(kinds) != 1 or next(iter(kinds)) not in KINDS:
+        raise UserError(f"cells of suite kinds {', '.join(sorted(map(str, kinds)))}: a store holds one known kind")
+    axes = [*KINDS[kinds.pop()].all_axes(), "device"]
+    return [a for a in axes if a in df.columns and a not in (*VARIANT_AXES, *REPLICATE_AXES)]
+
+
+def _only_noisy(df: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
+    """A robustness suite (cells with noise a > 0) is ranked on its noisy cells: accuracy under noise.
+
+    Its clean cells are clean accuracy, which an accuracy suite ranks; and not the relative drop from a = 0, which a
+    model at chance (the ``none`` control) would win by losing nothing.
+    """
+    noisy = df["noise"] > 0
+    return (df[noisy], True) if noisy.any() else (df, False)
+
+
+def suite_metrics(df: pd.DataFrame, suite: str) -> tuple[pd.DataFrame, str]:
+    """One suite's metric values per variant, and one sentence saying what it is ranked on.
+
+    Returns:
+        A frame with one row per (metric, variant with at least one cell of it): suite, metric, column,
+        higher_is_better, variant, value (mean over the variant's ok runs of the cell — its seeds —, NaN when none
+        finished ok), runs, ok_runs and reason (the statuses of the failed runs, "" when every run is ok); and the
+        description.
+    """
+    df = with_axis_defaults(df)
+    axes = _metric_axes(df)
+    # the axes that vary over the whole suite, so a robustness metric names its noise level even with one a > 0
+    shown = [a for a in axes if a in PRIMARY_AXES or df[a].nunique(dropna=False) > 1]
+    df, noisy_only = _only_noisy(df)
+    df = df.assign(_variant=_variant_names(df))
+    ok = df["status"] == "ok"
+    frames, used = [], []
+    for quantity in RANKED:
+        if quantity.column not in df.columns:
+            continue
+        value = pd.to_numeric(df[quantity.column], errors="coerce").where(ok)
+        value = value.where(np.isfinite(value))
+        if value.isna().all():  # this suite does not measure it (a memory suite's time)
+            continue
+        used.append(quantity)
+        cells = df.assign(_value=value, _failed=df["status"].where(~ok))
+        grouped = cells.groupby([*axes, "_variant"], dropna=False, sort=False)
+        out = grouped.agg(value=("_value", "mean"), runs=("status", "size"), ok_runs=("_value", "count"),
+                          reason=("_failed", lambda s: ", ".join(sorted(set(s.dropna()))))).reset_index()
+        out = out.sort_values(axes, key=lambda c: c.map(lambda v, col=c.name: _sort_value(col, v)), kind="stable")
+        labels = [", ".join(_axis_value_text(a, v) for a, v in zip(shown, r, strict=True))
+                  for r in out[shown].itertuples(index=False, name=None)]
+        frames.append(pd.DataFrame({
+            "suite": suite, "metric": [f"{quantity.name} @ {t}" if t else quantity.name for t in labels],
+            "column": quantity.column, "higher_is_better": quantity.higher_is_better, "variant": out["_variant"],
+            "value": out["value"], "runs": out["runs"], "ok_runs": out["ok_runs"], "reason": out["reason"]}))
+    values = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=["suite", "metric", "column", "higher_is_better", "variant", "value", "runs", "ok_runs", "reason"])
+    return values, _describe(used, shown, df, noisy_only)
+
+
+def _describe(used: Sequence[RankedQuantity], shown: Sequence[str], df: pd.DataFrame, noisy_only: bool) -> str:
+    if not used:
+        statuses = ", ".join(f"{s}={n}" for s, n in df["status"].value_counts().sort_index().items())
+        return f"no ok cell with {' or '.join(q.column for q in RANKED)} ({statuses})"
+    quantities = " and ".join(f"{q.name} (`{q.column}`, {'higher' if q.higher_is_better else 'lower'} is better)"
+                              for q in used)
+    text = f"{quantities} per ({', '.join(shown)})" if shown else quantities
+    if "seed" in df.columns and df["seed"].nunique() > 1:
+        text += f", mean over seeds {', '.join(str(s) for s in sorted(df['seed'].unique()))}"
+    if noisy_only:
+        text += ("; noisy cells (a > 0) only: accuracy under noise, not the change from a = 0, which a model at "
+                 "chance would win")
+    return text
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# z-scores and the index
+
+
+def zscores(values: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Adds ``z`` to ``values``: per (suite, metric), (x − mean) / std over the variants with a value, times −1 where
+    lower is better, so a higher z is always better.
+
+    The std is the population std (ddof=0), so two variants get ±1. Where every value is equal (std 0, or a std that
+    is only rounding of equal values) every z is 0: the metric tells the variants nothing apart.
+
+    Returns:
+        ``values`` with ``z`` for the ranked metrics, and the skipped metrics (suite, metric, n_values): those with
+        fewer than two values, which no z-score can be taken over.
+    """
+    keys = ["suite", "metric"]
+    n_values = values.groupby(keys, sort=False)["value"].transform("count")
+    skipped = (values[n_values < 2].groupby(keys, sort=False)["value"].count().rename("n_values").reset_index())
+    ranked = values[n_values >= 2].copy()
+    grouped = ranked.groupby(keys, sort=False)["value"]
+    mean, std = grouped.transform("mean"), grouped.transform(lambda x: x.std(ddof=0))
+    equal = ~(std > _EQUAL_RTOL * mean.abs().clip(lower=np.finfo(float).tiny))
+    sign = np.where(ranked["higher_is_better"].astype(bool), 1.0, -1.0)
+    z = sign * (ranked["value"] - mean) / std.where(~equal, 1.0)
+    ranked["z"] = z.where(~equal | ranked["value"].isna(), 0.0).where(ranked["value"].notna())
+    return ranked.reset_index(drop=True), skipped
+
+
+def _complete(ranked: pd.DataFrame, present: dict[str, set[str]], variants: Sequence[str]) -> pd.DataFrame:
+    """Every ranked metric × every variant: a variant without a row gets NaN and the reason (the suite did not run
+    it, or has no cell of it for that metric: a skip rule, a cell not run yet)."""
+    grid = ranked[["suite", "metric", "column", "higher_is_better"]].drop_duplicates()
+    grid = grid.merge(pd.DataFrame({"variant": list(variants)}), how="cross")
+    out = grid.merge(ranked, on=["suite", "metric", "column", "higher_is_better", "variant"], how="left")
+    absent = out["runs"].isna()
+    out.loc[absent, "reason"] = ["not run by this suite" if v not in present[s] else "no cell"
+                                 for s, v in zip(out.loc[absent, "suite"], out.loc[absent, "variant"], strict=True)]
+    out["reason"] = out["reason"].fillna("")
+    return out
+
+
+def rank(suites: Sequence[SuiteResults]) -> Ranking:
+    """The compositional index of every variant of ``suites`` (see the module docstring), best first.
+
+    Raises:
+        UserError: two DIRs are the same suite, or no metric has two variants with a value.
+    """
+    where = [s.directory.resolve() for s in suites]
+    if len(set(where)) < len(where):
+        raise UserError(f"--rank: a directory is given twice ({', '.join(map(str, where))}); give each suite once")
+    labels = [s.label for s in suites]
+    if len(set(labels)) < len(labels):  # one suite's results from two places are told apart by their directory
+        labels = [str(s.directory) for s in suites]
+    frames, descriptions, present = [], {}, {}
+    for label, suite in zip(labels, suites, strict=True):
+        values, descriptions[label] = suite_metrics(suite.df, label)
+        frames.append(values)
+        present[label] = set(_variant_names(with_axis_defaults(suite.df)))
+    variants = sorted(set().union(*present.values()))
+    ranked, skipped = zscores(pd.concat(frames, ignore_index=True))
+    if ranked.empty:
+        raise UserError("--rank: nothing to rank: no metric of these suites has a value for two variants; rank "
+                        "suites that ran at least two variants")
+    values = _complete(ranked, present, variants)
+    index = values.pivot_table(index="variant", columns="suite", values="z", aggfunc="mean")
+    ranked_suites = [s for s in labels if s in index.columns]
+    index = index.reindex(index=variants, columns=ranked_suites)
+    table = index.reset_index()
+    table.columns.name = None
+    table.insert(1, "overall", index.mean(axis=1, skipna=True).to_numpy())
+    table.insert(1, "rank", table["overall"].rank(ascending=False, method="min").astype("Int64"))
+    table["suites_covered"] = index.notna().sum(axis=1).to_numpy()
+    table["suites_total"] = len(ranked_suites)
+    table["metrics_covered"] = values.groupby("variant")["z"].count().reindex(variants).to_numpy()
+    table["metrics_total"] = len(values[["suite", "metric"]].drop_duplicates())
+    table = table.sort_values(["overall", "variant"], ascending=[False, True], na_position="last", ignore_index=True)
+    return Ranking(table, values, skipped, labels, descriptions, dict(zip(labels, (s.directory for s in suites),
+                                                                          strict=True)), _env(labels, suites))
+
+
+def _env(labels: Sequence[str], suites: Sequence[SuiteResults]) -> dict[str, object]:
+    """The newest run's environment, and every run behind the numbers, by suite (the footer's provenance)."""
+    shown = {label: shown_env(s.runs) for label, s in zip(labels, suites, strict=True) if not s.runs.empty}
+    if not shown:
+        return {}
+    newest = max(shown, key=lambda label: str(shown[label].get("time_utc", "")))
+    return {**shown[newest], "runs": "; ".join(f"{label}: {env['runs']}" for label, env in shown.items())}
+
+
+def _variant_names(df: pd.DataFrame) -> list[str]:
+    return [row_label(dict(zip(VARIANT_AXES, v, strict=True)))
+            for v in df[list(VARIANT_AXES)].itertuples(index=False, name=None)]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Writing
+
+
+def _z_text(value: float, fmt: Fmt) -> str:
+    if pd.isna(value):
+        return MISSING[fmt]
+    return f"{value:+.2f}" if fmt == "md" else f"${value:+.2f}$"  # math mode: a minus sign, not a hyphen
+
+
+def ranking_table(ranking: Ranking, fmt: Fmt) -> str:
+    """Rank, variant, overall index (marked where it is a mean over fewer suites than ranked), the index of each
+    suite (— where the variant has none) and how many of the ranked metrics it has."""
+    suites = [s for s in ranking.suites if s in ranking.table.columns]
+    rows = []
+    for r in ranking.table.to_dict("records"):
+        partial = 0 < r["suites_covered"] < r["suites_total"]
+        rows.append([MISSING[fmt] if pd.isna(r["rank"]) else str(r["rank"]), escape(r["variant"], fmt),
+                     _z_text(r["overall"], fmt) + (COVERAGE_MARK[fmt] if partial else ""),
+                     *(_z_text(r[s], fmt) for s in suites), f"{r['metrics_covered']}/{r['metrics_total']}"])
+    header = ["Rank", "Variant", "Overall", *(escape(s, fmt) for s in suites), "Metrics"]
+    return md_table(header, rows, n_left=2) if fmt == "md" else render_table(header, rows, fmt)
+
+
+def method_text(ranking: Ranking) -> list[str]:
+    """The header paragraph: how the index is computed, and what each suite contributes."""
+    n_metrics = ranking.values.groupby("suite")["metric"].nunique()
+    lines = ["Compositional index, as CAB's (Zhang et al., ICML 2023): z-score per metric across variants, "
+             "z = (x − mean) / std over the variants that have a value (population std; where all values are equal, "
+             "z = 0 for all); sign: higher is better (time and memory negated); mean within suite, then mean across "
+             "suites. The z-scores are taken over the variants ranked here: adding or removing one changes every "
+             "index."]
+    for suite in ranking.suites:
+        n = int(n_metrics.get(suite, 0))
+        skipped = int((ranking.skipped["suite"] == suite).sum())
+        extra = f"; {skipped} skipped (fewer than 2 variants with a value)" if skipped else ""
+        lines.append(f"{n} metrics from suite {suite} ({ranking.directories[suite]}): "
+                     f"{ranking.descriptions[suite]}{extra}.")
+    return lines
+
+
+def _coverage_lines(ranking: Ranking) -> list[str]:
+    """The † footnote, one line per set of suites lacking (variants listed), and the variants with no index."""
+    table = ranking.table
+    suites = [s for s in ranking.suites if s in table.columns]
+    partial: dict[tuple[int, int, tuple[str, ...]], list[str]] = {}
+    lines, none = [], []
+    for r in table.to_dict("records"):
+        if r["suites_covered"] == 0:
+            none.append(r["variant"])
+        elif r["suites_covered"] < r["suites_total"]:
+            lacking = tuple(s for s in suites if pd.isna(r[s]))
+            partial.setdefault((r["suites_covered"], r["suites_total"], lacking), []).append(r["variant"])
+    for (k, total, lacking), variants in partial.items():
+        lines.append(f"{COVERAGE_MARK['md']} index over {k} of {total} suites (no index from {', '.join(lacking)}): "
+                     f"{', '.join(variants)}.")
+    if none:
+        lines.append(f"No index (no value in any ranked metric): {', '.join(none)}.")
+    return lines
+
+
+def _missing_lines(ranking: Ranking) -> list[str]:
+    """What each variant has no value for: the suites that did not run it, then per variant and suite the metrics
+    it lacks (all of a suite's metrics in one phrase) with the statuses of its cells."""
+    values = ranking.values
+    missing = values[values["z"].isna()]
+    not_run = missing[missing["reason"] == "not run by this suite"]
+    lines = [f"not run by {suite}: {', '.join(sorted(set(rows['variant'])))}"
+             for suite, rows in not_run.groupby("suite", sort=False)]
+    per_suite = values.groupby("suite")["metric"].nunique()
+    for variant, rows in missing[missing["reason"] != "not run by this suite"].groupby("variant", sort=True):
+        parts = []
+        for suite, sub in rows.groupby("suite", sort=False):
+            if len(sub) == per_suite[suite]:
+                parts.append(f"{suite}: all {len(sub)} metrics ({', '.join(sorted(set(sub['reason'])))})")
+            else:
+                parts.append(f"{suite}: " + "; ".join(f"{m} ({r})" for m, r in zip(sub["metric"], sub["reason"],
+                                                                                      strict=True)))
+        lines.append(f"{variant}: " + "; ".join(parts))
+    return lines
+
+
+def notes_text(ranking: Ranking) -> list[str]:
+    """The footnotes: partial coverage (†), missing values, means over part of a cell's runs, skipped metrics."""
+    values = ranking.values
+    lines = _coverage_lines(ranking)
+    missing = _missing_lines(ranking)
+    if missing:
+        lines.append("Missing values, not counted (a variant's indices are means over the metrics it has; the "
+                     "failed cells' messages are in each suite's results.csv) — " + " | ".join(missing) + ".")
+    partial = values[values["z"].notna() & (values["reason"] != "")]
+    if not partial.empty:
+        lines.append("Means over part of a cell's runs (the others failed): " + "; ".join(
+            f"{r.variant}, {r.suite}: {r.metric}: {int(r.ok_runs)} of {int(r.runs)} ({r.reason})"
+            for r in partial.itertuples()) + ".")
+    if not ranking.skipped.empty:
+        lines.append("Skipped metrics (fewer than 2 variants with a value): " + "; ".join(
+            f"{r.suite}: {r.metric} ({r.n_values})" for r in ranking.skipped.itertuples()) + ".")
+    return lines
+
+
+def write_ranking(ranking: Ranking, out_dir: str | Path) -> list[Path]:
+    """``ranking.md`` and ``ranking.tex`` (the table with the method above it and the notes below),
+    ``ranking.csv`` (variant, rank, overall, the per-suite indices, coverage) and ``ranking_metrics.csv`` (every
+    value and z-score behind them, with the reason a value is missing), each written atomically into ``out_dir``."""
+    out_dir = Path(out_dir)
+    method, notes = method_text(ranking), notes_text(ranking)
+    written = write_table_files(
+        out_dir, _STEM, title="Ranking across suites (compositional index)", note="\n\n".join(notes),
+        md_body="\n\n".join([*method, ranking_table(ranking, "md")]),
+        tex_body="\n".join([*(tex_comment(line) for line in method), ranking_table(ranking, "tex")]), env=ranking.env)
+    values = ranking.values.drop(columns=["runs", "ok_runs"]).rename(columns={"column": "store_column"})
+    return [*written, write_csv(ranking.table, out_dir / f"{_STEM}.csv"),
+            write_csv(values, out_dir / f"{_STEM}_metrics.csv")]
+
