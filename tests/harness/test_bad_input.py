@@ -41,6 +41,19 @@ def _acc(**changes: Any) -> dict[str, Any]:
     return doc
 
 
+#: A small approximation suite; ``_approx`` changes it.
+APPROX: dict[str, Any] = {
+    "name": "ap", "kind": "approximation", "axes": {"attention": ["vanilla_sdpa", "performer"], "seq_len": [64]},
+    "budgets": {"performer": {"nb_features": [16, 64]}}, "profiles": {"smoke": {}, "quick": {}, "paper": {}},
+}
+
+
+def _approx(**changes: Any) -> dict[str, Any]:
+    doc = copy.deepcopy(APPROX)
+    doc.update(changes)
+    return doc
+
+
 def _file_in_the_way(tmp: Path) -> None:
     (tmp / "file.txt").write_text("not a directory")
 
@@ -142,8 +155,24 @@ CASES = [
                  id="train-heads-do-not-divide-dim"),
     pytest.param(Bad(_acc(data={"seed": -1}), key="data.seed", fix="must be a non-negative integer"),
                  id="data-seed-negative"),
+    pytest.param(Bad(_acc(probes={"examples": 0}), key="probes.examples", fix="must be a positive integer, got 0"),
+                 id="probes-examples-0"),
     pytest.param(Bad(_acc(data={"sizes": [10, 0, 5]}), key="data.sizes", fix="three positive integers"),
                  id="data-size-0"),
+    # approximation suites: budgets, inputs, fixed shape
+    pytest.param(Bad(_approx(budgets={"performer": {"nb_features": 64}}), key="budgets.performer.nb_features",
+                     fix="must be a list of distinct values"), id="approx-budget-not-a-list"),
+    pytest.param(Bad(_approx(budgets={"performer": {"nb_feature": [64]}}), key="budgets (nb_feature=64)",
+                     fix="unknown config field(s) nb_feature"), id="approx-budget-unknown-field"),
+    pytest.param(Bad(_approx(inputs={"x": {"kind": "uniform"}}), key="inputs.x.kind",
+                     fix="must be one of gaussian, trained"), id="approx-input-kind-unknown"),
+    pytest.param(Bad(_approx(inputs={"t": {"kind": "trained", "attention": "vanilla", "seed": 0}}), key="inputs.t",
+                     fix="a trained input needs attention, seed, task"), id="approx-trained-input-without-task"),
+    pytest.param(Bad(_approx(axes={"attention": ["performer"], "seq_len": [64], "input": ["noise"]}),
+                     key="axes.input", fix="unknown input 'noise'; defined under `inputs`: gaussian"),
+                 id="approx-unknown-input-label"),
+    pytest.param(Bad(_approx(fixed={"matrix_max_seq_len": 0}), key="fixed.matrix_max_seq_len",
+                     fix="must be a positive integer, got 0"), id="approx-fixed-zero"),
     # profiles
     pytest.param(Bad(tiny_doc(), ("--profile", "nosuch"), key="unknown profile 'nosuch'",
                      fix="choose one of smoke, quick, paper"), id="unknown-profile"),
