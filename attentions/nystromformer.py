@@ -177,6 +177,21 @@ class NystromAttention(ProjectedAttention):
         y = self.out(merge_heads(y))  # [B, N, D]
         return F.dropout(y, p=cfg.dropout, training=self.training)
 
+    def softmax_reference(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        """Exact softmax attention through this layer's projections, plus its depthwise-convolution residual on V
+        (the authors' addition, not part of the Nyström approximation): the error against it is the approximation's."""
+        if self.conv is None:
+            return super().softmax_reference(x, mask)
+        x = zero_padding(x, mask)
+        q, k, v = (split_heads(t, self.cfg.heads) for t in self.proj.qkv(x).chunk(3, dim=-1))  # each [B, H, N, dh]
+        bias = None
+        if mask is not None:
+            v = v * mask[:, None, :, None].to(v.dtype)
+            bias = torch.zeros(x.shape[0], 1, 1, x.shape[1], dtype=q.dtype, device=q.device)
+            bias = bias.masked_fill(~mask[:, None, None, :], masked_fill_value(q.dtype))  # [B, 1, 1, N]
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias) + sequence_conv(v, self.conv.weight)
+        return self.out(merge_heads(y))
+
     def _masked_landmarks(self, qk: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
         """Segment means over real tokens: ([B, m, 2D] landmarks of [Q, K], [B, m] non-empty flags).
 

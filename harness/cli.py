@@ -120,7 +120,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     torch.set_num_threads(threads)  # recorded in the run's environment, in every cell and its key
     os.environ["OMP_NUM_THREADS"] = str(threads)  # --isolate workers inherit it
     if args.data_dir is not None and not Path(args.data_dir).is_dir():
-        raise UserError(f"--data-dir {args.data_dir}: no such directory; give the folder holding the LRA files")
+        raise UserError(f"--data-dir {args.data_dir}: no such directory; give the folder holding the LRA files (for "
+                        f"an approximation suite: an accuracy run's results directory)")
     suite = load_suite(args.suite, args.profile, parse_set(args.set or []), data_dir=args.data_dir)
     only = [p for item in (args.only or []) for p in item.split(",") if p]
     for pattern in only:

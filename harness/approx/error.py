@@ -83,31 +83,37 @@ def _identity_values(layer: nn.Module, start: int) -> Iterator[_IdentityValues]:
 
 
 @torch.no_grad()
-def attention_matrix(layer: nn.Module, x: Tensor, mask: Tensor | None = None, *,
-                     reference: bool = False) -> Tensor | None:
+def attention_matrix(layer: nn.Module, x: Tensor, mask: Tensor | None = None, *, reference: bool = False,
+                     seed: int = 0) -> Tensor | None:
     """The [B, H, N, N] matrix A with which ``layer`` mixes its values (its output before ``out`` is A·V per head), or
     with ``reference=True`` the exact softmax matrix of its ``softmax_reference``; None where it cannot be read.
 
     Read by running the layer with V replaced by d columns of the identity at a time (one value per position): an
     attention whose output is linear in V, as every approximation here is, then outputs those d columns of its
     matrix; n/d passes give all of them (n: the length the layer projects, padded ones included, whose columns get
-    no weight). Every pass starts from the same torch RNG state, so a layer that draws (features, rotations) draws
-    the same. This needs the layer to take Q, K, V from ``layer.proj`` (a :class:`QKVProjection`) and to end with
-    ``layer.out``; layers that read the projection weights themselves (Linformer, Nyströmformer) or share Q and K
-    (Reformer) give None, and so does a layer whose matrix times its real V does not give its output (checked:
-    values from a second projection, as Longformer's global rows, or an output not linear in V).
+    no weight). Every pass starts from ``torch.manual_seed(seed)`` (every device's generator), so a layer that draws
+    (features, rotations) draws the same; the caller's RNG state is restored afterwards. This needs the layer to
+    take Q, K, V from ``layer.proj`` (a :class:`QKVProjection`) and to end with ``layer.out``; layers that read the
+    projection weights themselves (Linformer, Nyströmformer) or share Q and K (Reformer) give None, and so does a
+    layer whose matrix times its real V does not give its output (checked: values from a second projection, as
+    Longformer's global rows, or an output not linear in V).
     """
     if not (isinstance(getattr(layer, "proj", None), QKVProjection) and isinstance(getattr(layer, "out", None),
                                                                                   nn.Linear)):
         return None
+    devices = [x.device] if x.device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        return _read_matrix(layer, x, mask, reference, seed)
+
+
+def _read_matrix(layer: nn.Module, x: Tensor, mask: Tensor | None, reference: bool, seed: int) -> Tensor | None:
     b, n, dim = x.shape
     heads = layer.proj.heads
     d = dim // heads
     blocks: list[Tensor] = []
     start, total = 0, None
-    state = torch.random.get_rng_state()
     while total is None or start < total:
-        torch.random.set_rng_state(state)
+        torch.manual_seed(seed)
         with _identity_values(layer, start) as stand_in:
             # A layer that reads ``proj.qkv`` itself fails on the stand-in (AttributeError): no readable matrix.
             try:
@@ -120,7 +126,7 @@ def attention_matrix(layer: nn.Module, x: Tensor, mask: Tensor | None = None, *,
     a = torch.cat(blocks, dim=-1)[..., :n]  # [B, H, N, >= n] -> [B, H, N, N]: padded key columns dropped
     # Check the premise: A times the layer's real V must give its real output. A layer that takes values from
     # another projection too (Longformer's global rows) or is not linear in V fails it, and has no such matrix.
-    torch.random.set_rng_state(state)
+    torch.manual_seed(seed)
     y = layer.softmax_reference(x, mask) if reference else layer(x, mask)
     _, _, v = layer.proj(x if mask is None else x * mask[..., None].to(x.dtype))  # [B, H, N, d]
     rebuilt = layer.out(merge_heads(a @ v))  # [B, N, D]

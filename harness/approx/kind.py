@@ -33,7 +33,7 @@ from typing import Any
 import attentions
 
 from ..cell import Cell
-from ..errors import SuiteError
+from ..errors import SuiteError, first_line
 from ..lra.probe import PROBE_DIR, load_probe
 from ..lra.tasks import TASKS
 from ..report.approximation import write_approximation_reports
@@ -95,12 +95,19 @@ def attention_budgets(budgets: Mapping[str, Mapping[str, list[Any]]], name: str)
     return {budget_label(c): c for c in combos}
 
 
-def _probe_for(directory: Path, spec: Mapping[str, Any]) -> Path | None:
-    """The newest probe under ``directory/probes`` of the trained model ``spec`` names, or None."""
+def _probe_for(path: Path, directory: Path, spec: Mapping[str, Any]) -> Path | None:
+    """The newest probe under ``directory/probes`` of the model trained with exactly the axis values ``spec`` names
+    (a study cell with noise or a variant is another model), or None. Several: the accuracy run was redone after a
+    code change, and the newest is the current code's."""
+    want = {"attention": spec["attention"], "task": spec["task"], "seed": spec["seed"]}
     found = []
     for file in (directory / PROBE_DIR).glob("*.pt"):
-        probe = load_probe(file)
-        if (probe.attention, probe.task, probe.seed) == (spec["attention"], spec["task"], spec["seed"]):
+        try:
+            probe = load_probe(file)
+        except Exception as exc:  # noqa: BLE001  (a truncated, foreign or hand-made file: name it, stop here)
+            raise SuiteError(path, "data.dir", f"{file} is not a readable probe ({type(exc).__name__}: "
+                                               f"{first_line(exc)}); delete it or rerun the accuracy suite") from None
+        if probe.params == want:
             found.append(file)
     return max(found, key=lambda f: f.stat().st_mtime, default=None)
 
@@ -129,16 +136,17 @@ def _inputs(path: Path, value: Any, data_dir: str | None, fixed: Mapping[str, An
         if spec["task"] not in TASKS or not is_nonneg_int(spec["seed"]) or spec["attention"] not in known:
             raise SuiteError(path, where, "needs a registered attention, a task of " + ", ".join(TASKS)
                              + " and a non-negative integer seed")
-        out[label] = _resolve_trained(spec, data_dir, fixed)
+        out[label] = _resolve_trained(path, spec, data_dir, fixed)
     return out
 
 
-def _resolve_trained(spec: Mapping[str, Any], data_dir: str | None, fixed: Mapping[str, Any]) -> dict[str, Any]:
+def _resolve_trained(path: Path, spec: Mapping[str, Any], data_dir: str | None,
+                     fixed: Mapping[str, Any]) -> dict[str, Any]:
     what = f"{spec['attention']} trained on {spec['task']} (seed {spec['seed']})"
     resolved = {**spec, "desc": f"{what}: its first layer's inputs"}
     make = ("run an accuracy suite with `probes` that trains it (`make accuracy`), then pass its results directory "
             "as --data-dir")
-    probe_file = _probe_for(Path(data_dir), spec) if data_dir else None
+    probe_file = _probe_for(path, Path(data_dir), spec) if data_dir else None
     if probe_file is None:
         where = f"{data_dir}/{PROBE_DIR}" if data_dir else "no probe directory (data.dir is null)"
         return {**resolved, "missing": f"no probe of {what} in {where}: {make}"}
@@ -165,7 +173,8 @@ def parse(path: Path, doc: dict[str, Any]) -> dict[str, Any]:
     check_keys(path, "data", data, {"dir"})
     data_dir = data.get("dir")
     if data_dir is not None and not Path(str(data_dir)).is_dir():
-        data_dir = None  # no accuracy results there yet: trained inputs are reported missing, not an error
+        raise SuiteError(path, "data.dir", f"{data_dir} is not a directory; give the results directory of an accuracy "
+                                           f"run with probes (e.g. results/accuracy/quick), or null")
     inputs = _inputs(path, doc.get("inputs"), None if data_dir is None else str(data_dir), fixed)
     budgets = _budgets(path, doc.get("budgets"))
     axes = doc.setdefault("axes", {})
@@ -237,9 +246,12 @@ def _nothing(*_: Any) -> None:
 
 
 def write_reports(store: Store, name: str, options: Mapping[str, Any], keys: list[str] | None) -> list:
+    """The reports; speed-ups are against ``report.baseline``, the attention a re-timed group runs beside."""
     df = store.dataframe(keys)
+    groups = set(df["timing_group"].dropna()) if "timing_group" in df.columns else set()
     return write_approximation_reports(df, store.path.parent, env=shown_env(store.runs(set(df["run_id"]))),
-                                       suite=name, reference=options.get("compare_reference") or "vanilla_sdpa")
+                                       suite=name, reference=options.get("baseline", "vanilla_sdpa"),
+                                       samples=store.group_samples(groups))
 
 
 KIND = SuiteKind(

@@ -68,7 +68,8 @@ def _prepare(cell: Cell, ctx: Context) -> Workload | CellResult:
     device = torch.device(cell.device)
     fx, n, name = cell.fixed, cell.params["seq_len"], cell.params["attention"]
     entry = attentions.spec(name)
-    metrics: dict[str, Any] = {"complexity": entry.caps.complexity, "input_desc": fx["input"]["desc"]}
+    metrics: dict[str, Any] = {"complexity": entry.caps.complexity, "input_desc": fx["input"]["desc"],
+                               "input_kind": fx["input"]["kind"]}
     reason = cell.skip_reason or entry.unavailable_reason(device)
     if reason:
         return CellResult("unsupported", reason, metrics)
@@ -81,17 +82,17 @@ def _prepare(cell: Cell, ctx: Context) -> Workload | CellResult:
             x, mask, trained = _input(cell, device)
             metrics["weights"] = "trained" if trained is not None and _load_trained(layer, trained) else "own"
             metrics["real_tokens"] = int(x.shape[0] * n if mask is None else mask.sum())
+            seed = int(fx["seed"])
             with torch.no_grad():
-                state = torch.random.get_rng_state()  # a layer that draws (LSH rotations) draws alike in both
+                torch.manual_seed(seed)  # a layer that draws (LSH rotations) draws the same here as in its matrix
                 y = layer(x, mask)
-                torch.random.set_rng_state(state)
                 exact = layer.softmax_reference(x, mask)
             if not (torch.isfinite(y).all() and torch.isfinite(exact).all()):
                 raise NonFinite("non-finite values in the output or the exact reference")
             metrics.update(output_errors(y, exact, mask))
             if n <= fx["matrix_max_seq_len"]:
-                a = attention_matrix(layer, x, mask)
-                p = attention_matrix(layer, x, mask, reference=True) if a is not None else None
+                a = attention_matrix(layer, x, mask, seed=seed)
+                p = attention_matrix(layer, x, mask, reference=True, seed=seed) if a is not None else None
                 if a is not None and p is not None:
                     metrics.update(matrix_errors(a, p, mask))
                 del a, p

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import functools
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 from .. import faults
 from ..cell import Cell, CellResult, Context, classify_exception, time_limit
+from ..errors import first_line
 from .incoherence import measure_incoherence
 from .load import load_task
 from .models import Classifier
@@ -89,8 +91,11 @@ def run_accuracy_cell(cell: Cell, ctx: Context) -> CellResult:
     def analyse(model: Classifier, data: TaskData) -> dict[str, float]:
         """After the last step: the incoherence study's figures, and the attention probe (a file, no metric)."""
         if probes:
-            save_probe(probe_path(ctx.workdir, cell.key), model, data, examples=int(probes["examples"]),
-                       attention=cell.params["attention"], task=cell.params["task"], seed=int(cell.params["seed"]))
+            try:
+                save_probe(probe_path(ctx.workdir, cell.key), model, data, examples=int(probes["examples"]),
+                           params=cell.params)
+            except (OSError, RuntimeError) as exc:  # a missing probe must not cost the trained result
+                print(f"attnbench: warning: {cell.label}: probe not written ({first_line(exc)})", file=sys.stderr)
         return incoherence(model, data) if incoherence is not None else {}
 
     try:

@@ -12,6 +12,7 @@ someone put in an output directory cannot run code.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,7 @@ class Probe:
         attention: the registered name of the trained attention.
         task: the task it was trained on.
         seed: the training seed.
+        params: every axis value of the cell that trained it (a study's noise or variant too).
     """
 
     inputs: Tensor
@@ -52,13 +54,13 @@ class Probe:
     attention: str
     task: str
     seed: int
+    params: dict[str, Any]
 
 
 @torch.no_grad()
-def save_probe(path: Path, model: Classifier, data: TaskData, *, examples: int, attention: str, task: str,
-               seed: int) -> None:
+def save_probe(path: Path, model: Classifier, data: TaskData, *, examples: int, params: dict[str, Any]) -> None:
     """Run the first ``examples`` dev examples through ``model`` and write the first attention layer's inputs and
-    weights to ``path`` (atomically)."""
+    weights to ``path`` (atomically); ``params``: the training cell's axis values."""
     block = model.encoder.blocks[0]
     seen: list[tuple[Tensor, Tensor | None]] = []
     hook = block.attn.register_forward_pre_hook(lambda _m, args: seen.append((args[0], args[1])))
@@ -74,12 +76,14 @@ def save_probe(path: Path, model: Classifier, data: TaskData, *, examples: int, 
     payload = {"inputs": inputs.float().cpu(), "mask": (x0 != 0).cpu() if mask is None else mask.cpu(),
                "layer": {k: v.float().cpu() for k, v in block.attn.state_dict().items()},
                "heads": int(block.attn.cfg.heads),
-               "attention": attention, "task": task, "seed": int(seed)}
+               "attention": str(params["attention"]), "task": str(params["task"]), "seed": int(params["seed"]),
+               "params": json.dumps(params, sort_keys=True, default=str)}
     atomic_write(path, lambda tmp: torch.save(payload, tmp))
 
 
 def load_probe(path: Path) -> Probe:
     """Read a probe written by :func:`save_probe` (tensors and plain values only: no code runs)."""
     saved = torch.load(path, map_location="cpu", weights_only=True)
+    own = {"attention": str(saved["attention"]), "task": str(saved["task"]), "seed": int(saved["seed"])}
     return Probe(inputs=saved["inputs"], mask=saved["mask"].bool(), layer=saved["layer"], heads=int(saved["heads"]),
-                 attention=str(saved["attention"]), task=str(saved["task"]), seed=int(saved["seed"]))
+                 params=json.loads(saved["params"]) if "params" in saved else own, **own)

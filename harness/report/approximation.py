@@ -1,10 +1,11 @@
 """Reports of the approximation suite: the error of each variant and budget against exact softmax attention, its
-forward time as a ratio to the exact reference (``vanilla_sdpa``) timed in the same interleaved rounds, and a Pareto
-figure per length and input (error against time ratio, one line per variant through its budgets).
+forward speed-up over the exact reference (``vanilla_sdpa``) timed in the same interleaved rounds (the median of the
+per-round ratios, with a bootstrap interval, as the speed suite's), and a Pareto figure per length and input (error
+against speed-up, one line per variant through its budgets).
 
-Files: ``results.csv`` and ``env.json`` (every row at full precision), ``approximation.csv`` (one row per measured
-cell with the time ratio), ``approximation.md``/``.tex`` (a table per input and length), and with plots
-``pareto_<input>_n<N>.png``/``.pdf``.
+Files: ``results.csv`` and ``env.json`` (every row at full precision), ``approximation.csv`` (one row per cell with
+the speed-up and its interval), ``approximation.md``/``.tex`` (a table per input and length, the cells that did not
+run listed under it with their reason), and with plots ``pareto_<input>_n<N>.png``/``.pdf``.
 """
 
 from __future__ import annotations
@@ -34,32 +35,40 @@ from .format import (
     write_raw,
 )
 from .plots import _single_axes
+from .stats import paired_ratio
 
-COLUMNS = ("rel_fro", "max_abs", "cos_mean", "cos_min", "attn_tv", "time_ms_median", "time_ratio")
+COLUMNS = ("rel_fro", "max_abs", "cos_mean", "cos_min", "attn_tv", "time_ms_median", "speedup")
 HEADERS = ("Variant", "Budget", "Rel. error", "Max abs", "Cos (mean)", "Cos (min)", "Matrix TV", "Time (ms)",
-           "Time ratio")
+           "Speed-up [95% CI]")
 NOTE = ("Rel. error = ‖y − e‖_F/‖e‖_F against exact softmax attention e through the variant's own projections, over "
         "real tokens; Cos = cosine similarity of y_i and e_i per token (mean, worst); Matrix TV = mean over rows of "
         "½Σ|a_ij − p_ij| between the variant's attention matrix and softmax's, where the matrix can be read (— where "
-        "not, or above the suite's matrix_max_seq_len). Time ratio = median forward time / the reference's, timed in "
-        "the same interleaved rounds (< 1 is faster).")
+        "not, or above the suite's matrix_max_seq_len). Speed-up = the reference's forward time / the variant's, "
+        "median over the interleaved rounds they were timed in together, with a bootstrap 95% interval (> 1 is "
+        "faster). "
+        "Under a trained input, \"own weights\" marks a variant that could not take the trained projections.")
 
 
-def attach_time_ratio(df: pd.DataFrame, reference: str) -> pd.DataFrame:
-    """``time_ratio``: each cell's median forward time over the reference's in the same timing group (NaN where the
-    reference was not timed with it)."""
-    if "time_ms_median" not in df.columns or "timing_group" not in df.columns:
-        return df.assign(time_ratio=np.nan)
-    ref = df[(df["attention"] == reference) & (df["status"] == "ok")].groupby("timing_group")["time_ms_median"].first()
-    return df.assign(time_ratio=df["time_ms_median"] / df["timing_group"].map(ref))
+def attach_speedup(df: pd.DataFrame, samples: Mapping[tuple[str, str], list[float]], reference: str) -> pd.DataFrame:
+    """``speedup``, ``speedup_lo``, ``speedup_hi``: the reference's time over each cell's, paired by interleaved round
+    (``samples`` by (timing group, attention)); NaN where the reference was not timed in the cell's group."""
+    out = df.assign(speedup=np.nan, speedup_lo=np.nan, speedup_hi=np.nan)
+    if "timing_group" not in out.columns:
+        return out
+    for i, group in out["timing_group"].items():
+        own, ref = samples.get((group, out.at[i, "attention"])), samples.get((group, reference))
+        ratio = paired_ratio(ref, own) if own and ref else None
+        if ratio is not None:
+            out.loc[i, ["speedup", "speedup_lo", "speedup_hi"]] = [ratio.value, ratio.lo, ratio.hi]
+    return out
 
 
 def _cell_text(value: object, column: str, fmt: Fmt) -> str:
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return MISSING[fmt]
     v = float(value)  # type: ignore[arg-type]
-    if column == "time_ratio":
-        return f"{sig2(v)}{TIMES[fmt]}"
+    if column == "speedup":
+        return f"{sig2(v)}{TIMES[fmt]}"  # its interval is added by _rows
     if column.startswith("cos"):
         return f"{v:.4f}"
     if 0 < abs(v) < 1e-3:  # float32 rounding of an exact configuration: the exponent is what matters
@@ -74,7 +83,11 @@ def _rows(part: pd.DataFrame, fmt: Fmt) -> list[list[str]]:
             cells = [str(r["status"]).upper()] + [MISSING[fmt]] * (len(COLUMNS) - 1)
         else:
             cells = [_cell_text(r.get(c), c, fmt) for c in COLUMNS]
-        rows.append([escape(str(r["attention"]), fmt), escape(str(r["budget"]), fmt), *cells])
+            if math.isfinite(r.get("speedup_lo", math.nan)):
+                cells[-1] += f" [{sig2(r['speedup_lo'])}, {sig2(r['speedup_hi'])}]"
+        budget = str(r["budget"]) + (" (own weights)" if r.get("weights") == "own" and r.get("input_kind") == "trained"
+                                     else "")
+        rows.append([escape(str(r["attention"]), fmt), escape(budget, fmt), *cells])
     return rows
 
 
@@ -101,13 +114,14 @@ def approximation_tables(df: pd.DataFrame, fmt: Fmt) -> str:
     for (inp, n), part in df[~skipped].groupby(["input", "seq_len"], sort=True):
         desc = str(part["input_desc"].dropna().iloc[0]) if part["input_desc"].notna().any() else inp
         heading = f"Input {inp} ({desc}), n = {length_label(int(n))}"
-        shown = part[part["status"] != "unsupported"].sort_values(["attention", "time_ratio", "budget"], kind="stable")
+        shown = part[part["status"] != "unsupported"].sort_values(["attention", "speedup", "budget"],
+                                                                  ascending=[True, False, True], kind="stable")
         body = []
         if len(shown):
             rows = _rows(shown, fmt)
             body.append(md_table(HEADERS, rows, n_left=2) if fmt == "md"
                         else booktabs("ll" + "r" * len(COLUMNS), [" & ".join(HEADERS) + r" \\"], rows))
-        not_run = _not_run_lines(part[part["status"] == "unsupported"], fmt)
+        not_run = _not_run_lines(part[part["status"] != "ok"], fmt)
         if fmt == "md":
             body += [f"- {line}" for line in not_run]
             parts.append(f"#### {heading}\n\n" + "\n\n".join(body))
@@ -122,18 +136,18 @@ def approximation_tables(df: pd.DataFrame, fmt: Fmt) -> str:
 
 
 def plot_pareto(df: pd.DataFrame, out_dir: Path, *, suite: str, reference: str) -> list[Path]:
-    """Per (input, length): relative error against time ratio, one line per variant through its budgets."""
-    ok = df[(df["status"] == "ok") & df["time_ratio"].notna() & (df["attention"] != reference)]
+    """Per (input, length): relative error against speed-up, one line per variant through its budgets."""
+    ok = df[(df["status"] == "ok") & df["speedup"].notna() & (df["attention"] != reference)]
     written: list[Path] = []
     for (inp, n), part in ok.groupby(["input", "seq_len"], sort=True):
         def draw(ax, part: pd.DataFrame = part) -> None:  # noqa: ANN001  (matplotlib Axes)
             for name, line in part.groupby("attention", sort=True):
-                line = line.sort_values("time_ratio")
+                line = line.sort_values("speedup")
                 err = line["rel_fro"].clip(lower=1e-7)  # an exact configuration still shows, at the axis floor
-                (handle,) = ax.plot(line["time_ratio"], err, marker="o", markersize=4, label=name)
-                if len(line) > 1:  # label the cheapest and the dearest budget
+                (handle,) = ax.plot(line["speedup"], err, marker="o", markersize=4, label=name)
+                if len(line) > 1:  # label the dearest and the cheapest budget
                     for _, r in line.iloc[[0, -1]].iterrows():
-                        ax.annotate(str(r["budget"]), (r["time_ratio"], max(r["rel_fro"], 1e-7)), fontsize=6,
+                        ax.annotate(str(r["budget"]), (r["speedup"], max(r["rel_fro"], 1e-7)), fontsize=6,
                                     color=handle.get_color(), xytext=(3, 3), textcoords="offset points")
             ax.axvline(1.0, color="grey", linestyle="--", linewidth=0.8, label=f"{reference} (exact)")
             ax.set_xscale("log")
@@ -142,25 +156,31 @@ def plot_pareto(df: pd.DataFrame, out_dir: Path, *, suite: str, reference: str) 
                 axis.set_major_locator(mticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
                 axis.set_major_formatter(mticker.FormatStrFormatter("%g"))
 
-        title = f"{suite}: error against time, n = {length_label(int(n))}, input {inp}"
+        title = f"Error against speed, n = {length_label(int(n))}, {inp} input ({suite})"
         written += _single_axes(out_dir, f"pareto_{inp}_n{int(n)}", title, draw,
-                                xlabel=f"forward time / {reference}'s (same rounds)",
+                                xlabel=f"forward speed-up over {reference} (same rounds; > 1 is faster)",
                                 ylabel="relative error ‖y − e‖/‖e‖")
     return written
 
 
 def write_approximation_reports(df: pd.DataFrame, out_dir: Path, *, env: Mapping[str, object], suite: str,
-                                reference: str = "vanilla_sdpa", plots: bool = True) -> list[Path]:
-    """Every report of an approximation suite's results into ``out_dir``; returns the paths written."""
+                                reference: str = "vanilla_sdpa", plots: bool = True,
+                                samples: Mapping[tuple[str, str], list[float]] | None = None) -> list[Path]:
+    """Every report of an approximation suite's results into ``out_dir``; returns the paths written.
+
+    ``samples``: raw timing samples by (timing group, attention) (:meth:`harness.store.Store.group_samples`), for the
+    paired speed-ups.
+    """
     out_dir = Path(out_dir)
-    for column in ("input_desc", "message", *COLUMNS[:-1]):
+    for column in ("input_desc", "message", "weights", *COLUMNS[:-1]):
         if column not in df.columns:
             df = df.assign(**{column: np.nan})
-    df = attach_time_ratio(df.sort_values(["input", "seq_len", "attention"], kind="stable", ignore_index=True),
-                           reference)
+    df = attach_speedup(df.sort_values(["input", "seq_len", "attention"], kind="stable", ignore_index=True),
+                        samples or {}, reference)
     written = write_raw(df, out_dir, env)
     shown = [c for c in ("attention", "budget", "input", "input_desc", "seq_len", "status", "message", "weights",
-                         *COLUMNS, "attn_rel_fro", "attn_max_abs", "noisy", "noisy_reason") if c in df.columns]
+                         *COLUMNS, "speedup_lo", "speedup_hi", "attn_rel_fro", "attn_max_abs", "noisy",
+                         "noisy_reason") if c in df.columns]
     written.append(write_csv(df[shown], out_dir / "approximation.csv"))
     title = f"Approximation error against exact softmax attention — {suite}"
     md = f"### {title}\n\n{approximation_tables(df, 'md')}\n\n{NOTE}\n\n_Environment: {env_summary(env)}_\n"

@@ -195,27 +195,30 @@ def _bound(value: float, lo: float, hi: float) -> str:
     return f">{_exact(hi)}" if math.isinf(value) else _approx(value)
 
 
-def _measured_from(v: _Series, b: _Series) -> tuple[float, float, float]:
+def _measured_from(v: _Series, b: _Series) -> tuple[float, float, float, float]:
     """(smallest common measured length from which every measured point is ahead, NaN if the last one is not; the
-    first and the last common length). Common lengths exist: the range of a comparison has two."""
+    first and the last common length; the last common length where the variant is behind, NaN if none). All NaN
+    when the two share no measured length."""
     common = np.intersect1d(v.seq_len, b.seq_len)
     if common.size == 0:
-        return math.nan, math.nan, math.nan
+        return math.nan, math.nan, math.nan, math.nan
     ahead = np.array([v.values[v.seq_len == n][0] < b.values[b.seq_len == n][0] for n in common])
     behind = np.flatnonzero(~ahead)
     if not ahead[-1]:
         start = math.nan
     else:
         start = float(common[behind[-1] + 1] if behind.size else common[0])
-    return start, float(common[0]), float(common[-1])
+    last_behind = float(common[behind[-1]]) if behind.size else math.nan
+    return start, float(common[0]), float(common[-1]), last_behind
 
 
 def _row(v: _Series, b: _Series, ahead_word: str, behind_word: str) -> dict[str, object]:
     """The comparison of one variant with one baseline (both fittable)."""
     lo, hi = max(v.seq_len.min(), b.seq_len.min()), min(v.seq_len.max(), b.seq_len.max())
     row: dict[str, object] = {"seq_len_min": lo, "seq_len_max": hi}
-    if not lo < hi:
-        return {**row, "verdict": NOT_MEASURED, "text": "not measured (fewer than two common lengths)"}
+    measured_from, first, last, last_behind = _measured_from(v, b)
+    if not lo < hi or math.isnan(first) or first == last:
+        return {**row, "verdict": NOT_MEASURED, "text": "not measured (fewer than two common measured lengths)"}
     point = crossing_lengths(fit_scaling(v.seq_len, v.values, v.complexity),
                              fit_scaling(b.seq_len, b.values, b.complexity), lo, hi)[0]
     if v.replicates is not None and b.replicates is not None:
@@ -230,7 +233,6 @@ def _row(v: _Series, b: _Series, ahead_word: str, behind_word: str) -> dict[str,
         method = "none (deterministic)"
     interval = f" [{_bound(q_lo, lo, hi)}, {_bound(q_hi, lo, hi)}]" if q_lo != q_hi else ""
     span = f"{_exact(lo)}–{_exact(hi)}"
-    measured_from, first, last = _measured_from(v, b)
     if math.isnan(measured_from):
         measured = f"{behind_word} at {length_label(int(last))}"
     elif measured_from == first:
@@ -241,7 +243,7 @@ def _row(v: _Series, b: _Series, ahead_word: str, behind_word: str) -> dict[str,
     if point <= lo and measured_from != first:
         # The fitted curve is below throughout but the first measured point is not (a model that cannot follow
         # the short lengths, or noise there): "always" would contradict a measurement, so the measured points decide.
-        fitted = f"measured: {behind_word} at {length_label(int(first))}; fitted: always{interval}"
+        fitted = f"measured: {behind_word} at {length_label(int(last_behind))}; fitted: always{interval}"
         if math.isnan(measured_from):
             verdict, text, n = NEVER, f"never within {span} ({fitted})", math.nan
         else:

@@ -51,17 +51,17 @@ class RankedQuantity:
     higher_is_better: bool
 
 
-#: What a suite is ranked on: every quantity below that its ok cells measured. A speed suite measures time and peak
-#: memory, a memory suite peak memory only, an accuracy suite test accuracy; FLOPs are left out (a property of the
-#: method, neither better nor worse), and so are training throughput and wall time of accuracy cells (speed suites
-#: time them under controlled conditions).
+#: What a suite is ranked on: every quantity below its ok cells measured (speed: time, memory; accuracy: accuracy;
+#: approximation: time and error, each budget a variant). Not FLOPs (neither better nor worse), nor the training
+#: throughput of accuracy cells (speed suites time under controlled conditions).
 RANKED: tuple[RankedQuantity, ...] = (
     RankedQuantity("time_ms_median", "time", higher_is_better=False),
     RankedQuantity("peak_mem_bytes", "memory", higher_is_better=False),
     RankedQuantity("test_acc", "accuracy", higher_is_better=True),
+    RankedQuantity("rel_fro", "error against softmax", higher_is_better=False),
 )
 #: Axes that name what is ranked (a study's variant is a model of its own), and axes averaged over (replicates).
-VARIANT_AXES = ("attention", "variant")
+VARIANT_AXES = ("attention", "variant", "budget")  # an approximation's budget is a model of its own, too
 REPLICATE_AXES = ("seed",)
 #: Axes named in every metric label where a suite has them, even with one value ("time @ n=64, fwd").
 PRIMARY_AXES = ("task", "seq_len", "mode")
@@ -327,8 +327,9 @@ def _env(labels: Sequence[str], suites: Sequence[SuiteResults]) -> dict[str, obj
 
 
 def _variant_names(df: pd.DataFrame) -> list[str]:
-    return [row_label(dict(zip(VARIANT_AXES, v, strict=True)))
-            for v in df[list(VARIANT_AXES)].itertuples(index=False, name=None)]
+    axes = [a for a in VARIANT_AXES if a in df.columns]  # budget "default": the attention at its own settings
+    return [row_label({a: "" if a == "budget" and x == "default" else x for a, x in zip(axes, v, strict=True)})
+            for v in df[axes].itertuples(index=False, name=None)]
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -54,6 +54,11 @@ def _approx(**changes: Any) -> dict[str, Any]:
     return doc
 
 
+def _garbage_probe(tmp: Path) -> None:
+    (tmp / "probes").mkdir()
+    (tmp / "probes" / "x.pt").write_bytes(b"not a torch file")
+
+
 def _file_in_the_way(tmp: Path) -> None:
     (tmp / "file.txt").write_text("not a directory")
 
@@ -171,6 +176,13 @@ CASES = [
     pytest.param(Bad(_approx(axes={"attention": ["performer"], "seq_len": [64], "input": ["noise"]}),
                      key="axes.input", fix="unknown input 'noise'; defined under `inputs`: gaussian"),
                  id="approx-unknown-input-label"),
+    pytest.param(Bad(_approx(data={"dir": "{tmp}/nonexistent"}), key="data.dir",
+                     fix="is not a directory; give the results directory of an accuracy run"),
+                 id="approx-data-dir-missing"),
+    pytest.param(Bad(_approx(data={"dir": "{tmp}"}, inputs={"t": {"kind": "trained", "attention": "vanilla",
+                                                                   "task": "text", "seed": 0}}),
+                     key="{tmp}/probes/x.pt is not a readable probe", fix="delete it or rerun the accuracy suite",
+                     setup=_garbage_probe), id="approx-probe-unreadable"),
     pytest.param(Bad(_approx(fixed={"matrix_max_seq_len": 0}), key="fixed.matrix_max_seq_len",
                      fix="must be a positive integer, got 0"), id="approx-fixed-zero"),
     # profiles

@@ -68,6 +68,13 @@ def test_trained_input_end_to_end(cli: Callable[..., CliResult], tmp_path: Path)
     assert "text" in (out / "approximation" / "smoke" / "approximation.md").read_text()
 
     assert "3 cells, 3 already done" in cli(*args).out
+    # A re-run of one variant alone: the baseline (vanilla_sdpa, report.baseline) is timed again beside it, so its
+    # speed-up stays paired and finite.
+    alone = cli(*args, "--fresh", "--only", "performer")
+    assert alone.code == 0, alone.err
+    table = pd.read_csv(out / "approximation" / "smoke" / "approximation.csv")
+    performer = table[table["attention"] == "performer"]
+    assert performer["speedup"].notna().all() and (performer["speedup_lo"] <= performer["speedup_hi"]).all()
     saved = torch.load(probes[0], weights_only=True)
     saved["inputs"] = saved["inputs"] * 2  # the accuracy run was redone: another probe
     torch.save(saved, probes[0])

@@ -200,6 +200,27 @@ def test_measured_points_overrule_a_fit_below_throughout() -> None:
     assert row["measured"] == "faster from 512" and row["measured_from"] == 512
 
 
+def test_the_verdict_names_the_length_where_it_was_measured_behind() -> None:
+    # Faster at 256 but slower at 4K, while the linear fit is below throughout: the text must name 4K, not 256.
+    points = {256: 0.03, 512: 0.06, 1024: 0.3, 2048: 0.2, 4096: 20.0}
+    table = _crossovers({"vanilla": ("n^2", vanilla_time, vanilla_mem),
+                         "odd": ("n", lambda n: points[n], linear_mem)}, noise=0.0)
+    row = _row(table, "odd")
+    assert "slower at 256" not in row["text"]
+    if "fitted: always" in row["text"]:
+        assert "measured: slower at 4K" in row["text"]
+    assert row["measured"] == "slower at 4K"
+
+
+def test_no_common_measured_length_is_not_measured() -> None:
+    vanilla, _ = _cells({"vanilla": ("n^2", vanilla_time, vanilla_mem)}, lengths=(256, 1024, 4096))
+    other, samples = _cells({"linear": ("n", linear_time, linear_mem)}, lengths=(512, 2048, 8192))
+    table = group_crossovers(pd.concat([vanilla, other], ignore_index=True), group=GROUP, baselines=["vanilla"],
+                             samples=samples, n_boot=50)
+    row = _row(table, "linear")
+    assert row["verdict"] == NOT_MEASURED and "common" in row["text"]
+
+
 def test_memory_crossing_is_deterministic() -> None:
     table = _crossovers({"vanilla": ("n^2", vanilla_time, vanilla_mem), "linear": ("n", linear_time, linear_mem)})
     row = _row(table, "linear", MEMORY_COLUMN)
