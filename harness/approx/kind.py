@@ -251,7 +251,7 @@ def write_reports(store: Store, name: str, options: Mapping[str, Any], keys: lis
     groups = set(df["timing_group"].dropna()) if "timing_group" in df.columns else set()
     return write_approximation_reports(df, store.path.parent, env=shown_env(store.runs(set(df["run_id"]))),
                                        suite=name, reference=options.get("baseline", "vanilla_sdpa"),
-                                       samples=store.group_samples(groups))
+                                       samples=store.samples(timing_groups=groups))
 
 
 KIND = SuiteKind(

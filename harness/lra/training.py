@@ -268,7 +268,9 @@ def train_and_evaluate(
     _, test_acc = evaluate(model, data.test, batch_size=cfg.batch_size, device=device)
     return TrainResult(
         test_acc=test_acc, best_dev_acc=state["best_dev_acc"], best_step=state["best_step"], steps=total,
-        final_train_loss=state["last_loss"], steps_per_s=(total - resumed_from) / max(state["elapsed_s"], 1e-9),
+        # elapsed_s is the training time of all `total` steps (checkpointed with the step count), also across
+        # resumes: a cell resumed after its last checkpoint reports the throughput of the steps it ran, never 0
+        final_train_loss=state["last_loss"], steps_per_s=total / max(state["elapsed_s"], 1e-9),
         wall_s=state["elapsed_s"], curve=state["curve"], resumed_from_step=resumed_from, analysis=analysis,
     )
 

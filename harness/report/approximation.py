@@ -51,12 +51,17 @@ NOTE = ("Rel. error = ‖y − e‖_F/‖e‖_F against exact softmax attention 
 
 def attach_speedup(df: pd.DataFrame, samples: Mapping[tuple[str, str], list[float]], reference: str) -> pd.DataFrame:
     """``speedup``, ``speedup_lo``, ``speedup_hi``: the reference's time over each cell's, paired by interleaved round
-    (``samples`` by (timing group, attention)); NaN where the reference was not timed in the cell's group."""
+    (``samples`` by (cell key, timing group): budgets of one attention are cells of their own); NaN where the
+    reference was not timed in the cell's group."""
     out = df.assign(speedup=np.nan, speedup_lo=np.nan, speedup_hi=np.nan)
     if "timing_group" not in out.columns:
         return out
-    for i, group in out["timing_group"].items():
-        own, ref = samples.get((group, out.at[i, "attention"])), samples.get((group, reference))
+    refs = out[out["attention"] == reference].drop_duplicates(["input", "seq_len"])
+    ref_key = {(r["input"], r["seq_len"]): r["key"] for _, r in refs.iterrows()}
+    for i, row in out.iterrows():
+        group = row["timing_group"]
+        own = samples.get((row["key"], group))
+        ref = samples.get((ref_key.get((row["input"], row["seq_len"])), group))
         ratio = paired_ratio(ref, own) if own and ref else None
         if ratio is not None:
             out.loc[i, ["speedup", "speedup_lo", "speedup_hi"]] = [ratio.value, ratio.lo, ratio.hi]
@@ -168,8 +173,8 @@ def write_approximation_reports(df: pd.DataFrame, out_dir: Path, *, env: Mapping
                                 samples: Mapping[tuple[str, str], list[float]] | None = None) -> list[Path]:
     """Every report of an approximation suite's results into ``out_dir``; returns the paths written.
 
-    ``samples``: raw timing samples by (timing group, attention) (:meth:`harness.store.Store.group_samples`), for the
-    paired speed-ups.
+    ``samples``: raw timing samples by (cell key, timing group) (:meth:`harness.store.Store.samples`), for the paired
+    speed-ups.
     """
     out_dir = Path(out_dir)
     for column in ("input_desc", "message", "weights", *COLUMNS[:-1]):

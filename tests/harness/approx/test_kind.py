@@ -6,11 +6,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
 
 from harness.approx.kind import attention_budgets, budget_label
+from harness.store import Store
 from harness.suite import load_suite
 from tests.conftest import REPO_ROOT, CliResult
 
@@ -65,6 +67,15 @@ def test_trained_input_end_to_end(cli: Callable[..., CliResult], tmp_path: Path)
     assert set(csv["status"]) == {"ok"} and set(csv["weights"]) == {"trained"}
     assert csv.loc[csv["attention"] == "vanilla_sdpa", "rel_fro"].max() < 1e-6  # exact, through trained weights
     assert (csv.loc[csv["attention"] == "performer", "rel_fro"] > 1e-3).all()
+    # each budget's speed-up is its own (paired by the cell's own samples, not by attention name)
+    table = pd.read_csv(out / "approximation" / "smoke" / "approximation.csv").set_index("budget")
+    with Store(out / "approximation" / "smoke" / "results.db") as store:
+        rows = store.dataframe().set_index("budget")
+        samples = store.samples()
+    for budget in ("nb_features=16", "nb_features=64"):
+        own = next(v for (k, _), v in samples.items() if k == rows.loc[budget, "key"])
+        ref = next(v for (k, _), v in samples.items() if k == rows.loc["default", "key"])
+        assert table.loc[budget, "speedup"] == pytest.approx(float(np.median(np.array(ref) / np.array(own))), rel=1e-9)
     assert "text" in (out / "approximation" / "smoke" / "approximation.md").read_text()
 
     assert "3 cells, 3 already done" in cli(*args).out
