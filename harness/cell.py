@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import resource
 import signal
 import threading
 from collections.abc import Iterator
@@ -143,3 +144,34 @@ def classify_exception(exc: BaseException) -> CellResult:
     ):
         return CellResult("oom", message)
     return CellResult("error", message)
+
+
+@contextlib.contextmanager
+def cpu_memory_cap(fraction: float = 0.9) -> Iterator[None]:
+    """Cap this process's address space at its current size + ``fraction`` of available RAM.
+
+    Without a cap, an n^2 cell that does not fit makes Linux's OOM killer end the whole sweep; with it the
+    allocation fails inside torch ("can't allocate memory") and the cell is recorded as ``oom``.
+    """
+    try:
+        with open("/proc/self/status") as f:
+            vm_kb = next(int(line.split()[1]) for line in f if line.startswith("VmSize:"))
+        with open("/proc/meminfo") as f:
+            avail_kb = next(int(line.split()[1]) for line in f if line.startswith("MemAvailable:"))
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    except (OSError, StopIteration, ValueError):  # not Linux: run without a cap
+        yield
+        return
+    cap = (vm_kb + int(avail_kb * fraction)) * 1024
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def memory_cap(device: torch.device | str) -> contextlib.AbstractContextManager[None]:
+    """:func:`cpu_memory_cap` on the CPU; nothing on CUDA (its allocator reports OOM itself)."""
+    return cpu_memory_cap() if torch.device(device).type == "cpu" else contextlib.nullcontext()

@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import shlex
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from .run.ray_executor import check_address, require_ray
 from .run.runner import run_suite, suite_dir
 from .spec import expand_patterns
 from .speed.timing import GLIBC_TUNABLES_TIMING, timing_env_active
-from .store import Store
+from .store import Store, store_error
 from .suite import load_suite, parse_set
 
 
@@ -327,6 +328,14 @@ def main(argv: list[str] | None = None) -> int:
     except RunFailed as exc:
         print(f"attnbench: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except sqlite3.DatabaseError as exc:  # the disk filled or failed while a run wrote its store
+        print(f"attnbench: error: {store_error('the results store', exc)}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # the environment: a full disk, a read-only or vanished directory
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"attnbench: error: {where}{exc.strerror or exc}; free space or fix the permissions (or give another "
+              f"--out), then rerun: finished cells are kept and the run resumes", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

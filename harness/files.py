@@ -1,11 +1,16 @@
-"""Writing a file so that a reader never sees half of it: write a temporary file beside it, then rename."""
+"""Writing a file so that a reader never sees half of it (write a temporary file beside it, then rename), and the lock
+that keeps two runs out of one output directory."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+from .errors import UserError
 
 
 def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
@@ -34,3 +39,28 @@ def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
 def atomic_write_text(path: str | Path, text: str) -> Path:
     """:func:`atomic_write` of UTF-8 text."""
     return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+@contextlib.contextmanager
+def directory_lock(directory: str | Path, what: str = "attnbench run") -> Iterator[None]:
+    """Hold an exclusive lock on ``directory`` (its ``.lock`` file, which records the holder's pid) for the block.
+
+    A second holder gets a :class:`~harness.errors.UserError` naming the first one's pid at once (exit 2), never a
+    wait: two runs into one output directory would share checkpoints and temporary files. The lock is released when
+    the process ends, however it ends (``flock`` on an open descriptor), so a killed run leaves no stale lock.
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    fd = os.open(directory / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+            raise UserError(f"{directory} is in use by another {what} (pid {holder}); wait for it to finish or give "
+                            f"another --out") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        yield
+    finally:
+        os.close(fd)  # releases the lock

@@ -24,6 +24,7 @@ import pandas as pd
 
 from . import faults
 from .cell import STATUSES, Cell
+from .errors import RunFailed, UserError
 
 SCHEMA_VERSION = 2
 _SCHEMA = """
@@ -78,21 +79,67 @@ def _utc_now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+def store_error(path: Path | str, exc: sqlite3.DatabaseError) -> Exception:
+    """One line for a store that cannot be used: a full or failing disk is the environment (exit 1), anything else
+    a file that is not a results store (exit 2)."""
+    text = str(exc)
+    if any(s in text for s in ("disk is full", "disk I/O error", "readonly database", "read-only")):
+        return RunFailed(f"{path}: {text}; free space or fix the disk (or give another --out), then rerun: "
+                         f"the finished cells are kept and the run resumes")
+    return UserError(f"{path}: not a readable results store ({text}); move it aside (its results cannot be read) "
+                     f"or give another --out")
+
+
 class Store:
     """The results of one suite directory (``<out>/<suite>/<profile>/results.db``): every run, every row."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, suite: str | None = None, kind: str | None = None,
+                 source: str | None = None) -> None:
+        """Open (or create) the store at ``path``.
+
+        Given ``suite``, ``kind`` and ``source`` (the suite file's name), the store is bound to that suite on first
+        use and refuses another one later: an accuracy store copied into a speed suite's directory, or two suite files
+        with the same ``name`` sharing an ``--out``, would otherwise mix their rows into one table.
+
+        Raises:
+            UserError: the file is not a results store (truncated, random bytes, a directory), or belongs to
+                another suite (exit 2).
+            RunFailed: the disk is full or failing (exit 1).
+        """
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        # isolation_level=None: we issue BEGIN/COMMIT ourselves, one transaction per cell.
-        self.db = sqlite3.connect(self.path, isolation_level=None, timeout=30)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable across process kills
-        with self._transaction():
-            _migrate_v1(self.db)
-            _create(self.db)
-            self.db.execute("INSERT OR REPLACE INTO meta (name, value) VALUES ('schema_version', ?)",
-                            (str(SCHEMA_VERSION),))
+        if self.path.exists() and not self.path.is_file():
+            raise UserError(f"{self.path}: not a file, so not a results store; move it aside or give another --out")
+        try:
+            # isolation_level=None: we issue BEGIN/COMMIT ourselves, one transaction per cell.
+            self.db = sqlite3.connect(self.path, isolation_level=None, timeout=30)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable across process kills
+            with self._transaction():
+                _migrate_v1(self.db)
+                _create(self.db)
+                self.db.execute("INSERT OR REPLACE INTO meta (name, value) VALUES ('schema_version', ?)",
+                                (str(SCHEMA_VERSION),))
+                if suite is not None:
+                    self._bind(suite, kind or "", source or "")
+        except sqlite3.DatabaseError as exc:
+            raise store_error(self.path, exc) from None
+
+    def _bind(self, suite: str, kind: str, source: str) -> None:
+        """Record which suite this store holds, or refuse another one (see ``__init__``)."""
+        want = {"suite": suite, "kind": kind, "source": source}
+        have = dict(self.db.execute("SELECT name, value FROM meta WHERE name IN ('suite', 'kind', 'source')"))
+        if not have:  # a new store, or one written before stores knew their suite: its cells tell
+            have = {k: v for k, v in zip(("suite", "kind"), self._cell_identity(), strict=True) if v is not None}
+        clash = [f"{k} {have[k]!r}" for k in want if k in have and have[k] != want[k]]
+        if clash:
+            raise UserError(f"{self.path} holds the results of {', '.join(clash)}, not {suite!r} ({kind}, {source}); "
+                            f"give this suite another --out (or another name)")
+        self.db.executemany("INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", want.items())
+
+    def _cell_identity(self) -> tuple[str | None, str | None]:
+        row = self.db.execute("SELECT suite, cell_json FROM cells LIMIT 1").fetchone()
+        return (None, None) if row is None else (row[0], json.loads(row[1]).get("kind"))
 
     def close(self) -> None:
         self.db.close()

@@ -27,9 +27,9 @@ import attentions
 from attentions.base import QKVProjection
 
 from .. import faults
-from ..cell import Cell, CellResult, Context, NonFinite, classify_exception, time_limit
+from ..cell import Cell, CellResult, Context, NonFinite, classify_exception, memory_cap, time_limit
 from ..lra.probe import load_probe
-from ..speed.measure import Workload, memory_cap, time_group
+from ..speed.measure import Workload, time_group
 from .error import attention_matrix, matrix_errors, output_errors
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import faults
-from ..cell import Cell, CellResult, Context, classify_exception, time_limit
+from ..cell import Cell, CellResult, Context, classify_exception, memory_cap, time_limit
 from ..errors import first_line
 from .incoherence import measure_incoherence
 from .load import load_task
@@ -99,7 +99,9 @@ def run_accuracy_cell(cell: Cell, ctx: Context) -> CellResult:
         return incoherence(model, data) if incoherence is not None else {}
 
     try:
-        with time_limit(ctx.timeout_s):
+        # the speed cells' address-space cap: an allocation that cannot fit is this cell's `oom`, not the kernel's
+        # OOM killer ending the sweep
+        with time_limit(ctx.timeout_s), memory_cap(cell.device):
             result = train_and_evaluate(
                 cell.params["attention"], cell_data(cell, ctx.cache_dir), train, seed=cell.params["seed"],
                 device=cell.device, attention_overrides=cell.config,

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..errors import UserError
 from ..kinds import KINDS
 from ..store import Store
 
@@ -26,6 +27,7 @@ def write_suite_reports(store: Store, name: str | None = None, options: Mapping[
         return []
     kinds = set(df["kind"])
     if len(kinds) != 1:  # a store belongs to one suite, and a suite to one kind
-        raise ValueError(f"{store.path}: cells of several suite kinds ({', '.join(sorted(kinds))})")
+        raise UserError(f"{store.path}: cells of several suite kinds ({', '.join(sorted(kinds))}) mixed in one store; "
+                        f"move it aside and rerun each suite into its own --out")
     options = store.latest_env().get("report", {}) if options is None else options
     return KINDS[kinds.pop()].write_reports(store, name or str(df["suite"].iloc[0]), options, keys)

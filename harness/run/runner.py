@@ -13,6 +13,7 @@ Whatever the executor, only this process writes the store, and every finished ce
 
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -25,6 +26,7 @@ from .. import faults
 from ..cell import Cell, Context
 from ..envinfo import collect_env
 from ..errors import RunFailed, UserError
+from ..files import directory_lock
 from ..report.export import write_suite_reports
 from ..spec import Suite, expand_patterns
 from ..speed.flops import measure_gemm_peak_gflops
@@ -32,7 +34,7 @@ from ..speed.load import BUSY_CORES, calibrate, other_load
 from ..store import Store
 from . import ray_executor
 from .execute import Recorder, RunSummary, execute_group, groups
-from .worker import run_isolated_group
+from .worker import WORKER_DIR, run_isolated_group
 
 
 def suite_dir(out: str | Path, suite: Suite) -> Path:
@@ -83,7 +85,10 @@ def run_suite(
     keep = set(expand_patterns(only)) if only else None
     cells = [c for c in every_cell if keep is None or c.params["attention"] in keep]
     directory = suite_dir(out, suite)
-    with Store(directory / "results.db") as store:
+    with directory_lock(directory), Store(directory / "results.db", suite=suite.name, kind=suite.kind.name,
+                                          source=suite.path.name) as store:
+        # Alone in the directory now: what a killed run's workers left behind can go.
+        shutil.rmtree(directory / WORKER_DIR, ignore_errors=True)
         done = set() if fresh else store.finished_keys()
         todo = [c for c in cells if c.key not in done]
         env = _run_env(suite, device, todo, "isolate" if isolate else "in-process", executor, address, cpus_per_task)

@@ -2,10 +2,15 @@
 inside that cell. The parent (:func:`run_isolated`) sends one job as JSON on stdin and reads the result file; the
 worker (:func:`main`) runs the cell and writes that file atomically. A missing result file is the worker's death,
 recorded with its exit code or signal; the time limit kills the worker's process group.
+
+A worker dies with its runner: it asks the kernel for SIGKILL when its parent dies (Linux ``PR_SET_PDEATHSIG``), so a
+runner killed by SIGKILL (which no handler sees) leaves no worker writing checkpoints beside the resumed run. Its
+job files live under ``<suite dir>/.workers/``, which the next run into that directory clears.
 """
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import json
 import os
@@ -19,6 +24,10 @@ from ..cell import Cell, CellResult, Context
 from ..files import atomic_write_text
 from ..speed.timing import GLIBC_TUNABLES_TIMING
 from .execute import execute_group
+
+#: Where the job and result files of isolated workers live, inside the suite's directory (cleared by the next run).
+WORKER_DIR = ".workers"
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 def run_isolated(cell: Cell, ctx: Context) -> CellResult:
@@ -44,9 +53,11 @@ def run_isolated_group(cells: list[Cell], ctx: Context) -> list[CellResult]:
 
 def _worker(cells: list[Cell], ctx: Context, limit: float | None) -> list[CellResult] | CellResult:
     """One worker process for ``cells``: their results, or the one result of its death or hang."""
-    with tempfile.TemporaryDirectory(prefix="attnbench-") as tmp:
+    (ctx.workdir / WORKER_DIR).mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="worker-", dir=ctx.workdir / WORKER_DIR) as tmp:
         result_path = Path(tmp) / "result.json"
         job = {
+            "runner_pid": os.getpid(),
             "cells": [cell.to_json() for cell in cells],
             "gemm_peak_gflops": ctx.gemm_peak_gflops,
             "calibration_ms": ctx.calibration_ms,
@@ -80,9 +91,20 @@ def _worker(cells: list[Cell], ctx: Context, limit: float | None) -> list[CellRe
         return CellResult("error", f"worker died ({how}) before reporting: {tail[0]}".strip())
 
 
+def _die_with_parent(runner_pid: int) -> None:
+    """Ask for SIGKILL when the runner dies (Linux); if it already died before this call, stop now."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the runner's own handler still kills the worker on Ctrl-C
+        pass
+    if os.getppid() != runner_pid:
+        sys.exit(1)
+
+
 def main() -> None:
     """The worker: one job from stdin, its result to the job's result path (never half a file)."""
     job = json.loads(sys.stdin.read())
+    _die_with_parent(int(job["runner_pid"]))
     cache_dir = Path(job["cache_dir"]) if job.get("cache_dir") else None
     ctx = Context(Path(job["workdir"]), cache_dir, job.get("gemm_peak_gflops"),
                   calibration_ms=job.get("calibration_ms"))

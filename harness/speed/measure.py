@@ -8,7 +8,6 @@ non-finite outputs, losses or gradients, ``unsupported`` for capability refusals
 from __future__ import annotations
 
 import contextlib
-import resource
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -23,7 +22,16 @@ from torch import Tensor, nn
 import attentions
 
 from .. import faults
-from ..cell import Cell, CellResult, CellTimeout, Context, NonFinite, classify_exception, time_limit
+from ..cell import (
+    Cell,
+    CellResult,
+    CellTimeout,
+    Context,
+    NonFinite,
+    classify_exception,
+    memory_cap,
+    time_limit,
+)
 from ..errors import first_line
 from ..lra.models import Classifier
 from .flops import count_flops
@@ -32,32 +40,6 @@ from .memory import peak_memory_bytes
 from .timing import time_interleaved
 
 TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-@contextlib.contextmanager
-def cpu_memory_cap(fraction: float = 0.9) -> Iterator[None]:
-    """Cap this process's address space at its current size + ``fraction`` of available RAM.
-
-    Without a cap, an n^2 cell that does not fit makes Linux's OOM killer end the whole sweep; with it the
-    allocation fails inside torch ("can't allocate memory") and the cell is recorded as ``oom``.
-    """
-    try:
-        with open("/proc/self/status") as f:
-            vm_kb = next(int(line.split()[1]) for line in f if line.startswith("VmSize:"))
-        with open("/proc/meminfo") as f:
-            avail_kb = next(int(line.split()[1]) for line in f if line.startswith("MemAvailable:"))
-        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    except (OSError, StopIteration, ValueError):  # not Linux: run without a cap
-        yield
-        return
-    cap = (vm_kb + int(avail_kb * fraction)) * 1024
-    if hard != resource.RLIM_INFINITY:
-        cap = min(cap, hard)
-    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
 def _check_finite(what: str, *tensors: Tensor | None) -> None:
@@ -131,10 +113,6 @@ class Workload:
     metrics: dict[str, Any]
     spent_s: float  # of its time limit
     result: CellResult | None = None  # set by the group's timing; None = ok, untimed (memory and FLOPs only)
-
-
-def memory_cap(device: torch.device) -> contextlib.AbstractContextManager[None]:
-    return cpu_memory_cap() if device.type == "cpu" else contextlib.nullcontext()
 
 
 def _prepare(cell: Cell, ctx: Context) -> Workload | CellResult:

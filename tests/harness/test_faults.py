@@ -10,7 +10,9 @@ it was (same run id and finish time: not redone). A kill loses at most the cell 
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import errno
 import math
 import os
 import signal
@@ -393,3 +395,95 @@ def test_accuracy_suite_is_deterministic(monkeypatch: pytest.MonkeyPatch, suites
     pd.testing.assert_frame_equal(first[cols], second[cols])
     assert len(first_curves) == 4  # evaluations at steps 2 and 4 of each cell
     pd.testing.assert_frame_equal(first_curves, second_curves)
+
+
+# ---------------------------------------------------------------------------------------------------
+# A killed runner takes its --isolate worker with it; one output directory, one run at a time; a full disk.
+
+
+def _children(pid: int) -> list[int]:
+    """Every descendant process of ``pid`` (Linux /proc), so a worker in its own session is found too."""
+    out, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        try:
+            with open(f"/proc/{parent}/task/{parent}/children") as f:
+                kids = [int(c) for c in f.read().split()]
+        except OSError:
+            kids = []
+        out += kids
+        todo += kids
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return "State:\tZ" not in f.read()  # a zombie has finished; its reaping is the new parent's business
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_killed_runner_takes_its_isolated_worker_with_it(tmp_path: Path) -> None:
+    doc = copy.deepcopy(ACC_DOC)
+    doc["train"] = {**doc["train"], "steps": 200_000, "checkpoint_every": 1000}  # trains far longer than the test
+    suite = tmp_path / "long.yaml"
+    suite.write_text(dump(doc))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p),
+           "OMP_NUM_THREADS": "1", "GLIBC_TUNABLES": GLIBC_TUNABLES_TIMING}
+    runner = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(suite), "--profile", "smoke", "--out",
+                               str(tmp_path / "out"), "--device", "cpu", "--threads", "1", "--isolate"],
+                              cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline, workers = time.monotonic() + 120, []
+        while not workers and time.monotonic() < deadline:
+            time.sleep(0.5)
+            workers = [p for p in _children(runner.pid)
+                       if "harness.run.worker" in Path(f"/proc/{p}/cmdline").read_text(errors="replace")]
+        assert workers, "no worker started"
+        time.sleep(2.0)  # the worker is past its start (its death signal is set as it reads its job)
+        runner.kill()  # SIGKILL: no handler of the runner runs
+        runner.wait()
+        deadline = time.monotonic() + 10
+        while any(map(_alive, workers)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(map(_alive, workers)), "the worker outlived its runner"
+    finally:
+        for pid in _children(runner.pid):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        runner.kill()
+    # the next run into the directory (the suite shortened) clears what the killed one's worker left
+    suite.write_text(dump(ACC_DOC))
+    assert _cli_in_process(suite, tmp_path / "out") == 0
+    assert not list((tmp_path / "out" / ACC_DOC["name"] / "smoke" / ".workers").glob("*"))
+
+
+def test_a_second_run_into_one_directory_is_refused(cli: Callable[..., CliResult], tiny_suite: Path,
+                                                    tmp_path: Path) -> None:
+    from harness.files import directory_lock
+
+    suite = load_suite(tiny_suite, "smoke")
+    with directory_lock(tmp_path / "out" / suite.name / "smoke"):
+        second = cli("run", tiny_suite, "--profile", "smoke", "--out", tmp_path / "out", "--device", "cpu")
+    assert second.code == 2 and len(second.err_lines) == 1, second.err
+    assert f"pid {os.getpid()}" in second.err and "another --out" in second.err
+
+
+@pytest.mark.usefixtures("fast_runner", "one_thread")
+def test_a_full_disk_while_writing_reports_is_one_line_and_the_rerun_resumes(
+        cli: Callable[..., CliResult], tiny_suite: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import harness.run.runner as runner
+
+    def full(*_: object, **__: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "out" / "results.csv"))
+
+    monkeypatch.setattr(runner, "write_suite_reports", full)
+    first = cli("run", tiny_suite, "--profile", "smoke", "--out", tmp_path / "out", "--device", "cpu")
+    errors = [line for line in first.err_lines if line.startswith("attnbench: error:")]
+    assert first.code == 1 and len(errors) == 1 and first.err_lines[-1] == errors[0], first.err  # no traceback
+    assert "No space left on device" in errors[0] and "results.csv" in errors[0] and "rerun" in errors[0]
+    monkeypatch.undo()
+    again = cli("run", tiny_suite, "--profile", "smoke", "--out", tmp_path / "out", "--device", "cpu")
+    assert again.code == 0 and "already done, ran: nothing to run" in again.out

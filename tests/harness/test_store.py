@@ -5,14 +5,17 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from harness.cell import Cell
+from harness.errors import UserError
 from harness.store import STATUSES, Store
 from harness.suite import load_suite
+from tests.conftest import CliResult
 
 
 @pytest.fixture
@@ -215,3 +218,52 @@ def test_one_row_per_cell_whatever_the_cuda_index(tmp_path: Path, cells: list[Ce
             store.put(store.start_run("tiny", "quick", {}, []), cell, "ok", "", {"time_ms_median": float(i)})
         df = store.dataframe()
     assert len(df) == 1 and (df.loc[0, "device"], df.loc[0, "time_ms_median"]) == ("cuda", 1.0)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# A store that cannot be used, or belongs to another suite: one line, exit 2, nothing written; the rerun resumes.
+
+
+@pytest.mark.parametrize("damage", ["random-bytes", "truncated", "directory"])
+def test_a_damaged_store_is_one_line(cli: Callable[..., CliResult], tiny_suite: Path, tmp_path: Path,
+                                     damage: str) -> None:
+    out = tmp_path / "out"
+    first = cli("run", tiny_suite, "--profile", "smoke", "--out", out, "--device", "cpu", "--only", "vanilla")
+    assert first.code == 0, first.err
+    db = out / load_suite(tiny_suite, "smoke").name / "smoke" / "results.db"
+    for extra in db.parent.glob("results.db-*"):  # the WAL files of the finished run
+        extra.unlink()
+    if damage == "random-bytes":
+        db.write_bytes(bytes(range(256)) * 64)
+    elif damage == "truncated":
+        db.write_bytes(db.read_bytes()[:1000])
+    else:
+        db.unlink()
+        db.mkdir()
+    again = cli("run", tiny_suite, "--profile", "smoke", "--out", out, "--device", "cpu")
+    assert again.code == 2 and len(again.err_lines) == 1, again.err
+    assert str(db) in again.err and ("move it aside" in again.err)
+
+
+def test_a_store_refuses_another_suite(cli: Callable[..., CliResult], write_yaml: Callable[..., Path],
+                                       tiny_suite: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert cli("run", tiny_suite, "--profile", "smoke", "--out", out, "--device", "cpu", "--only", "vanilla").code == 0
+    # another suite file with the same name: its rows would mix into the first one's table
+    clone = write_yaml(tiny_suite.read_text(), "clone.yaml")
+    other = cli("run", clone, "--profile", "smoke", "--out", out, "--device", "cpu", "--only", "vanilla")
+    assert other.code == 2 and len(other.err_lines) == 1, other.err
+    assert "holds the results of" in other.err and "another --out" in other.err
+    # the same file resumes as before
+    assert "already done" in cli("run", tiny_suite, "--profile", "smoke", "--out", out, "--device", "cpu",
+                                 "--only", "vanilla").out
+
+
+def test_an_old_store_without_its_suite_is_bound_by_its_cells(tmp_path: Path, cells: list[Cell]) -> None:
+    with Store(tmp_path / "results.db") as store:  # written before stores knew their suite
+        run = store.start_run("tiny", "smoke", {}, [])
+        store.put(run, cells[0], "ok", metrics=METRICS)
+    with Store(tmp_path / "results.db", suite="tiny", kind="speed", source="tiny.yaml"):
+        pass
+    with pytest.raises(UserError, match="holds the results of suite 'tiny'"):
+        Store(tmp_path / "results.db", suite="other", kind="speed", source="tiny.yaml")
