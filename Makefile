@@ -1,15 +1,19 @@
 # attnbench — every target sets up .venv first (idempotent), then runs.
 #   make bench-speed                 # speed suite, quick profile, cuda if available else cpu
 #   make bench-speed PROFILE=paper DEVICE=cuda
-#   make test
+#   make test                        # installs the test tools (pytest, ruff, Ray) on first use
+#   make setup TORCH_INDEX=https://download.pytorch.org/whl/cu126   # a CUDA build of torch (see the README)
 
 PYTHON     ?= python3
 TORCH_SPEC ?= torch==2.13.0
+TORCH_INDEX ?=
 PROFILE    ?= quick
 OUT        ?= results
 VENV       := .venv
 BIN        := $(VENV)/bin
 STAMP      := $(VENV)/.installed
+DEV_STAMP  := $(VENV)/.installed-dev
+RAY_STAMP  := $(VENV)/.installed-ray
 # Default device: cuda if torch sees one, else cpu (evaluated after setup, when the venv exists).
 DEVICE     ?= $(shell $(BIN)/python -c "import torch; print('cuda' if torch.cuda.is_available() else 'cpu')" 2>/dev/null || echo cpu)
 THREADS    ?=
@@ -22,7 +26,7 @@ RUN         = $(BIN)/attnbench run --profile $(PROFILE) --device $(DEVICE) --out
               --executor $(RUN_EXECUTOR) $(if $(ADDRESS),--address $(ADDRESS)) $(RUN_EXTRA)
 
 DATA_DIR   ?=
-# Training suites on the CPU run two cells at a time, one core each, through Ray (installed by `make setup`): the
+# Training suites on the CPU run two cells at a time, one core each, through Ray (installed on first use): the
 # quick profiles' wall budgets assume it. STUDY_EXECUTOR=local runs one cell at a time.
 STUDY_EXECUTOR ?= $(if $(filter cpu,$(DEVICE)),ray,$(EXECUTOR))
 accuracy robustness hyperparams ablation incoherence: RUN_EXECUTOR = $(STUDY_EXECUTOR)
@@ -30,30 +34,49 @@ accuracy robustness hyperparams ablation incoherence: RUN_EXTRA = \
 	$(if $(and $(filter ray,$(STUDY_EXECUTOR)),$(filter cpu,$(DEVICE)),$(if $(ADDRESS),,x)),--cpus-per-task 1) \
 	$(if $(DATA_DIR),--data-dir $(DATA_DIR))
 
-.PHONY: setup bench-speed bench-memory bench-long accuracy robustness hyperparams ablation incoherence approximation \
-	report test test-slow lint clean clean-results
+.PHONY: setup setup-dev setup-ray bench-speed bench-memory bench-long accuracy robustness hyperparams ablation \
+	incoherence approximation report test test-slow lint clean clean-results FORCE
 
+# What running needs (torch, numpy, pandas, matplotlib, PyYAML, tqdm); the test tools and Ray come with the targets
+# that use them (setup-dev, setup-ray), so a user who only benchmarks gets a small .venv.
 setup: $(STAMP)
+setup-dev: $(DEV_STAMP)
+setup-ray: $(RAY_STAMP)
 
-# torch first, from TORCH_SPEC (the CPU wheel these machines carry), so the project's `torch>=2.4`
-# requirement is already met and pip never pulls a multi-GB CUDA build.
+# torch first, from TORCH_SPEC (the CPU wheel these machines carry; TORCH_INDEX picks another wheel index, e.g. a
+# CUDA one), so the project's `torch>=2.4` requirement is already met and pip never pulls a multi-GB CUDA build
+# by accident. A different TORCH_SPEC or TORCH_INDEX than the installed one reinstalls.
+ifneq ($(strip $(shell cat $(STAMP) 2>/dev/null)),$(strip $(TORCH_SPEC) $(TORCH_INDEX)))
+$(STAMP): FORCE
+endif
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install -q -e ".[dev]"
-	@echo "$(TORCH_SPEC)" > $(STAMP)
+	$(BIN)/python -m pip install -q "$(TORCH_SPEC)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(BIN)/python -m pip install -q -e .
+	@echo "$(TORCH_SPEC) $(TORCH_INDEX)" > $(STAMP)
 
-bench-speed: setup
+$(DEV_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	@touch $(DEV_STAMP)
+
+$(RAY_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q -e ".[ray]"
+	@touch $(RAY_STAMP)
+
+# Ray for the targets that run through it (EXECUTOR=ray, or the training suites' default on the CPU).
+RAY_SETUP = $(if $(filter ray,$(EXECUTOR)),setup-ray)
+
+bench-speed: setup $(RAY_SETUP)
 	$(RUN) suites/speed.yaml
 
-bench-memory: setup
+bench-memory: setup $(RAY_SETUP)
 	$(RUN) suites/memory.yaml
 
 bench-long: setup
 	$(BIN)/attnbench run suites/speed.yaml --profile long --device $(DEVICE) --out $(OUT)
 
 # LRA accuracy (Table 1): offline generators, or the real LRA files with DATA_DIR=/path/to/lra
-accuracy: setup
+accuracy: setup $(if $(filter ray,$(STUDY_EXECUTOR)),setup-ray)
 	$(RUN) suites/accuracy.yaml
 
 # The S3Attention paper's studies (accuracy suites; DATA_DIR as for `accuracy`):
@@ -61,24 +84,24 @@ accuracy: setup
 #   hyperparams Table 6: r, s1, s2 one at a time around (8, 8, 8)
 #   ablation    Table 7: each S3Attention component removed
 #   incoherence Table S7: μ-incoherence before/after the Fourier convolution
-robustness hyperparams ablation incoherence: setup
+robustness hyperparams ablation incoherence: setup $(if $(filter ray,$(STUDY_EXECUTOR)),setup-ray)
 	$(RUN) suites/$@.yaml
 
 # Error against exact softmax attention vs. time, per variant budget. Its trained input is the probe of the accuracy
 # run of the same PROFILE under OUT (`make accuracy` first); without one those cells are listed as missing.
-approximation: setup
+approximation: setup $(RAY_SETUP)
 	$(RUN) suites/approximation.yaml $(if $(wildcard $(OUT)/accuracy/$(PROFILE)/probes),--data-dir $(OUT)/accuracy/$(PROFILE))
 
 report: setup
 	$(BIN)/attnbench report $(OUT)
 
-test: setup
+test: setup-dev
 	$(BIN)/python -m pytest
 
-test-slow: setup
+test-slow: setup-dev
 	$(BIN)/python -m pytest -m slow
 
-lint: setup
+lint: setup-dev
 	$(BIN)/ruff check attentions harness tests
 
 # clean: what can be rebuilt or regenerated (the virtualenv, build and test caches, the generated-data cache).

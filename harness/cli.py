@@ -7,6 +7,7 @@ output) exits with code 2 and one line naming what is wrong and how to fix it.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import shlex
@@ -59,9 +60,16 @@ def check_device(device: str) -> str:
 
 
 def check_out_dir(out: str | Path, flag: str = "--out") -> Path:
+    """The output root, checked: not empty (which would write into the working directory), no dangling or looping
+    symlink on the way, and its nearest existing ancestor a writable directory."""
+    if not str(out).strip():
+        raise UserError(f"{flag} '': empty; give an output directory such as results")
     path = Path(out)
     probe = path
     while not probe.exists():
+        if probe.is_symlink():  # exists() follows links: a link to nowhere (or to itself) lands here
+            raise UserError(f"{flag} {out}: {probe} is a dangling or looping symlink; fix it or choose another "
+                            f"output directory")
         probe = probe.parent
     if not probe.is_dir() or not os.access(probe, os.W_OK):
         raise UserError(f"{flag} {out}: {probe} is not a writable directory; choose another output directory")
@@ -124,10 +132,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UserError(f"--data-dir {args.data_dir}: no such directory; give the folder holding the LRA files (for "
                         f"an approximation suite: an accuracy run's results directory)")
     suite = load_suite(args.suite, args.profile, parse_set(args.set or []), data_dir=args.data_dir)
-    only = [p for item in (args.only or []) for p in item.split(",") if p]
+    only = [p.strip() for item in (args.only or []) for p in item.split(",") if p.strip()]
+    if args.only is not None and not only:  # `--only ''` would otherwise run everything
+        raise UserError("--only '': names no attention; give a name or pattern such as --only 's3*,vanilla'")
     for pattern in only:
         if not attentions.list_attentions(pattern):
-            raise UserError(f"--only {pattern!r}: matches no registered attention; see `attnbench list`")
+            close = difflib.get_close_matches(pattern, attentions.list_attentions(), n=3)
+            hint = f"did you mean {', '.join(close)}? " if close else ""
+            raise UserError(f"--only {pattern!r}: matches no registered attention; {hint}see `attnbench list`")
     if only and not set(expand_patterns(only)) & set(suite.attentions()):
         names = ", ".join(suite.attentions())
         raise UserError(f"--only {','.join(only)}: matches none of this suite's attentions ({names})")
@@ -160,9 +172,8 @@ def _print_summary(name: str, profile: str, summary: RunSummary) -> None:
     print(f"{name}/{profile}: {summary.total} cells, {summary.skipped_done} already done, "
           f"ran: {counts}{again}; {summary.wall_s:.1f} s")
     print(f"results: {summary.out_dir}")
-    for path in summary.written:
-        if path.suffix in (".md", ".csv") and path.name.startswith(("table4", "ratios", "results", "slopes")):
-            print(f"  {path}")
+    for path in summary.written:  # every table in every format, every figure
+        print(f"  {path}")
     if summary.noisy:
         print(f"warning: {len(summary.noisy)} cells were timed while the machine was busy (column noisy_reason), "
               f"e.g. {summary.noisy[0]}; rerun them on a quiet machine with --fresh, or use --require-quiet",
@@ -196,6 +207,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         with Store(db) as store:
             written = write_suite_reports(store)
         print(f"{db.parent}: wrote {len(written)} files")
+        for path in written:
+            print(f"  {path}")
     return 0
 
 

@@ -59,6 +59,14 @@ def _garbage_probe(tmp: Path) -> None:
     (tmp / "probes" / "x.pt").write_bytes(b"not a torch file")
 
 
+def _dangling_link(tmp: Path) -> None:
+    (tmp / "dangling").symlink_to(tmp / "nowhere")
+
+
+def _looping_link(tmp: Path) -> None:
+    (tmp / "loop").symlink_to(tmp / "loop")
+
+
 def _file_in_the_way(tmp: Path) -> None:
     (tmp / "file.txt").write_text("not a directory")
 
@@ -207,6 +215,18 @@ CASES = [
     pytest.param(Bad(tiny_doc(), ("--out", "{tmp}/ro/results"), where="--out {tmp}/ro/results",
                      key="{tmp}/ro is not a writable directory", fix="choose another output directory",
                      setup=_read_only_dir, skip=ROOT), id="out-read-only"),
+    pytest.param(Bad(tiny_doc(), ("--out", ""), where="--out ''", key="empty", fix="give an output directory"),
+                 id="out-empty"),
+    pytest.param(Bad(tiny_doc(), ("--out", "{tmp}/dangling/results"), where="--out {tmp}/dangling/results",
+                     key="{tmp}/dangling is a dangling or looping symlink", fix="choose another output directory",
+                     setup=_dangling_link), id="out-dangling-symlink"),
+    pytest.param(Bad(tiny_doc(), ("--out", "{tmp}/loop/results"), where="--out {tmp}/loop/results",
+                     key="{tmp}/loop is a dangling or looping symlink", fix="choose another output directory",
+                     setup=_looping_link), id="out-looping-symlink"),
+    pytest.param(Bad(tiny_doc(), ("--only", ""), where="--only ''", key="names no attention",
+                     fix="give a name or pattern"), id="only-empty"),
+    pytest.param(Bad(tiny_doc(), ("--only", "vanila"), where="--only 'vanila'", key="matches no registered attention",
+                     fix="did you mean vanilla"), id="only-typo"),
     pytest.param(Bad(ACC, ("--profile", "smoke", "--data-dir", "/nonexistent"), where="--data-dir /nonexistent",
                      key="no such directory", fix="give the folder holding the LRA files"), id="data-dir-missing"),
     pytest.param(Bad(tiny_doc(), ("--executor", "ray"), where="--executor ray", key="Ray is not installed",
