@@ -2,35 +2,20 @@
 
 Bad input (missing file, YAML error, unknown key/attention/profile, bad value, unavailable device, unwritable
 output) exits with code 2 and one line naming what is wrong and how to fix it.
+
+This module imports nothing heavy: ``--help`` answers at once, and ``run`` re-executes itself with the timing malloc
+settings before torch is imported, so torch is imported once. The commands are :mod:`harness.commands`.
 """
 
 from __future__ import annotations
 
 import argparse
-import difflib
-import json
 import os
-import shlex
 import sqlite3
 import sys
-from pathlib import Path
 
-import torch
-
-import attentions
-
-from .envinfo import collect_env
 from .errors import RunFailed, UserError
-from .report.compare import compare, counts_as_regression, parse_side, render, suite_baseline
-from .report.export import write_suite_reports
-from .report.rank import default_out_dir, load_suite_results, rank, write_ranking
-from .run.execute import RunSummary
-from .run.ray_executor import check_address, require_ray
-from .run.runner import run_suite, suite_dir
-from .spec import expand_patterns
-from .speed.timing import GLIBC_TUNABLES_TIMING, timing_env_active
-from .store import Store, store_error
-from .suite import load_suite, parse_set
+from .tunables import GLIBC_TUNABLES_TIMING, timing_env_active
 
 
 class _Parser(argparse.ArgumentParser):
@@ -40,229 +25,12 @@ class _Parser(argparse.ArgumentParser):
         raise UserError(f"{self.prog}: {message} (see --help)")
 
 
-def default_device() -> str:
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def check_device(device: str) -> str:
-    try:
-        dev = torch.device(device)
-    except RuntimeError:
-        raise UserError(f"--device {device!r}: not a device; use cpu, cuda or cuda:N") from None
-    if dev.type not in ("cpu", "cuda"):
-        raise UserError(f"--device {device!r}: unsupported device type; use cpu, cuda or cuda:N")
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            raise UserError(f"--device {device}: CUDA is not available on this machine; use --device cpu")
-        if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise UserError(f"--device {device}: only {torch.cuda.device_count()} CUDA device(s) here")
-    return device
-
-
-def check_out_dir(out: str | Path, flag: str = "--out") -> Path:
-    """The output root, checked: not empty (which would write into the working directory), no dangling or looping
-    symlink on the way, and its nearest existing ancestor a writable directory."""
-    if not str(out).strip():
-        raise UserError(f"{flag} '': empty; give an output directory such as results")
-    path = Path(out)
-    probe = path
-    while not probe.exists():
-        if probe.is_symlink():  # exists() follows links: a link to nowhere (or to itself) lands here
-            raise UserError(f"{flag} {out}: {probe} is a dangling or looping symlink; fix it or choose another "
-                            f"output directory")
-        probe = probe.parent
-    if not probe.is_dir() or not os.access(probe, os.W_OK):
-        raise UserError(f"{flag} {out}: {probe} is not a writable directory; choose another output directory")
-    return path
-
-
-def check_executor(args: argparse.Namespace) -> None:
-    """``--isolate`` is local-only; ``--address`` and ``--cpus-per-task`` are Ray-only; Ray must be installed."""
-    if args.executor != "ray":
-        for flag, value in (("--address", args.address), ("--cpus-per-task", args.cpus_per_task)):
-            if value is not None:
-                raise UserError(f"{flag} is an option of the Ray executor; add --executor ray")
-        return
-    if args.isolate:
-        raise UserError("--isolate is for the local executor; Ray already runs each cell in its own worker "
-                        "process (drop --isolate)")
-    if args.cpus_per_task is not None and args.cpus_per_task < 1:
-        raise UserError(f"--cpus-per-task {args.cpus_per_task}: must be a positive number of CPUs")
-    require_ray()
-    if args.address:
-        check_address(args.address)
-
-
-def cmd_list(args: argparse.Namespace) -> int:
-    dev = torch.device(default_device())
-    rows = []
-    for name in attentions.list_attentions(args.pattern):
-        s = attentions.spec(name)
-        reason = s.unavailable_reason(dev)
-        rows.append(
-            (name, s.family, s.backend or "-", s.caps.complexity, "yes" if s.caps.exact else "no",
-             "yes" if s.caps.supports_mask else "no", "yes" if s.caps.needs_fixed_length else "no",
-             "yes" if reason is None else f"no: {reason}", s.paper)
-        )
-    header = ("name", "family", "backend", "complexity", "exact", "mask", "fixed_len", f"available on {dev.type}",
-              "paper")
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    for r in [header, *rows]:
-        print("  ".join(str(v).ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
-    return 0
-
-
-def cmd_run(args: argparse.Namespace) -> int:
-    if args.timeout is not None and not 0 < args.timeout < float("inf"):  # also rejects nan
-        raise UserError(f"--timeout {args.timeout}: must be a positive number of seconds")
-    check_executor(args)
-    device = check_device(args.device or default_device())
-    out = check_out_dir(args.out)
-    if args.threads is not None and args.threads < 1:
-        raise UserError(f"--threads {args.threads}: must be a positive number of intra-op threads")
-    if args.quiet_timeout is not None and not 0 < args.quiet_timeout < float("inf"):
-        raise UserError(f"--quiet-timeout {args.quiet_timeout}: must be a positive number of seconds")
-    threads = args.threads or default_threads(device)
-    if args.cpus_per_task is not None and device.startswith("cpu") and args.cpus_per_task < threads:
-        raise UserError(f"--cpus-per-task {args.cpus_per_task}: fewer CPUs than the {threads} intra-op threads a cell "
-                        f"runs with; raise it or lower --threads")
-    torch.set_num_threads(threads)  # recorded in the run's environment, in every cell and its key
-    os.environ["OMP_NUM_THREADS"] = str(threads)  # --isolate workers inherit it
-    if args.data_dir is not None and not Path(args.data_dir).is_dir():
-        raise UserError(f"--data-dir {args.data_dir}: no such directory; give the folder holding the LRA files (for "
-                        f"an approximation suite: an accuracy run's results directory)")
-    suite = load_suite(args.suite, args.profile, parse_set(args.set or []), data_dir=args.data_dir)
-    only = [p.strip() for item in (args.only or []) for p in item.split(",") if p.strip()]
-    if args.only is not None and not only:  # `--only ''` would otherwise run everything
-        raise UserError("--only '': names no attention; give a name or pattern such as --only 's3*,vanilla'")
-    for pattern in only:
-        if not attentions.list_attentions(pattern):
-            close = difflib.get_close_matches(pattern, attentions.list_attentions(), n=3)
-            hint = f"did you mean {', '.join(close)}? " if close else ""
-            raise UserError(f"--only {pattern!r}: matches no registered attention; {hint}see `attnbench list`")
-    if only and not set(expand_patterns(only)) & set(suite.attentions()):
-        names = ", ".join(suite.attentions())
-        raise UserError(f"--only {','.join(only)}: matches none of this suite's attentions ({names})")
-    if suite.description:
-        print(f"{suite.name}: {suite.description}", flush=True)
-    try:
-        summary = run_suite(
-            suite, out=out, device=device, fresh=args.fresh, isolate=args.isolate, timeout_s=args.timeout,
-            only=only or None, argv=args.argv, executor=args.executor, address=args.address,
-            cpus_per_task=args.cpus_per_task, quiet_limit_s=args.quiet_timeout if args.require_quiet else None,
-        )
-    except KeyboardInterrupt:
-        with Store(suite_dir(out, suite) / "results.db") as store:
-            stored = len(store.finished_keys() & {c.key for c in suite.expand(device)})
-        resume = " ".join(shlex.quote(a) for a in args.argv)
-        print(f"attnbench: interrupted; {stored} cells of {suite.name}/{suite.profile} are stored in "
-              f"{suite_dir(out, suite)}; resume with: {resume}", file=sys.stderr)
-        return 130
-    _print_summary(suite.name, suite.profile, summary)
-    if summary.statuses and "ok" not in summary.statuses:
-        print(f"attnbench: error: no cell of this run finished ok ({', '.join(summary.statuses)}); see the message "
-              f"column of {summary.out_dir / 'results.csv'}", file=sys.stderr)
-        return 1
-    return 0
-
-
-def _print_summary(name: str, profile: str, summary: RunSummary) -> None:
-    counts = ", ".join(f"{k}={v}" for k, v in sorted(summary.statuses.items())) or "nothing to run"
-    again = f" (incl. {summary.references} baseline cells timed again for paired ratios)" if summary.references else ""
-    print(f"{name}/{profile}: {summary.total} cells, {summary.skipped_done} already done, "
-          f"ran: {counts}{again}; {summary.wall_s:.1f} s")
-    print(f"results: {summary.out_dir}")
-    for path in summary.written:  # every table in every format, every figure
-        print(f"  {path}")
-    if summary.noisy:
-        print(f"warning: {len(summary.noisy)} cells were timed while the machine was busy (column noisy_reason), "
-              f"e.g. {summary.noisy[0]}; rerun them on a quiet machine with --fresh, or use --require-quiet",
-              file=sys.stderr)
-
-
-def default_threads(device: str) -> int:
-    """Intra-op threads when --threads is not given: on the CPU, every core but one.
-
-    Measured on this project's 2-core machines (README, "How things are measured"): with as many threads as cores,
-    one other busy process made cells 2-4x slower (an OpenMP team waits for its slowest thread, and one of them
-    shares a core); with a core left free, 1-9% slower. On CUDA the threads only launch kernels, and torch's default
-    stays.
-    """
-    if not device.startswith("cpu"):
-        return torch.get_num_threads()
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, cores - 1)
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    if args.rank:
-        return cmd_rank(args)
-    if args.out_dir is not None:
-        raise UserError("--out-dir is where --rank writes its ranking; add --rank DIR [DIR ...]")
-    directory = Path(args.dir)
-    dbs = [directory / "results.db"] if (directory / "results.db").is_file() else sorted(directory.rglob("results.db"))
-    if not dbs:
-        raise UserError(f"{directory}: no results.db here or below; give a directory written by `attnbench run`")
-    for db in dbs:
-        with Store(db) as store:
-            written = write_suite_reports(store)
-        print(f"{db.parent}: wrote {len(written)} files")
-        for path in written:
-            print(f"  {path}")
-    return 0
-
-
-def cmd_rank(args: argparse.Namespace) -> int:
-    """``report --rank DIR...``: one ranking of the variants across the suites' stores (harness.report.rank)."""
-    out_dir = check_out_dir(args.out_dir or default_out_dir(args.rank), "--out-dir")
-    ranking = rank([load_suite_results(d) for d in args.rank])
-    written = write_ranking(ranking, out_dir)
-    print(f"ranked {len(ranking.table)} variants over {len(ranking.suites)} suites; wrote {len(written)} files:")
-    for path in written:
-        print(f"  {path}")
-    return 0
-
-
-def cmd_compare(args: argparse.Namespace) -> int:
-    threshold = _percent(args.threshold)
-    a, b = parse_side(args.a), parse_side(args.b)
-    baseline = None if args.absolute else args.relative_to or suite_baseline(a)
-    result = compare(a, b, threshold, baseline)
-    if baseline and not result.empty and (result["verdict"] != "baseline").sum() == 0:
-        result = result.iloc[0:0]  # only the baseline itself: nothing was compared
-    if result.empty:
-        hint = (f"; relative to `{baseline}`, a cell needs `{baseline}` timed in its rounds on both sides: "
-                "--relative-to another variant, or --absolute" if baseline else "")
-        raise UserError(f"compare {a.label} {b.label}: no cell was timed (with stored samples) in both{hint}; "
-                        "compare results of the same suite, written by this version of attnbench")
-    sys.stdout.write(render(result, a, b, threshold, args.format, baseline))
-    regressions = int(counts_as_regression(result).sum())
-    return 1 if args.fail_on_regression and regressions else 0
-
-
-def _percent(text: str) -> float:
-    """``5%``, ``5`` (percent) or ``0.05`` -> 0.05."""
-    try:
-        value = float(text.rstrip("%"))
-    except ValueError:
-        raise UserError(f"--threshold {text}: give a percentage such as 5%") from None
-    value = value / 100 if text.endswith("%") or value >= 1 else value
-    if not 0 < value < 10:
-        raise UserError(f"--threshold {text}: must be a positive percentage such as 5%")
-    return value
-
-
-def cmd_env(args: argparse.Namespace) -> int:
-    print(json.dumps(collect_env(torch.device(args.device or default_device())), indent=2))
-    return 0
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="attnbench", description="Benchmark efficient attention against softmax attention.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     ls = sub.add_parser("list", help="registered attentions and their capabilities")
     ls.add_argument("pattern", nargs="?", default="*", help="fnmatch pattern, e.g. 's3*'")
-    ls.set_defaults(func=cmd_list)
+    ls.set_defaults(func="cmd_list")
     run = sub.add_parser("run", help="run a suite (resumes; --fresh to redo)")
     run.add_argument("suite", help="suite YAML file, e.g. suites/speed.yaml")
     run.add_argument("--profile", default="quick", help="smoke | quick | paper (or any profile in the file)")
@@ -286,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="ray: address of an existing Ray cluster (default: start Ray on this machine)")
     run.add_argument("--cpus-per-task", type=int, default=None,
                      help="ray: CPUs each CPU cell reserves (default: the intra-op thread count)")
-    run.set_defaults(func=cmd_run)
+    run.set_defaults(func="cmd_run")
     rep = sub.add_parser("report", help="rewrite CSV/Markdown/LaTeX tables and plots from a results directory, or "
                                         "rank the variants across suites (--rank)")
     what = rep.add_mutually_exclusive_group(required=True)
@@ -296,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
                            "across them, z-scores per metric averaged within and then across suites")
     rep.add_argument("--out-dir", default=None,
                      help="--rank: where ranking.{md,tex,csv} go (default: the deepest directory holding every DIR)")
-    rep.set_defaults(func=cmd_report)
+    rep.set_defaults(func="cmd_report")
     cmp = sub.add_parser("compare", help="compare two results directories (or two runs: DIR@RUN) cell by cell")
     cmp.add_argument("a", help="the reference: a suite's results directory, optionally @RUN (a run id)")
     cmp.add_argument("b", help="the results compared with it, likewise")
@@ -309,17 +77,20 @@ def build_parser() -> argparse.ArgumentParser:
     basis.add_argument("--absolute", action="store_true", help="compare the raw times (two machines, or the baseline)")
     cmp.add_argument("--fail-on-regression", action="store_true",
                      help="exit 1 when a cell got slower beyond the threshold, significantly")
-    cmp.set_defaults(func=cmd_compare)
+    cmp.set_defaults(func="cmd_compare")
     env = sub.add_parser("env", help="print the environment block stored with every run")
     env.add_argument("--device", default=None)
-    env.set_defaults(func=cmd_env)
+    env.set_defaults(func="cmd_env")
     return p
 
 
 def _reexec_with_timing_env(argv: list[str]) -> None:
     """Re-run this command with the timing malloc settings: glibc reads GLIBC_TUNABLES at start only."""
     if argv[:1] == ["run"] and not timing_env_active() and not os.environ.get("ATTNBENCH_NO_REEXEC"):
-        env = {**os.environ, "GLIBC_TUNABLES": GLIBC_TUNABLES_TIMING, "ATTNBENCH_NO_REEXEC": "1"}
+        # TORCH_CPP_LOG_LEVEL: torch's C++ warnings (the profiler's "Memory block of unknown size ...", printed once
+        # per memory measurement) would break the progress output; a level the user set is kept
+        env = {**os.environ, "GLIBC_TUNABLES": GLIBC_TUNABLES_TIMING, "ATTNBENCH_NO_REEXEC": "1",
+               "TORCH_CPP_LOG_LEVEL": os.environ.get("TORCH_CPP_LOG_LEVEL", "ERROR")}
         os.execve(sys.executable, [sys.executable, "-m", "harness.cli", *argv], env)
 
 
@@ -329,9 +100,23 @@ def main(argv: list[str] | None = None) -> int:
         argv = sys.argv[1:]
         _reexec_with_timing_env(argv)
     try:
-        args = build_parser().parse_args(argv)
-        args.argv = ["attnbench", *argv]  # the command as typed, for the store and the resume hint
-        return int(args.func(args))
+        args = build_parser().parse_args(argv)  # --help ends here, before anything heavy is imported
+    except UserError as exc:
+        print(f"attnbench: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    args.argv = ["attnbench", *argv]  # the command as typed, for the store and the resume hint
+    return _dispatch(args)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    """Run the parsed command; every expected failure is one line on stderr and an exit code."""
+    import attentions
+
+    from . import commands
+    from .store import store_error
+
+    try:
+        return int(getattr(commands, args.func)(args))
     except UserError as exc:
         print(f"attnbench: error: {exc}", file=sys.stderr)
         return exc.exit_code

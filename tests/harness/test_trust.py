@@ -16,7 +16,7 @@ import harness.provenance
 import harness.run.runner
 import harness.speed.measure
 from harness.cell import Cell, CellResult, Context
-from harness.cli import default_threads
+from harness.commands import default_threads
 from harness.report.export import write_suite_reports
 from harness.run.runner import run_suite
 from harness.store import Store
