@@ -35,6 +35,29 @@ CONTROL_NOTE = ("° = does not beat the `none` control (no token mixing) by more
                 "std over seeds of the two): such an entry does not show that the model used its attention.")
 
 
+#: The names papers print for the registered variants (the S3Attention paper's Table 1 and the variants' own papers);
+#: LaTeX tables show these, CSV keeps the registry's. A suite's ``report.row_names`` overrides them.
+DISPLAY_NAMES: dict[str, str] = {
+    "vanilla": "Transformer", "vanilla_sdpa": "Transformer (SDPA)", "vanilla_xformers": "Transformer (xFormers)",
+    "s3attention": "S3Attention", "s3attention_released": "S3Attention (released)", "local": "Local Attention",
+    "local_sliding": "Local Attention (sliding)", "sparse_transformer": "Sparse Transformer",
+    "sparse_transformer_strided": "Sparse Transformer (strided)", "longformer": "Longformer",
+    "linformer": "Linformer", "reformer": "Reformer", "sinkhorn": "Sinkhorn Transformer", "synthesizer": "Synthesizer",
+    "bigbird": "BigBird", "linear_transformer": "Linear Transformer", "performer": "Performer",
+    "nystromformer": "Nyströmformer", "nystromformer_lra": "Nyströmformer (LRA)",
+    "h_transformer_1d": "H-Transformer-1D",
+    "transformer_ls": "Transformer-LS", "fnet": "FNet", "luna": "Luna", "fmmformer": "FMMformer", "ponet": "PoNet",
+    "cosformer": "cosFormer", "scatterbrain": "Scatterbrain", "skyformer": "Skyformer", "fsat": "FSAT", "fat": "FAT",
+    "none": "none (no mixing, control)", "mean_pool": "mean pooling (control)",
+}
+
+
+def display_name(name: str, overrides: Mapping[str, str] | None = None) -> str:
+    """The name a paper prints for attention ``name``: the suite's ``report.row_names``, else :data:`DISPLAY_NAMES`,
+    else the registry name."""
+    return (overrides or {}).get(name) or DISPLAY_NAMES.get(name, name)
+
+
 @dataclass(frozen=True)
 class Metric:
     """A measured quantity as shown in tables and plots.

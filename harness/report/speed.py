@@ -29,6 +29,7 @@ from .format import (
     Fmt,
     Metric,
     booktabs,
+    display_name,
     env_summary,
     escape,
     format_value,
@@ -288,14 +289,59 @@ def _table4_md(df_group: pd.DataFrame, group: Mapping[str, object], *, suite: st
     )
 
 
+def _best_per_column(cells: _Cells, names: Sequence[str], lengths: Sequence[int], metric: Metric) -> set[tuple]:
+    """(attention, seq_len) of the best displayed value of each column (ties share it)."""
+    best = set()
+    for n in lengths:
+        shown = {name: float(format_value(v)) for name in names
+                 if (v := _metric_value(cells, name, n, metric)) is not None}
+        if shown:
+            top = max(shown.values()) if metric.higher_is_better else min(shown.values())
+            best |= {(name, n) for name, v in shown.items() if v == top}
+    return best
+
+
+def table4_tex(df_group: pd.DataFrame, *, baseline: str, row_names: Mapping[str, str] | None = None) -> str:
+    """Table 4 as a paper takes it: one booktabs tabular per metric (time, then memory: each fits a column), rows
+    under the variants' display names (:func:`~harness.report.format.display_name`), the best value of each column
+    bold, and the variants that ran nowhere in this group (unsupported or failed in every cell) dropped with a
+    footnote row naming them."""
+    cells: _Cells = df_group.set_index(["attention", "seq_len"]).to_dict("index")
+    lengths = sorted(int(n) for n in df_group["seq_len"].unique())
+    others = sorted(set(df_group["attention"]) - {baseline})
+    variants = [baseline, *others] if baseline in set(df_group["attention"]) else others
+    ran = {a for a, sub in df_group.groupby("attention") if sub["status"].isin(["ok", "oom"]).any()}
+    dropped = [name for name in variants if name not in ran]
+    shown = [name for name in variants if name in ran]
+    tables = []
+    for metric in _shown_metrics(df_group):
+        best = _best_per_column(cells, shown, lengths, metric)
+        rows = []
+        for name in shown:
+            values = []
+            for n in lengths:
+                text = _format_cell(cells, name, n, metric, baseline, "tex")
+                values.append(rf"\textbf{{{text}}}" if (name, n) in best else text)
+            rows.append([escape(display_name(name, row_names), "tex"), *values])
+        if dropped:
+            reasons = sorted(set(df_group.loc[df_group["attention"].isin(dropped), "status"]))
+            note = (f"Not run here ({', '.join(reasons)}): "
+                    + ", ".join(escape(display_name(name, row_names), "tex") for name in dropped) + ".")
+            rows.append([rf"\multicolumn{{{1 + len(lengths)}}}{{l}}{{\footnotesize {note}}}"])
+        head = [" & ".join([escape(metric.label, "tex"), *(length_label(n) for n in lengths)]) + r" \\"]
+        tables.append(booktabs(f"l{'r' * len(lengths)}", head, rows))
+    return "\n\n".join(tables)
+
+
 def _table4_tex(df_group: pd.DataFrame, group: Mapping[str, object], *, suite: str, baseline: str,
-                env: Mapping[str, object]) -> str:
-    # Comments rather than a caption: the fragment is meant to be \input into a table float.
-    comments = [f"Table 4 — {suite}: {group_title(group)} (multipliers vs {baseline})",
-                *(f"{k}: {v}" for k, v in env.items())]
-    # A newline inside a value would end the comment and leak text into the document.
-    lines = [tex_comment(c) for c in comments]
-    return "\n".join([*lines, table4(df_group, baseline=baseline, fmt="tex")]) + "\n"
+                env: Mapping[str, object], row_names: Mapping[str, str] | None = None) -> str:
+    # Comments rather than a caption: the fragment is meant to be \input into a table float. Two lines: what it is,
+    # and where it was measured (a newline inside a value would end the comment and leak text into the document).
+    comments = [f"Table 4 — {suite}: {group_title(group)}. Multipliers vs {display_name(baseline, row_names)} "
+                "(above 1x is better); bold = best per column; spreads = half the IQR of the timing rounds.",
+                env_summary(env)]
+    return "\n".join([*(tex_comment(c) for c in comments),
+                      table4_tex(df_group, baseline=baseline, row_names=row_names)]) + "\n"
 
 
 def ratios_table(df: pd.DataFrame, baseline: str, fmt: Fmt) -> str:
