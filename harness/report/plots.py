@@ -10,7 +10,7 @@ import matplotlib
 import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
-from matplotlib.ticker import FuncFormatter, NullLocator
+from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
 from ..files import atomic_write
 from ..lra.noise import TEST_ONLY, TRAIN_TEST
@@ -68,6 +68,9 @@ def _plot_metric(df_group: pd.DataFrame, metric: Metric, out_dir: Path, stem: st
         ax.set_yscale("log")
         # Plain numbers (0.5, 20, 300) read better in a paper than 5x10^-1 mantissa labels.
         plain = FuncFormatter(lambda v, _pos: f"{v:g}")
+        lo, hi = ax.get_ylim()
+        if hi / lo < 30:  # under ~1.5 decades a power-of-ten locator may label one tick or none: 1-2-5 steps
+            ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
         ax.yaxis.set_major_formatter(plain)
         ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _pos: ""))
         ax.set_xticks(lengths, labels=[length_label(n) for n in lengths])
@@ -128,13 +131,15 @@ def plot_learning_curves(curves: pd.DataFrame, out_dir: Path, *, task: str, titl
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     try:
         for i, (label, sub) in enumerate(curves.groupby(by, sort=True)):
+            sub = sub.assign(dev_acc=100.0 * sub["dev_acc"])  # accuracy in %, as every table shows it
             stats = sub.groupby("step")[["train_loss", "dev_acc"]].agg(["mean", "min", "max"])
             for ax, column in zip(axes, ("train_loss", "dev_acc"), strict=True):
                 steps = stats.index.to_numpy()
-                ax.plot(steps, stats[(column, "mean")], color=f"C{i % 10}", label=str(label))
+                # markers: a curve of one evaluation (a short run) is still a visible point
+                ax.plot(steps, stats[(column, "mean")], color=f"C{i % 10}", label=str(label), marker="o", ms=2.5)
                 ax.fill_between(steps, stats[(column, "min")], stats[(column, "max")], color=f"C{i % 10}",
                                 alpha=0.15, linewidth=0)
-        for ax, label in zip(axes, ("Training loss", "Dev accuracy"), strict=True):
+        for ax, label in zip(axes, ("Training loss", "Dev accuracy (%)"), strict=True):
             ax.set_xlabel("Step")
             ax.set_ylabel(label)
             ax.grid(True, alpha=0.3)

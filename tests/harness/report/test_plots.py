@@ -88,3 +88,39 @@ def test_study_figures(tmp_path: Path) -> None:
     mu = pd.DataFrame({"label": ["Text", "Text"], "rank": [32, 16], "mu_x_mean": [2.75, 3.98], "mu_x_std": [0.03, 0.05],
                        "mu_smooth_mean": [2.05, 3.23], "mu_smooth_std": [0.01, 0.04]})
     _check_files(plot_incoherence(mu, tmp_path / "new", stem="i", title="mu"), ["i.png", "i.pdf"])
+
+
+def _spy_axes(monkeypatch: pytest.MonkeyPatch) -> list[list[plt.Axes]]:
+    """The axes of every figure saved (looked at before the figure is closed)."""
+    seen: list[list[plt.Axes]] = []
+    real_save = harness.report.plots.save_figure
+
+    def spy(fig: plt.Figure, out_dir: Path, stem: str) -> list[Path]:
+        fig.canvas.draw()  # tick labels are set at draw time
+        seen.append(list(fig.axes))
+        return real_save(fig, out_dir, stem)
+
+    monkeypatch.setattr(harness.report.plots, "save_figure", spy)
+    return seen
+
+
+def test_a_narrow_log_axis_still_has_two_labelled_ticks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    df = make_results()
+    df["time_ms_median"] = 30.0 + df["seq_len"] / 1000.0  # 30.5 .. 34: far less than a decade
+    df["peak_mem_bytes"] = 2**20 * (50.0 + df["seq_len"] / 4096.0)
+    seen = _spy_axes(monkeypatch)
+    plot_scaling(df, tmp_path, slug="s", title="narrow")
+    for (ax,) in seen:
+        lo, hi = ax.get_ylim()
+        labelled = [t for t in ax.yaxis.get_major_ticks() if t.label1.get_text() and lo <= t.get_loc() <= hi]
+        assert len(labelled) >= 2, [t.label1.get_text() for t in labelled]
+
+
+def test_learning_curves_show_percent_and_single_points(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    curves = pd.DataFrame({"step": [5], "train_loss": [0.7], "dev_acc": [0.625], "attention": ["vanilla"]})
+    seen = _spy_axes(monkeypatch)
+    plot_learning_curves(curves, tmp_path, task="text", title="t")
+    (loss_ax, acc_ax), = seen
+    (line,) = acc_ax.get_lines()
+    assert list(line.get_ydata()) == [62.5] and line.get_marker() not in (None, "", "None")
+    assert "%" in acc_ax.get_ylabel()
