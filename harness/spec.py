@@ -9,8 +9,9 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import itertools
+import math
 import operator
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,12 @@ COMMON_KEYS = frozenset({"name", "description", "kind", "axes", "config", "atten
                          "profiles"})
 REPORT_DEFAULTS: dict[str, Any] = {"baseline": "vanilla", "slope_min_seq_len": 1024, "tables": None,
                                    "baseline_variant": "base", "compare_reference": None, "row_names": None}
+#: The largest integer a suite may give (an axis value, a model size, a seed): torch and numpy take shapes and seeds as
+#: C integers, so a larger one overflows or asks for an impossible allocation instead of failing cleanly.
+INT_MAX = 2**31 - 1
+
+#: What one field of a suite section admits: its check, and what a valid value is (for the error message).
+Rule = tuple[Callable[[Any], bool], str]
 
 
 def is_positive_int(v: Any) -> bool:
@@ -41,6 +48,32 @@ def is_positive_int(v: Any) -> bool:
 
 def is_nonneg_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def is_finite_number(v: Any) -> bool:
+    """A real number other than nan and ±inf (a bool is not a number here)."""
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _is_text_or_null(v: Any) -> bool:
+    return v is None or (isinstance(v, str) and v != "")
+
+
+POSITIVE_INT: Rule = (lambda v: is_positive_int(v) and v <= INT_MAX, f"a positive integer (at most {INT_MAX})")
+NONNEG_INT: Rule = (lambda v: is_nonneg_int(v) and v <= INT_MAX, f"a non-negative integer (at most {INT_MAX})")
+# finite: nan slips through `v < 0` and inf through `v > 0`, and either makes a timing loop that never ends
+POSITIVE_NUMBER: Rule = (lambda v: is_finite_number(v) and v > 0,
+                         "a finite positive number (write 1.0e-2, not 1e-2, which YAML reads as text)")
+BOOL: Rule = (lambda v: isinstance(v, bool), "true or false")
+TEXT: Rule = (lambda v: isinstance(v, str) and v != "", "a non-empty string")
+#: ``report``: the reports read these after the whole sweep, so a wrong type must fail before the first cell.
+#: ``tables`` and ``row_names`` depend on the suite's kind: :func:`validate_tables` checks them.
+REPORT_RULES: dict[str, Rule] = {
+    "baseline": TEXT,
+    "slope_min_seq_len": POSITIVE_INT,
+    "baseline_variant": TEXT,
+    "compare_reference": (_is_text_or_null, "a non-empty string, or null"),
+}
 
 
 @dataclass(frozen=True)
@@ -237,20 +270,35 @@ def mapping(path: Path, key: str, value: Any) -> dict[str, Any]:
     return dict(value)
 
 
-def validate_numbers(path: Path, key: str, value: Any, defaults: dict[str, Any]) -> dict[str, Any]:
-    """A mapping of non-negative numbers over ``defaults`` (a default that is a bool makes its key a bool)."""
-    value = {**defaults, **mapping(path, key, value)}
-    check_keys(path, key, value, defaults)
-    for k, v in value.items():
-        if isinstance(defaults[k], bool):
-            if not isinstance(v, bool):
-                raise SuiteError(path, f"{key}.{k}", f"must be true or false, got {v!r}")
-        elif isinstance(v, bool) or not isinstance(v, int | float) or v < 0:
-            raise SuiteError(path, f"{key}.{k}", f"must be a non-negative number, got {v!r}")
-    return value
+def validate_numbers(path: Path, key: str, value: Any, defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """A mapping of settings over ``defaults``, each checked by the type of its default.
+
+    A bool default makes its key true or false, an int default a non-negative integer (a count: repeats, warm-up
+    calls), a float default a finite positive number (a duration): what ``timing`` sections hold.
+    """
+    rules = {k: BOOL if isinstance(d, bool) else NONNEG_INT if isinstance(d, int) else POSITIVE_NUMBER
+             for k, d in defaults.items()}
+    return validate_fields(path, key, value, defaults, rules)
 
 
-def validate_axes(path: Path, axes: Any, kind: SuiteKind) -> dict[str, list[Any]]:
+def validate_fields(path: Path, key: str, value: Any, defaults: Mapping[str, Any],
+                    rules: Mapping[str, Rule]) -> dict[str, Any]:
+    """The mapping ``value`` over ``defaults``: every key known, every value (given or default) passing its rule."""
+    out = {**defaults, **mapping(path, key, value)}
+    check_keys(path, key, out, defaults)
+    for k, (check, expected) in rules.items():
+        if not check(out[k]):
+            raise SuiteError(path, f"{key}.{k}", f"must be {expected}, got {out[k]!r}")
+    return out
+
+
+def validate_axes(path: Path, axes: Any, kind: SuiteKind, from_flag: Collection[str] = ()) -> dict[str, list[Any]]:
+    """The axes, each a non-empty list of valid, distinct values; every attention name or pattern resolves.
+
+    Args:
+        from_flag: axes whose values the command line gave (``--set``): their errors name the flag, which is what
+            the user typed, not the file.
+    """
     axes = mapping(path, "axes", axes)
     valid = kind.all_axes()
     for name in ("attention", *kind.axes):
@@ -258,30 +306,40 @@ def validate_axes(path: Path, axes: Any, kind: SuiteKind) -> dict[str, list[Any]
             raise SuiteError(path, f"axes.{name}", f"missing axis; give a list of {valid[name].expected}")
     out: dict[str, list[Any]] = {}
     for name, values in axes.items():
+        where, key = ("--set", str(name)) if name in from_flag else (path, f"axes.{name}")
         if name not in valid:
-            raise SuiteError(path, f"axes.{name}",
-                             f"unknown axis for a {kind.name} suite; valid axes: {', '.join(valid)}")
+            raise SuiteError(where, key, f"unknown axis for a {kind.name} suite; valid axes: {', '.join(valid)}")
         values = values if isinstance(values, list) else [values]
         if not values:
-            raise SuiteError(path, f"axes.{name}", f"empty axis; give at least one of {valid[name].expected}")
+            raise SuiteError(where, key, f"empty axis; give at least one of {valid[name].expected}")
         for v in values:
             if not valid[name].check(v):
-                raise SuiteError(path, f"axes.{name}", f"bad value {v!r}; expected {valid[name].expected}")
+                raise SuiteError(where, key, f"bad value {v!r}; expected {valid[name].expected}")
+            _check_bounded(where, key, v)
         if len(set(map(str, values))) != len(values):
-            raise SuiteError(path, f"axes.{name}", f"repeated value in {values}; list each value once")
+            raise SuiteError(where, key, f"repeated value in {values}; list each value once")
         out[name] = values
+    where, key = ("--set", "attention") if "attention" in from_flag else (path, "axes.attention")
     for item in out["attention"]:
         if any(c in item for c in "*?["):
             if not attentions.list_attentions(item):
-                raise SuiteError(
-                    path, "axes.attention", f"pattern {item!r} matches no registered attention; see `attnbench list`"
-                )
+                raise SuiteError(where, key, f"pattern {item!r} matches no registered attention; see `attnbench list`")
         else:
             try:
                 attentions.spec(item)
             except RegistryError as exc:
-                raise SuiteError(path, "axes.attention", str(exc)) from None
+                raise SuiteError(where, key, str(exc)) from None
     return out
+
+
+def _check_bounded(where: Path | str, key: str, value: Any) -> None:
+    """Any kind's numeric axis value is finite and at most :data:`INT_MAX` in size (a shape, a seed, an amplitude)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return
+    if isinstance(value, float) and not math.isfinite(value):
+        raise SuiteError(where, key, f"bad value {value!r}; give a finite number")
+    if abs(value) > INT_MAX:
+        raise SuiteError(where, key, f"bad value {value!r}: too large; give at most {INT_MAX} (2**31 - 1)")
 
 
 def validate_skip(path: Path, rules: Any, kind: SuiteKind) -> list[dict[str, Any]]:

@@ -31,6 +31,12 @@ A speed suite file::
       quick: {}
       paper: {...}
 
+A suite file is UTF-8 YAML, loaded safely (no Python tags); a key may appear once per mapping. Anchors, aliases and
+merge keys (``timing: {<<: *base_timing, warmup: 0}``) work, within bounds that refuse alias bombs and deep nesting
+(:data:`MAX_VALUES`, :data:`MAX_DEPTH`). The suite's name and each profile's name are folders of the output path
+(``<out>/<suite>/<profile>``): letters, digits, '-' and '_', at most 255 bytes. Values given with ``--set`` replace
+the profile's axes and are checked like them; their errors name ``--set``.
+
 An accuracy suite file::
 
     name: accuracy
@@ -67,6 +73,7 @@ Optional axes and keys of accuracy suites (the paper's studies):
 from __future__ import annotations
 
 import copy
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
@@ -78,18 +85,27 @@ from .spec import (
     COMMON_KEYS,
     PROFILES_REQUIRED,
     REPORT_DEFAULTS,
+    REPORT_RULES,
     Suite,
     SuiteKind,
     check_keys,
     mapping,
     validate_attention_config,
     validate_axes,
+    validate_fields,
     validate_skip,
     validate_tables,
 )
 
 #: Every top-level key of any kind (a profile may only use these; the kind then admits its own).
 _ALL_KEYS = COMMON_KEYS.union(*(kind.keys for kind in KINDS.values()))
+#: The longest file name most file systems take (ext4, APFS, NTFS: 255 bytes); the suite and profile names are folders.
+MAX_NAME_BYTES = 255
+#: What a suite file may make the loader build. A real suite nests a handful of levels and holds a few hundred values;
+#: past these bounds it is a mistake or an attack (a billion-laughs alias bomb of ~850 bytes expands to 10^9 values and
+#: hangs whatever walks it; a 50,000-deep ``[[[...]]]`` overflows Python's stack).
+MAX_DEPTH = 100
+MAX_VALUES = 100_000
 
 
 def load_suite(
@@ -109,12 +125,11 @@ def load_suite(
     path = Path(path)
     doc = _read(path)
     name = doc.get("name", path.stem)
-    if not isinstance(name, str) or not name.replace("_", "").replace("-", "").isalnum():
-        raise SuiteError(path, "name", f"{name!r} must be letters, digits, '-' or '_' (it names the output folder)")
+    _check_name(path, "name", name)
     merged = _merge(doc, _profile(path, doc, profile))
     kind = _kind(path, merged)
     _check_kind_keys(path, merged, kind)
-    if overrides:
+    if overrides:  # validated with the file's axes, but their errors name --set (see validate_axes)
         merged["axes"] = {**mapping(path, "axes", merged.get("axes")), **overrides}
     if data_dir is not None:
         if not kind.reads_data:
@@ -123,11 +138,11 @@ def load_suite(
                              f"only {readers} suites read data; {path} is a {kind.name} suite")
         merged["data"] = {**mapping(path, "data", merged.get("data")), "dir": str(Path(data_dir).resolve())}
     fields = kind.parse(path, merged)  # before the axes: it may add default axes (every variant)
-    report = {**REPORT_DEFAULTS, **mapping(path, "report", merged.get("report"))}
-    check_keys(path, "report", report, REPORT_DEFAULTS)
+    report = validate_fields(path, "report", merged.get("report"), REPORT_DEFAULTS, REPORT_RULES)
     suite = Suite(
         name=name, path=path, profile=profile, description=str(doc.get("description", "")), kind=kind,
-        axes=validate_axes(path, merged.get("axes"), kind), config=mapping(path, "config", merged.get("config")),
+        axes=validate_axes(path, merged.get("axes"), kind, from_flag=set(overrides or ())),
+        config=mapping(path, "config", merged.get("config")),
         attention_config=validate_attention_config(path, merged.get("attention_config")),
         skip=validate_skip(path, merged.get("skip"), kind), report=report, **fields,
     )
@@ -141,12 +156,24 @@ def _read(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise SuiteError(path, "", "no such suite file; give a path such as suites/speed.yaml")
     try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise SuiteError(path, "", f"cannot read it ({exc.strerror}); fix its permissions") from None
+    try:
+        # Not the locale's encoding: the same file must read the same on every machine.
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line, byte = data[: exc.start].count(b"\n") + 1, data[exc.start]
+        raise SuiteError(path, f"line {line}", f"not UTF-8 text (byte {byte:#04x}); save it as UTF-8") from None
+    try:
         # Safe loading only: a suite file must never construct Python objects.
-        doc = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
+        doc = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else "YAML"
         problem = getattr(exc, "problem", None) or first_line(exc)
+        if isinstance(exc, _Refused):
+            raise SuiteError(path, where, f"{problem}; {exc.fix}") from None
         fix = ("suite files are plain YAML: remove the tag" if "constructor for the tag" in problem
                else "fix the syntax")
         raise SuiteError(path, where, f"not valid YAML ({problem}); {fix}") from None
@@ -167,6 +194,7 @@ def _profile(path: Path, doc: dict[str, Any], profile: str) -> dict[str, Any]:
             path, "profiles", f"missing profile(s) {', '.join(missing)}; every suite needs smoke, quick, paper"
         )
     for pname, pdoc in profiles.items():
+        _check_name(path, f"profiles.{pname}", pname)  # results go to <out>/<suite>/<profile>
         if not isinstance(pdoc, dict | type(None)):
             raise SuiteError(path, f"profiles.{pname}", "must be a mapping (or empty)")
         check_keys(path, f"profiles.{pname}", pdoc or {}, _ALL_KEYS - {"name", "profiles"})
@@ -185,6 +213,15 @@ def _check_kind_keys(path: Path, doc: dict[str, Any], kind: SuiteKind) -> None:
     check_keys(path, "", doc, COMMON_KEYS - {"profiles"} | kind.keys)
 
 
+def _check_name(path: Path, key: str, name: Any) -> None:
+    """``name`` can be one folder of an output path: never ``..``, a separator or an absolute path, nor too long."""
+    if not isinstance(name, str) or not name.replace("_", "").replace("-", "").isalnum():
+        raise SuiteError(path, key, f"{name!r} must be letters, digits, '-' or '_' (it names the output folder)")
+    if len(name.encode()) > MAX_NAME_BYTES:
+        raise SuiteError(path, key, f"{len(name.encode())} bytes long, more than a folder name may have "
+                         f"({MAX_NAME_BYTES}); shorten it")
+
+
 def _kind(path: Path, doc: dict[str, Any]) -> SuiteKind:
     kind = doc.get("kind", DEFAULT_KIND)
     if kind not in KINDS:
@@ -192,17 +229,75 @@ def _kind(path: Path, doc: dict[str, Any]) -> SuiteKind:
     return KINDS[kind]
 
 
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+class _Refused(yaml.composer.ComposerError):
+    """Well-formed YAML the loader will not build (see :class:`_UniqueKeyLoader`); ``fix`` says what to change."""
+
+    def __init__(self, problem: str, mark: yaml.Mark | None, fix: str) -> None:
+        super().__init__(None, None, problem, mark)
+        self.fix = fix
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` (never constructs Python objects) that refuses a key given twice in one mapping.
+    """``yaml.SafeLoader`` (never constructs Python objects) that refuses a key given twice in one mapping, and a
+    document nested deeper than :data:`MAX_DEPTH` or holding more than :data:`MAX_VALUES` values once its aliases are
+    expanded, or an alias inside its own anchor (a cycle).
 
     Plain PyYAML keeps the last of duplicate keys silently, so ``axes: {seq_len: [1024], seq_len: [2048]}`` would
-    sweep one of them without a word.
+    sweep one of them without a word. The bounds are checked while composing, before anything is expanded: an alias
+    costs the size of what it names, computed once per node, so a bomb is refused after a few of its lines.
     """
 
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._shape: dict[int, tuple[int, int]] = {}  # id(node) -> (values once expanded, levels of nesting)
+        # id(mapping node) -> the key nodes written in it: `<<` merges add keys in place, and those may repeat
+        self._explicit: dict[int, list[yaml.Node]] = {}
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            node = super().compose_node(parent, index)
+            if id(node) not in self._shape:  # its anchor's node is still being composed: the alias is inside it
+                raise _Refused(f"alias *{event.anchor} inside the node it names (a cycle)", event.start_mark,
+                               "remove the alias: a suite is a tree")
+            return node
+        self._depth += 1
+        if self._depth > MAX_DEPTH:  # before recursing further: composing is recursive
+            raise _Refused(f"nested more than {MAX_DEPTH} levels deep", self.peek_event().start_mark,
+                           "flatten it (a suite needs a few levels)")
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+        if isinstance(node, yaml.MappingNode):
+            self._explicit[id(node)] = [k for k, _ in node.value if k.tag != _MERGE_TAG]
+            children = [n for pair in node.value for n in pair]
+        else:
+            children = node.value if isinstance(node, yaml.SequenceNode) else []
+        values = 1 + sum(self._shape[id(c)][0] for c in children)
+        depth = 1 + max((self._shape[id(c)][1] for c in children), default=0)
+        if values > MAX_VALUES:
+            raise _Refused(f"aliases expand to more than {MAX_VALUES} values", node.start_mark,
+                           "write the values out instead of nesting aliases")
+        if depth > MAX_DEPTH:
+            raise _Refused(f"aliases nest more than {MAX_DEPTH} levels deep", node.start_mark,
+                           "flatten it (a suite needs a few levels)")
+        self._shape[id(node)] = (values, depth)
+        return node
+
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        # `<<: *base` (a YAML merge key) brings base's keys in; a key written here wins over a merged one, so only the
+        # keys written here must be distinct
+        self.flatten_mapping(node)
         seen: set[Any] = set()
-        for key_node, _ in node.value:
+        for key_node in self._explicit[id(node)]:  # composing the whole document came first
             key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, Hashable):
+                continue  # the base class refuses it ("found unhashable key")
             if key in seen:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"duplicate key {key!r} (each key once per mapping)", key_node.start_mark

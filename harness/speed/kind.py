@@ -14,16 +14,18 @@ from ..errors import SuiteError
 from ..report.format import shown_env
 from ..report.speed import write_speed_reports
 from ..spec import (
+    NONNEG_INT,
+    POSITIVE_INT,
     Axis,
+    Rule,
     Suite,
     SuiteKind,
     attention_config,
     capability_reason,
-    check_keys,
     identity,
     is_positive_int,
-    mapping,
     resolve_or_fail,
+    validate_fields,
     validate_numbers,
 )
 from ..store import Store
@@ -34,9 +36,14 @@ DTYPES = ("float32", "bfloat16", "float16")
 METRICS = ("time", "memory", "flops")
 #: ``flush_l2``: CUDA only, evict L2 before each timed call so every call starts cold (triton's do_bench); no effect
 #: on the CPU.
+#: Checked by the types of these defaults (:func:`~harness.spec.validate_numbers`) when the suite loads: a nan or inf
+#: run time never ends, a fractional count fails in `range` in every cell.
 TIMING_DEFAULTS: dict[str, Any] = {"min_run_time_s": 1.0, "min_repeats": 5, "warmup": 2, "flush_l2": False}
 #: The train_step model (encoder depth, MLP width, vocabulary, classes) and its seed.
 FIXED_DEFAULTS: dict[str, Any] = {"layers": 2, "mlp_dim": 128, "vocab_size": 256, "num_classes": 2, "seed": 0}
+# A zero or negative size builds a wrong model (or fails in every train_step cell) instead of refusing the suite.
+FIXED_RULES: dict[str, Rule] = {"layers": POSITIVE_INT, "mlp_dim": POSITIVE_INT, "vocab_size": POSITIVE_INT,
+                                "num_classes": POSITIVE_INT, "seed": NONNEG_INT}
 
 AXES = {
     "seq_len": Axis(is_positive_int, "positive integers"),
@@ -59,10 +66,9 @@ def _metrics(path: Path, metrics: Any) -> tuple[str, ...]:
 
 
 def parse(path: Path, doc: dict[str, Any]) -> dict[str, Any]:
-    """The speed fields of a suite: ``fixed``, ``metrics`` and ``timing``, defaults filled in."""
-    fixed = {**FIXED_DEFAULTS, **mapping(path, "fixed", doc.get("fixed"))}
-    check_keys(path, "fixed", fixed, FIXED_DEFAULTS)
-    return {"fixed": fixed, "metrics": _metrics(path, doc.get("metrics", list(METRICS))),
+    """The speed fields of a suite: ``fixed``, ``metrics`` and ``timing``, defaults filled in, every value checked."""
+    return {"fixed": validate_fields(path, "fixed", doc.get("fixed"), FIXED_DEFAULTS, FIXED_RULES),
+            "metrics": _metrics(path, doc.get("metrics", list(METRICS))),
             "timing": validate_numbers(path, "timing", doc.get("timing"), TIMING_DEFAULTS)}
 
 

@@ -33,6 +33,21 @@ def _duplicate_axis() -> str:
     return text.replace("\naxes:\n", "\naxes:\n  seq_len:\n  - 64\n", 1)
 
 
+def _alias_bomb(key: str) -> str:
+    """The tiny suite with a billion-laughs alias bomb (9**9 strings once expanded, ~700 bytes) under ``key``.
+
+    ``key`` is ``description`` or ``skip``; in a skip rule the bomb is the condition of ``seq_len``.
+    """
+    doc = tiny_doc()
+    doc.pop(key, None)
+    lines = ['a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"{cur}: &{cur} [{', '.join([f'*{prev}'] * 9)}]"  # each level lists the previous one 9 times
+              for prev, cur in zip("abcdefgh", "bcdefghi", strict=True)]
+    if key == "description":
+        return dump(doc) + "description:\n" + "".join(f"  {line}\n" for line in lines)
+    return dump(doc) + "skip:\n- reason: x\n  when:\n    seq_len:\n" + "".join(f"      {line}\n" for line in lines)
+
+
 def _acc(**changes: Any) -> dict[str, Any]:
     """The accuracy suite of the accuracy-kind tests with ``changes`` merged into its top-level mappings."""
     doc = copy.deepcopy(ACC)
@@ -81,7 +96,8 @@ class Bad:
     """One bad input. ``{suite}`` and ``{tmp}`` in args and expectations stand for the suite file and tmp_path.
 
     Attributes:
-        suite: the suite file's text, or a document dumped as YAML, or None for a file that does not exist.
+        suite: the suite file's text, or its bytes (written as they are), or a document dumped as YAML, or None for
+            a file that does not exist.
         args: arguments after ``run SUITE --out {tmp}/out --device cpu`` (a later --out or --device wins).
         where: the file or flag the line must name.
         key: the key or value the line must name (None where the whole input is wrong).
@@ -91,7 +107,7 @@ class Bad:
         never: a path (under tmp_path) that must not exist afterwards: what the bad input must not have done.
     """
 
-    suite: str | dict[str, Any] | None
+    suite: str | bytes | dict[str, Any] | None
     args: tuple[str, ...] = ()
     where: str = "{suite}"
     key: str | None = None
@@ -115,6 +131,19 @@ CASES = [
                      key="python/object/apply:os.system", fix="remove the tag", never="pwned"), id="python-tag"),
     pytest.param(Bad(_duplicate_axis(), key="duplicate key 'seq_len'", fix="each key once per mapping"),
                  id="duplicate-axis"),
+    pytest.param(Bad(_alias_bomb("description"), key="aliases expand to more than 100000 values",
+                     fix="write the values out instead of nesting aliases"), id="yaml-alias-bomb-in-description"),
+    pytest.param(Bad(_alias_bomb("skip"), key="aliases expand to more than 100000 values",
+                     fix="write the values out instead of nesting aliases"), id="yaml-alias-bomb-in-skip-when"),
+    pytest.param(Bad(dump(tiny_doc()) + "config: " + "[" * 50_000 + "]" * 50_000 + "\n",
+                     key="nested more than 100 levels deep", fix="flatten it"), id="yaml-nested-50000-deep"),
+    pytest.param(Bad(dump(tiny_doc()) + "config: &c [*c]\n", key="alias *c inside the node it names (a cycle)",
+                     fix="remove the alias"), id="yaml-alias-cycle"),
+    pytest.param(Bad("name: tiny\n? [a, b]\n: 1\n", key="found unhashable key", fix="fix the syntax"),
+                 id="yaml-list-as-key"),
+    # the text itself: dump() would escape the é as "\xE9", which is ASCII
+    pytest.param(Bad(dump(tiny_doc(skip=SKIP_ALL)).replace("two modes", "caf\u00e9").encode("latin-1"),
+                     key="line 2: not UTF-8 text (byte 0xe9)", fix="save it as UTF-8"), id="suite-not-utf8"),
     # keys and values
     pytest.param(Bad(tiny_doc(colour="blue"), key="colour", fix="unknown key; valid keys here"),
                  id="unknown-top-level-key"),
@@ -142,6 +171,35 @@ CASES = [
                  id="name-escapes-the-output-dir"),
     pytest.param(Bad(tiny_doc(timing={"flush_l2": "yes"}), key="timing.flush_l2", fix="must be true or false"),
                  id="flush-l2-not-a-bool"),
+    # numbers: every one checked when the suite loads, not as a hang, an error cell or a traceback after the sweep
+    pytest.param(Bad(tiny_doc(axes={"seq_len": [9999999999999999999999]}), key="axes.seq_len",
+                     fix="too large; give at most 2147483647"), id="axis-seq-len-huge"),
+    pytest.param(Bad(tiny_doc(timing={"min_run_time_s": float("nan")}), key="timing.min_run_time_s",
+                     fix="must be a finite positive number"), id="timing-min-run-time-nan"),
+    pytest.param(Bad(tiny_doc(timing={"min_run_time_s": float("inf")}), key="timing.min_run_time_s",
+                     fix="must be a finite positive number"), id="timing-min-run-time-inf"),
+    pytest.param(Bad(tiny_doc(timing={"min_repeats": 2.5}), key="timing.min_repeats",
+                     fix="must be a non-negative integer"), id="timing-min-repeats-fraction"),
+    pytest.param(Bad(tiny_doc(timing={"warmup": 0.5}), key="timing.warmup", fix="must be a non-negative integer"),
+                 id="timing-warmup-fraction"),
+    pytest.param(Bad(tiny_doc(fixed={"layers": -1}), key="fixed.layers", fix="must be a positive integer"),
+                 id="fixed-layers-negative"),
+    pytest.param(Bad(tiny_doc(fixed={"vocab_size": 0}), key="fixed.vocab_size", fix="must be a positive integer"),
+                 id="fixed-vocab-size-0"),
+    pytest.param(Bad(tiny_doc(fixed={"mlp_dim": 2**31}), key="fixed.mlp_dim",
+                     fix="must be a positive integer (at most 2147483647)"), id="fixed-mlp-dim-huge"),
+    pytest.param(Bad(tiny_doc(fixed={"num_classes": 1.5}), key="fixed.num_classes", fix="must be a positive integer"),
+                 id="fixed-num-classes-fraction"),
+    pytest.param(Bad(tiny_doc(fixed={"seed": "abc"}), key="fixed.seed", fix="must be a non-negative integer"),
+                 id="fixed-seed-text"),
+    pytest.param(Bad(tiny_doc(report={"slope_min_seq_len": "abc"}), key="report.slope_min_seq_len",
+                     fix="must be a positive integer"), id="report-slope-min-seq-len-text"),
+    pytest.param(Bad(tiny_doc(report={"baseline": ["a", "b"]}), key="report.baseline",
+                     fix="must be a non-empty string, got ['a', 'b']"), id="report-baseline-list"),
+    pytest.param(Bad(tiny_doc(report={"compare_reference": 3}), key="report.compare_reference",
+                     fix="must be a non-empty string, or null"), id="report-compare-reference-number"),
+    pytest.param(Bad(tiny_doc(report={"tables": "table4"}), key="report.tables", fix="must be a list of table4"),
+                 id="report-tables-not-a-list"),
     pytest.param(Bad(tiny_doc(train={"steps": 4}), key="train", fix="only accuracy suites have this key"),
                  id="accuracy-key-in-a-speed-suite"),
     pytest.param(Bad(_acc(metrics=["time"]), key="metrics", fix="only speed suites have this key"),
@@ -151,6 +209,8 @@ CASES = [
                  id="train-batch-size-0"),
     pytest.param(Bad(_acc(train={"eval_every": 0}), key="train.eval_every", fix="must be a positive integer, got 0"),
                  id="train-eval-every-0"),
+    pytest.param(Bad(_acc(train={"steps": -1}), key="train.steps", fix="must be a non-negative integer"),
+                 id="train-steps-negative"),
     pytest.param(Bad(_acc(train={"pooling": "max"}), key="train.pooling",
                      fix="must be one of mean, cls, mean_all, got 'max'"), id="train-pooling-max"),
     pytest.param(Bad(_acc(report={"row_names": ["Transformer"]}), key="report.row_names",
@@ -198,6 +258,18 @@ CASES = [
                      fix="choose one of smoke, quick, paper"), id="unknown-profile"),
     pytest.param(Bad(tiny_doc(profiles={"smoke": [1], "quick": {}, "paper": {}}), key="profiles.smoke",
                      fix="must be a mapping"), id="profile-not-a-mapping"),
+    # a profile names the output folder <out>/<suite>/<profile>, like the suite's name
+    pytest.param(Bad(tiny_doc(profiles={"smoke": {}, "quick": {}, "paper": {}, "../../escape": {}}),
+                     ("--profile", "../../escape"), key="profiles.../../escape",
+                     fix="must be letters, digits, '-' or '_'", never="escape"), id="profile-escapes-the-output-dir"),
+    pytest.param(Bad(tiny_doc(profiles={"smoke": {}, "quick": {}, "paper": {}, "{tmp}/abs": {}}),
+                     ("--profile", "{tmp}/abs"), key="profiles.{tmp}/abs", fix="must be letters, digits, '-' or '_'",
+                     never="abs"), id="profile-absolute-path"),
+    pytest.param(Bad(tiny_doc(profiles={"smoke": {}, "quick": {}, "paper": {}, "p" * 256: {}}),
+                     ("--profile", "p" * 256), key=f"profiles.{'p' * 256}",
+                     fix="256 bytes long, more than a folder name may have (255); shorten it"),
+                 id="profile-name-too-long"),
+    pytest.param(Bad(tiny_doc(name="n" * 256), key="name", fix="shorten it"), id="suite-name-too-long"),
     # flags
     pytest.param(Bad(tiny_doc(), ("--device", "tpu"), where="--device", key="tpu", fix="use cpu, cuda or cuda:N"),
                  id="unknown-device"),
@@ -205,6 +277,13 @@ CASES = [
                      fix="use --device cpu", skip=CUDA), id="cuda-without-cuda"),
     pytest.param(Bad(tiny_doc(), ("--set", "nosuch=1"), where="--set", key="nosuch", fix="valid axes: attention"),
                  id="set-unknown-axis"),
+    # --set values are checked with the file's axes, but the line names the flag the user typed, not the file
+    pytest.param(Bad(tiny_doc(), ("--set", "seq_len=9999999999999999999999"), where="--set: seq_len",
+                     key="9999999999999999999999", fix="too large; give at most 2147483647"), id="set-seq-len-huge"),
+    pytest.param(Bad(tiny_doc(), ("--set", "seq_len=abc"), where="--set: seq_len", key="bad value 'abc'",
+                     fix="expected positive integers"), id="set-bad-value"),
+    pytest.param(Bad(tiny_doc(), ("--set", "task=listops"), where="--set: task", key="unknown axis for a speed suite",
+                     fix="valid axes: attention"), id="set-axis-of-another-kind"),
     pytest.param(Bad(tiny_doc(), ("--require-quiet", "--quiet-timeout", "0"), where="--quiet-timeout", key="0",
                      fix="must be a positive number of seconds"), id="quiet-timeout-zero"),
     pytest.param(Bad(tiny_doc(), ("--set", "seq_len"), where="--set", key="seq_len",
@@ -243,6 +322,9 @@ def test_bad_input_exits_2_with_one_line(cli: Callable[..., CliResult], write_ya
         case.setup(tmp_path)
     if case.suite is None:
         suite = tmp_path / "nosuch.yaml"
+    elif isinstance(case.suite, bytes):
+        suite = tmp_path / "bad.yaml"
+        suite.write_bytes(case.suite)
     else:
         text = case.suite if isinstance(case.suite, str) else dump(case.suite)
         suite = write_yaml(text.replace("{tmp}", str(tmp_path)), "bad.yaml")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import textwrap
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -113,10 +116,144 @@ def test_set_overrides_replace_the_profile_axis(tiny_suite: Path) -> None:
     suite = load_suite(tiny_suite, "paper", parse_set(["seq_len=24", "attention=s3*"]))
     assert suite.axes["seq_len"] == [24]
     assert suite.attentions() == ["s3attention", "s3attention_released"]
-    with pytest.raises(SuiteError, match=r"axes\.seq_len"):
+    # the error names what the user typed (--set), not the file's axis
+    with pytest.raises(SuiteError, match=r"^--set: seq_len: bad value 'abc'"):
         load_suite(tiny_suite, "quick", parse_set(["seq_len=abc"]))
-    with pytest.raises(SuiteError, match=r"axes\.mode"):
+    with pytest.raises(SuiteError, match=r"^--set: mode: bad value 'backward'"):
         load_suite(tiny_suite, "quick", parse_set(["mode=fwd,backward"]))
+
+
+def test_set_errors_name_the_flag_and_file_errors_name_the_file(tiny_suite: Path,
+                                                                write_yaml: Callable[..., Path]) -> None:
+    path = tiny_suite
+    with pytest.raises(SuiteError, match=r"^--set: seq_len: bad value 2147483648: too large; give at most"):
+        load_suite(path, "quick", parse_set(["seq_len=2147483648"]))
+    with pytest.raises(SuiteError, match=r"^--set: task: unknown axis for a speed suite"):
+        load_suite(path, "quick", parse_set(["task=listops"]))
+    with pytest.raises(SuiteError, match=r"^--set: attention: pattern 'nosuch\*' matches no registered attention"):
+        load_suite(path, "quick", parse_set(["attention=nosuch*"]))
+    # an axis --set does not touch keeps the file's name in its error
+    path = write_yaml(tiny_doc(axes={"mode": ["backward"]}), "bad.yaml")
+    with pytest.raises(SuiteError, match=rf"^{path}: axes\.mode: bad value 'backward'"):
+        load_suite(path, "quick", parse_set(["seq_len=16"]))
+
+
+def test_axis_values_up_to_int_max_are_accepted(write_yaml: Callable[..., Path]) -> None:
+    suite = load_suite(write_yaml(tiny_doc(axes={"seq_len": [2**31 - 1]})))
+    assert suite.axes["seq_len"] == [2**31 - 1]
+    with pytest.raises(SuiteError, match=r"axes\.seq_len: bad value 2147483648: too large"):
+        load_suite(write_yaml(tiny_doc(axes={"seq_len": [2**31]}), "big.yaml"))
+
+
+# ---------------------------------------------------------------------------------------------------
+# YAML the loader accepts or refuses beyond plain syntax
+
+
+MERGE_SUITE = """\
+name: merged
+axes: &axes
+  attention: [vanilla]
+  seq_len: [16, 32]
+  batch_size: [1]
+  heads: [2]
+  dim: [16]
+  mode: [fwd]
+  dtype: [float32]
+timing: &timing {min_run_time_s: 0.005, min_repeats: 2, warmup: 1}
+profiles:
+  smoke: {timing: {<<: *timing, warmup: 0}}
+  quick: {}
+  paper:
+    axes:
+      <<: *axes
+      seq_len: [64]
+"""
+
+
+def test_yaml_merge_key_merges_and_explicit_keys_win(write_yaml: Callable[..., Path]) -> None:
+    path = write_yaml(MERGE_SUITE)
+    paper = load_suite(path, "paper")
+    assert paper.axes == {**load_suite(path, "quick").axes, "seq_len": [64]}
+    assert load_suite(path, "smoke").timing == {"min_run_time_s": 0.005, "min_repeats": 2, "warmup": 0,
+                                                 "flush_l2": False}
+
+
+def test_yaml_merge_key_keeps_duplicate_keys_refused(write_yaml: Callable[..., Path]) -> None:
+    text = MERGE_SUITE.replace("      seq_len: [64]\n", "      seq_len: [64]\n      seq_len: [128]\n")
+    with pytest.raises(SuiteError, match="duplicate key 'seq_len'"):
+        load_suite(write_yaml(text), "paper")
+
+
+def test_merge_inside_a_merged_anchor_is_not_a_duplicate(write_yaml: Callable[..., Path]) -> None:
+    # the inner mapping is flattened while the outer one is built; its own key `warmup` is still written once
+    text = MERGE_SUITE.replace("  smoke: {timing: {<<: *timing, warmup: 0}}",
+                               "  smoke: {timing: {<<: &inner {<<: *timing, warmup: 0}}}\n  extra: {timing: *inner}")
+    assert load_suite(write_yaml(text), "extra").timing["warmup"] == 0
+
+
+def _billion_laughs(levels: int = 9) -> str:
+    """The classic alias bomb: each level lists the previous one 9 times (9**levels strings, a few hundred bytes)."""
+    lines = ['a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    names = "abcdefghijklmnopqrstuvwxyz"
+    for prev, cur in zip(names[:levels - 1], names[1:levels], strict=True):
+        lines.append(f"{cur}: &{cur} [{', '.join([f'*{prev}'] * 9)}]")
+    return "".join(f"{line}\n" for line in lines)
+
+
+@pytest.mark.parametrize("where", ["description", "skip"])
+def test_alias_bomb_is_refused_before_it_expands(write_yaml: Callable[..., Path], where: str) -> None:
+    doc = tiny_doc()
+    doc.pop(where, None)
+    bomb = _billion_laughs()
+    text = dump(doc) + (f"description:\n{textwrap.indent(bomb, '  ')}" if where == "description"
+                        else f"skip:\n- reason: x\n  when:\n    seq_len:\n{textwrap.indent(bomb, '      ')}")
+    with pytest.raises(SuiteError, match=r"line \d+: aliases expand to more than 100000 values"):
+        load_suite(write_yaml(text))
+
+
+def test_alias_bomb_is_refused_at_once(write_yaml: Callable[..., Path]) -> None:
+    # Refused while composing, in milliseconds; walking the 9**9 expanded strings would take hours. The load runs in a
+    # daemon thread so that a regression fails here after the bound instead of hanging the test session.
+    path = write_yaml(dump(tiny_doc()).replace("description: two attentions, two lengths, two modes\n",
+                                               f"description:\n{textwrap.indent(_billion_laughs(), '  ')}"))
+    errors: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            load_suite(path)
+        except SuiteError as exc:
+            errors.append(exc)
+
+    worker = threading.Thread(target=load, daemon=True)
+    worker.start()
+    worker.join(timeout=1.0)
+    assert not worker.is_alive(), "the alias bomb was not refused within a second"
+    assert len(errors) == 1 and "aliases expand to more than 100000 values" in str(errors[0])
+
+
+def test_a_few_aliases_are_fine(write_yaml: Callable[..., Path]) -> None:
+    # 9**4 = 6561 strings once expanded: within the budget, so aliases stay usable
+    text = dump(tiny_doc()).replace("description: two attentions, two lengths, two modes\n",
+                                    f"description:\n{textwrap.indent(_billion_laughs(4), '  ')}")
+    assert "lol" in load_suite(write_yaml(text)).description
+
+
+@pytest.mark.parametrize(("text", "needle"), [
+    pytest.param("config: " + "[" * 50_000 + "]" * 50_000 + "\n", "nested more than 100 levels deep", id="deep-list"),
+    # each anchor wraps the previous one: shallow as written, 150 levels once expanded
+    pytest.param("".join(f"l{i}: &l{i} [{'*l' + str(i - 1) if i else 0}]\n" for i in range(150)),
+                 "aliases nest more than 100 levels deep", id="deep-by-aliases"),
+    pytest.param("config: &c [*c]\n", "alias *c inside the node it names (a cycle)", id="cycle"),
+])
+def test_deep_or_cyclic_yaml_is_refused(write_yaml: Callable[..., Path], text: str, needle: str) -> None:
+    with pytest.raises(SuiteError, match=re.escape(needle)):
+        load_suite(write_yaml(dump(tiny_doc()) + text))
+
+
+def test_non_ascii_utf8_is_read_as_utf8(write_yaml: Callable[..., Path], tmp_path: Path) -> None:
+    path = tmp_path / "utf8.yaml"
+    path.write_bytes(dump(tiny_doc(description="café, 注意")).encode("utf-8"))
+    assert load_suite(path).description == "café, 注意"
 
 
 # ---------------------------------------------------------------------------------------------------
