@@ -23,7 +23,8 @@ class MeanPoolConfig(AttentionConfig):
     """No fields of its own (``heads`` and ``dropout`` are accepted and unused: there are no weights to drop)."""
 
 
-@register("mean_pool", MeanPoolConfig, Capabilities(complexity="n"), paper="https://arxiv.org/abs/2111.11418")
+@register("mean_pool", MeanPoolConfig, Capabilities(complexity="n"), paper="https://arxiv.org/abs/2111.11418",
+          benchmark=False)
 class MeanPool(nn.Module):
     """Uniform token mixing (a control): every position gets W·mean(real tokens) + b."""
 

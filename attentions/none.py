@@ -22,7 +22,7 @@ class NoneConfig(AttentionConfig):
     control drops into every suite beside the attentions."""
 
 
-@register("none", NoneConfig, Capabilities(complexity="n", mixes_tokens=False),
+@register("none", NoneConfig, Capabilities(complexity="n", mixes_tokens=False), benchmark=False,
           paper="https://arxiv.org/abs/2105.03824")
 class NoMixing(nn.Module):
     """No token mixing (the control): the output is zero, the block keeps its residual and MLP paths."""

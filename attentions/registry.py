@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 __all__ = [
+    "BENCHMARK_SET",
     "AttentionConfig",
     "AttentionSpec",
     "Capabilities",
@@ -167,6 +168,8 @@ class AttentionSpec:
         description: one line for listings (the class docstring's first line unless the preset gives one).
         paper: link to the paper the variant implements (a preset shares its base's).
         extra_check: availability check beyond the device list (e.g. an optional package).
+        benchmark: in the default benchmark set (``@benchmark`` in a suite's attention axis): every registered variant
+            unless it says otherwise; presets only when they ask to be (they repeat their base with other settings).
     """
 
     name: str
@@ -177,6 +180,7 @@ class AttentionSpec:
     description: str
     paper: str
     extra_check: AvailabilityCheck | None = field(default=None, repr=False)
+    benchmark: bool = True
 
     def unavailable_reason(self, device: torch.device | str = "cpu") -> str | None:
         """None when the variant can run on ``device``, else a human-readable reason."""
@@ -240,6 +244,7 @@ def register(
     *,
     paper: str,
     check: AvailabilityCheck | None = None,
+    benchmark: bool = True,
 ) -> Callable[[type[nn.Module]], type[nn.Module]]:
     """Class decorator: register ``cls`` under ``name`` with ``config_cls()`` as its defaults.
 
@@ -249,6 +254,7 @@ def register(
         caps: capabilities of the variant.
         paper: http(s) link to the paper the variant implements (its presets share it).
         check: optional extra availability check (e.g. an optional package), returning a reason or None.
+        benchmark: in the default benchmark set ``@benchmark`` (False for the controls, which mix nothing).
 
     Raises:
         RegistryError: ``paper`` is not an http(s) link (checked at import, before anything runs).
@@ -258,7 +264,7 @@ def register(
 
     def deco(cls: type[nn.Module]) -> type[nn.Module]:
         doc = (cls.__doc__ or "").strip().splitlines()
-        _add(AttentionSpec(name, name, cls, config_cls(), caps, doc[0] if doc else "", paper, check))
+        _add(AttentionSpec(name, name, cls, config_cls(), caps, doc[0] if doc else "", paper, check, benchmark))
         return cls
 
     return deco
@@ -271,9 +277,11 @@ def register_preset(
     description: str = "",
     caps: dict[str, Any] | None = None,
     check: AvailabilityCheck | None = None,
+    benchmark: bool = False,
     **overrides: Any,
 ) -> None:
-    """Register ``name`` as ``base`` with fixed config overrides (and optionally changed capabilities)."""
+    """Register ``name`` as ``base`` with fixed config overrides (and optionally changed capabilities); ``benchmark``
+    puts it in the default benchmark set ``@benchmark`` (a preset repeats its base, so by default it is not)."""
     parent = spec(base)
     cfg = _replace_config(parent.config, overrides, name)
     new_caps = dataclasses.replace(parent.caps, **(caps or {}))
@@ -287,6 +295,7 @@ def register_preset(
             description or parent.description,
             parent.paper,
             check or parent.extra_check,
+            benchmark,
         )
     )
 
@@ -302,8 +311,15 @@ def _natural_key(name: str) -> tuple[tuple[str | int, ...], str]:
     return tuple(int(p) if i % 2 else p for i, p in enumerate(parts)), name
 
 
+#: The name of the default benchmark set in a suite's attention axis: every variant registered with ``benchmark``.
+BENCHMARK_SET = "@benchmark"
+
+
 def list_attentions(pattern: str = "*") -> list[str]:
-    """Registered names matching an fnmatch ``pattern`` (e.g. "s3*", "vanilla*"), in natural order."""
+    """Registered names matching an fnmatch ``pattern`` (e.g. "s3*", "vanilla*"), in natural order;
+    :data:`BENCHMARK_SET` names the default benchmark set (a variant registered later joins it)."""
+    if pattern == BENCHMARK_SET:
+        return sorted((n for n, e in _REGISTRY.items() if e.benchmark), key=_natural_key)
     return sorted((n for n in _REGISTRY if fnmatch.fnmatchcase(n, pattern)), key=_natural_key)
 
 

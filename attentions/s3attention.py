@@ -225,4 +225,5 @@ register_preset(
     conv_kernel=1,
     activation="elu",
     description="S3Attention with the released LRA code's smoother (no segment average, kernel 1, ELU).",
+    benchmark=True,
 )

@@ -102,7 +102,8 @@ class VanillaAttention(ProjectedAttention):
         return y.transpose(1, 2)  # [B, H, N, d]
 
 
-register_preset("vanilla_sdpa", "vanilla", backend="sdpa", description="Softmax attention via torch SDPA.")
+register_preset("vanilla_sdpa", "vanilla", backend="sdpa", description="Softmax attention via torch SDPA.",
+                benchmark=True)
 register_preset(
     "vanilla_xformers",
     "vanilla",
@@ -110,4 +111,5 @@ register_preset(
     description="Softmax attention via xformers memory_efficient_attention (CUDA only).",
     caps={"devices": ("cuda",)},
     check=_xformers_check,
+    benchmark=True,
 )

@@ -228,10 +228,17 @@ def capability_reason(name: str, seq_len: int, *, padded: bool) -> str | None:
     return None if reason is None else f"unsupported by {name}: {reason}"
 
 
+def is_pattern(item: str) -> bool:
+    """An fnmatch pattern or the default benchmark set (``@benchmark``), not one name."""
+    return item == attentions.BENCHMARK_SET or any(c in item for c in "*?[")
+
+
 def expand_patterns(items: Iterable[str]) -> list[str]:
+    """Names and patterns (fnmatch, or ``@benchmark``: every variant in the registry's default benchmark set) as
+    names, in the order given, each once."""
     out: list[str] = []
     for item in items:
-        for name in attentions.list_attentions(item) if any(c in item for c in "*?[") else [item]:
+        for name in attentions.list_attentions(item) if is_pattern(item) else [item]:
             if name not in out:
                 out.append(name)
     return out
@@ -321,7 +328,7 @@ def validate_axes(path: Path, axes: Any, kind: SuiteKind, from_flag: Collection[
         out[name] = values
     where, key = ("--set", "attention") if "attention" in from_flag else (path, "axes.attention")
     for item in out["attention"]:
-        if any(c in item for c in "*?["):
+        if is_pattern(item):
             if not attentions.list_attentions(item):
                 raise SuiteError(where, key, f"pattern {item!r} matches no registered attention; see `attnbench list`")
         else:

@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 
+import attentions
 from harness.cell import Cell
 from harness.errors import SuiteError
 from harness.spec import expand_patterns
 from harness.suite import load_suite, parse_set
-from tests.conftest import TINY_SUITE, CliResult, dump, tiny_doc
+from tests.conftest import REPO_ROOT, TINY_SUITE, CliResult, dump, tiny_doc
 
 # ---------------------------------------------------------------------------------------------------
 # Profiles and patterns
@@ -473,3 +474,14 @@ def test_unknown_attention_lists_close_matches(cli: Callable[..., CliResult], wr
     result = cli("run", path, "--out", tmp_path / "out", "--device", "cpu")
     assert result.code == 2
     assert "Did you mean" in result.err and "s3attention" in result.err
+
+
+def test_a_newly_registered_variant_joins_the_speed_and_memory_suites(
+        throwaway: Callable[..., attentions.AttentionSpec]) -> None:
+    for name in ("speed", "memory"):
+        before = load_suite(REPO_ROOT / "suites" / f"{name}.yaml", "quick").attentions()
+        assert "none" not in before and "mean_pool" not in before  # the controls are not benchmarked
+        assert "performer_m64" not in before  # nor presets, unless they ask to be
+        new = throwaway().name
+        after = load_suite(REPO_ROOT / "suites" / f"{name}.yaml", "quick").attentions()
+        assert after == [*before, new]  # the file's order first, then what joined the registry since
