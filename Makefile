@@ -104,10 +104,11 @@ test-slow: setup-dev
 lint: setup-dev
 	$(BIN)/ruff check attentions harness tests
 
-# clean: what can be rebuilt or regenerated (the virtualenv, build and test caches, the generated-data cache).
+# clean: what can be rebuilt or regenerated (the virtualenv, build and test caches, the generated-data cache, the
+# libraries' caches a run keeps under OUT/.cache).
 # clean-results: the results themselves (every store, table and plot under OUT): nothing can regenerate a store.
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache $(OUT)/.data_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache $(OUT)/.data_cache $(OUT)/.cache
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
 
 clean-results:

@@ -108,8 +108,20 @@ def main(argv: list[str] | None = None) -> int:
     return _dispatch(args)
 
 
+def _caches_under_out(out: str) -> None:
+    """Point the libraries' on-disk caches (matplotlib's font cache, Inductor's kernels) under ``<out>/.cache`` unless
+    the user chose a place: a run writes nothing outside ``--out`` but its documented caches. Set before matplotlib
+    and torch are imported, which read them then."""
+    if out.strip():
+        cache = os.path.join(out, ".cache")
+        os.environ.setdefault("MPLCONFIGDIR", os.path.join(cache, "matplotlib"))
+        os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(cache, "inductor"))
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     """Run the parsed command; every expected failure is one line on stderr and an exit code."""
+    if getattr(args, "out", None):
+        _caches_under_out(args.out)
     import attentions
 
     from . import commands

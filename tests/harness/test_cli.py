@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -232,3 +233,18 @@ def test_help_does_not_import_torch(argv: list[str]) -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_a_run_writes_nothing_outside_out(tiny_suite: Path, tmp_path: Path) -> None:
+    # matplotlib's font cache and Inductor's kernels default to $HOME and $TMPDIR; a run points them under --out.
+    env = {k: v for k, v in os.environ.items() if k not in ("MPLCONFIGDIR", "TORCHINDUCTOR_CACHE_DIR",
+                                                            "XDG_CACHE_HOME", "XDG_CONFIG_HOME")}
+    env.update(HOME=str(tmp_path / "home"), PYTHONPATH=str(REPO_ROOT), OMP_NUM_THREADS="1")
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(tiny_suite), "--profile", "smoke",
+                           "--out", str(out), "--device", "cpu", "--only", "vanilla"],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert not (tmp_path / "home").exists() or not any((tmp_path / "home").rglob("*"))
+    assert (out / ".cache" / "matplotlib").is_dir()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["out", "tiny.yaml"])
