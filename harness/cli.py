@@ -37,7 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda if available)")
     run.add_argument("--out", default="results", help="output root (default: results)")
     run.add_argument("--only", action="append", help="attention patterns to keep, comma-separated")
-    run.add_argument("--set", action="append", metavar="AXIS=V1,V2", help="override an axis, e.g. seq_len=1024,2048")
+    run.add_argument("--set", action="append", metavar="AXIS=V1,V2",
+                     help="override an axis, e.g. seq_len=1024,2048, or an attention config field: config.dropout=0.1")
     run.add_argument("--fresh", action="store_true", help="redo cells that already have a result")
     run.add_argument("--isolate", action="store_true", help="one subprocess per cell")
     run.add_argument("--timeout", type=float, default=None, help="per-cell time limit in seconds")

@@ -129,6 +129,10 @@ def load_suite(
     merged = _merge(doc, _profile(path, doc, profile))
     kind = _kind(path, merged)
     _check_kind_keys(path, merged, kind)
+    overrides = dict(overrides or {})
+    config = {k[len(CONFIG_PREFIX):]: overrides.pop(k)[0] for k in list(overrides) if k.startswith(CONFIG_PREFIX)}
+    if config:  # --set config.FIELD=VALUE: over the file's config, under its attention_config patterns
+        merged["config"] = {**mapping(path, "config", merged.get("config")), **config}
     if overrides:  # validated with the file's axes, but their errors name --set (see validate_axes)
         merged["axes"] = {**mapping(path, "axes", merged.get("axes")), **overrides}
     if data_dir is not None:
@@ -314,15 +318,25 @@ def _merge(base: dict[str, Any], prof: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+#: ``--set config.FIELD=VALUE`` sets one attention config field for every attention (as the file's ``config``).
+CONFIG_PREFIX = "config."
+
+
 def parse_set(items: list[str]) -> dict[str, list[Any]]:
-    """``["seq_len=1024,2048", "mode=fwd"]`` -> {"seq_len": [1024, 2048], "mode": ["fwd"]} (YAML scalars)."""
+    """``["seq_len=1024,2048", "mode=fwd"]`` -> {"seq_len": [1024, 2048], "mode": ["fwd"]} (YAML scalars); a
+    ``config.FIELD=VALUE`` item keeps its key and its one value (a config field is set, not swept)."""
     out: dict[str, list[Any]] = {}
     for item in items:
         axis, sep, raw = item.partition("=")
         if not sep or not axis or not raw:
             raise SuiteError("--set", item, "expected AXIS=V1,V2,... e.g. --set seq_len=1024,2048")
-        if axis not in every_axis():
-            raise SuiteError("--set", axis, f"unknown axis; valid axes: {', '.join(every_axis())}")
+        if axis.startswith(CONFIG_PREFIX) and len(axis) > len(CONFIG_PREFIX):
+            if "," in raw:
+                raise SuiteError("--set", axis, "takes one value: a config field is set for the run, not swept "
+                                                "(sweep it with `variants` in a suite file)")
+        elif axis not in every_axis():
+            raise SuiteError("--set", axis, f"unknown axis; valid axes: {', '.join(every_axis())} (or config.FIELD "
+                                            f"for an attention config field, e.g. --set config.dropout=0.1)")
         try:
             out[axis] = [yaml.safe_load(v) for v in raw.split(",")]
         except yaml.YAMLError:

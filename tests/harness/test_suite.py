@@ -485,3 +485,13 @@ def test_a_newly_registered_variant_joins_the_speed_and_memory_suites(
         new = throwaway().name
         after = load_suite(REPO_ROOT / "suites" / f"{name}.yaml", "quick").attentions()
         assert after == [*before, new]  # the file's order first, then what joined the registry since
+
+
+def test_set_overrides_an_attention_config_field(tiny_suite: Path) -> None:
+    suite = load_suite(tiny_suite, "smoke", parse_set(["config.dropout=0.25"]))
+    assert suite.config["dropout"] == 0.25
+    assert {c.config["dropout"] for c in suite.expand("cpu")} == {0.25}
+    with pytest.raises(SuiteError, match=r"--set: config.dropout: takes one value"):
+        parse_set(["config.dropout=0.1,0.2"])
+    with pytest.raises(SuiteError, match=r"unknown config field\(s\) nosuch"):
+        load_suite(tiny_suite, "smoke", parse_set(["config.nosuch=1"]))

@@ -14,6 +14,7 @@ import harness.lra.load as data
 from harness.errors import UserError
 from harness.lra.load import load_task
 from harness.lra.tasks import LRA_SEQ_LEN, PAD_ID, TASKS
+from tests.harness.lra.test_loaders import touch
 
 # Small generator settings per task, so that every task loads in well under a second.
 SMALL: dict[str, dict[str, Any]] = {
@@ -170,6 +171,19 @@ def test_cache_file_for_other_parameters_is_not_trusted(tmp_path: Path) -> None:
     with pytest.warns(UserWarning, match="other parameters"):
         td = cached(tmp_path, seed=0)
     assert torch.equal(td.train.x0, small("listops", seed=0).train.x0)
+
+
+def test_cache_file_holding_code_is_never_run(tmp_path: Path) -> None:
+    """A cache file replaced, checksum and all, by one whose unpickling runs a command: ``torch.load`` with
+    ``weights_only=True`` refuses it, and the data are generated again."""
+    first = cached(tmp_path)
+    (path,) = cache_files(tmp_path)
+    torch.save({"spec": touch(tmp_path / "pwned")}, path)
+    path.with_name(path.name + ".sha256").write_text(f"{data._sha256(path)}  {path.name}\n")
+    with pytest.warns(UserWarning, match="unusable cache file"):
+        again = cached(tmp_path)
+    assert not (tmp_path / "pwned").exists()
+    assert torch.equal(again.train.x0, first.train.x0)
 
 
 def test_no_cache_dir_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

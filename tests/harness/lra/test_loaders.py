@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import codecs
+import io
+import os
 import pickle
+import struct
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,16 +20,59 @@ from harness.errors import UserError
 from harness.lra import loaders
 from harness.lra.load import load_task
 from harness.lra.tasks import PAD_ID
+from tests.conftest import CliResult
+from tests.harness.lra.test_kind import ACC
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Fixture writers, one per format
 
 
-def write_pickle(path: Path, obj: Any) -> Path:
+class Python2Pickler(pickle._Pickler):
+    """Protocol 2 as Python 2's cPickle wrote the CIFAR-10 batches: every string a byte string (the dict's keys,
+    numpy's dtype codes and array data), which ``encoding="bytes"`` reads back as bytes."""
+
+    dispatch = dict(pickle._Pickler.dispatch)
+
+    def save_byte_string(self, obj: str | bytes) -> None:
+        data = obj.encode("latin1") if isinstance(obj, str) else obj
+        if len(data) < 256:
+            self.write(pickle.SHORT_BINSTRING + bytes([len(data)]) + data)
+        else:
+            self.write(pickle.BINSTRING + struct.pack("<i", len(data)) + data)
+        self.memoize(obj)
+
+    dispatch[str] = dispatch[bytes] = save_byte_string
+
+
+def write_pickle(path: Path, obj: Any, protocol: int | str = pickle.DEFAULT_PROTOCOL) -> Path:
+    """``obj`` pickled with ``protocol``, or as numpy 1 wrote it ("numpy1": protocol 2, numpy.core names), or as
+    Python 2 did ("python2": numpy 1 names, byte strings)."""
+    buffer = io.BytesIO()
+    if protocol == "python2":
+        Python2Pickler(buffer, protocol=2).dump(obj)
+    else:
+        pickle.dump(obj, buffer, protocol=2 if protocol == "numpy1" else int(protocol))
+    raw = buffer.getvalue()
+    if protocol in ("numpy1", "python2"):
+        raw = raw.replace(b"cnumpy._core.", b"cnumpy.core.")  # the GLOBAL opcodes of numpy 1's module names
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as f:
-        pickle.dump(obj, f)
+    path.write_bytes(raw)
     return path
+
+
+@dataclass
+class Call:
+    """Unpickling it calls ``func(*args)``: what a tampered data file can make ``pickle.load`` do."""
+
+    func: Callable[..., Any]
+    args: tuple[Any, ...]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self.func, self.args
+
+
+def touch(path: Path) -> Call:
+    return Call(os.system, (f"touch {path}",))
 
 
 def lra_records(n: int, length: int, *, dual: bool = False, pixels: bool = False, seed: int = 0) -> list[dict]:
@@ -44,23 +92,31 @@ def lra_records(n: int, length: int, *, dual: bool = False, pixels: bool = False
     return records
 
 
-def write_lra_pickles(root: Path, task: str, *, n: int = 6, length: int = 12, **kwargs: Any) -> dict[str, list]:
+def write_lra_pickles(root: Path, task: str, *, n: int = 6, length: int = 12, protocol: int | str = 4,
+                      **kwargs: Any) -> dict[str, list]:
     out = {}
     for split_i, split in enumerate(("train", "dev", "test")):
         out[split] = lra_records(n, length, seed=split_i, dual=task == "retrieval", **kwargs)
-        write_pickle(root / f"{loaders.PICKLE_PREFIX[task]}.{split}.pickle", out[split])
+        write_pickle(root / f"{loaders.PICKLE_PREFIX[task]}.{split}.pickle", out[split], protocol)
     return out
 
 
-def write_cifar(root: Path, n: int = 10) -> dict[str, np.ndarray]:
+def write_cifar(root: Path, n: int = 10, protocol: int | str = 4) -> dict[str, np.ndarray]:
     """Six CIFAR-10 batches of ``n`` images (bytes keys, uint8 [n, 3072] RGB planes), as the python version."""
     rng = np.random.default_rng(0)
     batches = {}
     for name in (*loaders.CIFAR_TRAIN_BATCHES, "test_batch"):
         data = rng.integers(0, 256, size=(n, 3072), dtype=np.uint8)
-        write_pickle(root / name, {b"batch_label": name.encode(), b"data": data, b"labels": list(range(n))})
+        labels = [i % 10 for i in range(n)]
+        write_pickle(root / name, {b"batch_label": name.encode(), b"data": data, b"labels": labels}, protocol)
         batches[name] = data
     return batches
+
+
+def gray(rows: np.ndarray) -> np.ndarray:
+    """LRA's grayscale of CIFAR rows uint8 [N, 3072] (RGB planes): float [N, 32, 32]."""
+    rgb = rows.reshape(-1, 3, 32, 32).astype(float)  # [N, 3072] -> [N, channel, row, col]
+    return np.rint(0.2989 * rgb[:, 0] + 0.5870 * rgb[:, 1] + 0.1140 * rgb[:, 2])
 
 
 def write_imdb(root: Path, per_class: int = 10) -> None:
@@ -176,6 +232,42 @@ def test_aan_header_and_float_labels(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------------
+# Pickles are data: every layout numpy and Python 2 write loads; nothing that calls other code does
+
+
+@pytest.mark.parametrize("protocol", [0, 1, 2, 3, 4, 5, "numpy1", "python2"])
+def test_pickles_of_every_protocol_load(tmp_path: Path, protocol: int | str) -> None:
+    records = write_lra_pickles(tmp_path / "lra", "retrieval", protocol=protocol)
+    td = load_task("retrieval", data_dir=tmp_path / "lra", seq_len=12)
+    assert torch.equal(td.test.x1, torch.from_numpy(np.stack([r["input_ids_1"] for r in records["test"]])).long())
+    assert td.test.y.tolist() == [int(r["label"]) for r in records["test"]]
+    batches = write_cifar(tmp_path / "cifar", n=6, protocol=protocol)
+    pixels, labels = loaders.read_cifar10(tmp_path / "cifar")["test"]
+    assert np.array_equal(pixels, gray(batches["test_batch"])) and labels.tolist() == list(range(6))
+
+
+@pytest.mark.parametrize(
+    ("call", "name"),
+    [
+        (touch(Path("pwned")), f"{os.system.__module__}.system"),
+        (Call(eval, ("1 + 1",)), "builtins.eval"),
+        (Call(codecs.encode, ("text", "rot13")), "_codecs.encode(..., 'rot13')"),  # only latin1, as pickle writes bytes
+        (Call(np.load, ("x.npy",)), "numpy.load"),
+    ],
+)
+def test_unpickler_refuses_any_other_callable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, call: Call,
+                                              name: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    raw = pickle.dumps([{"input_ids_0": call, "label": 0}], protocol=4)
+    with pytest.raises(loaders.RefusedGlobal) as info:
+        loaders.LraUnpickler(io.BytesIO(raw)).load()
+    assert info.value.name == name and not (tmp_path / "pwned").exists()
+    if call.func is os.system:  # the control: plain pickle runs the command
+        pickle.loads(raw)
+        assert (tmp_path / "pwned").exists()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
 # Errors: one line naming the file, the problem and the expected format
 
 
@@ -246,9 +338,127 @@ def nothing_recognised(root: Path) -> tuple[str, Path]:
     return "pathfinder", root
 
 
+# Bad data the loaders used to accept, or to fail on with a traceback or terabytes of embedding.
+
+
+def hostile_pickle(root: Path) -> tuple[str, Path]:
+    write_lra_pickles(root, "listops")
+    return "listops", write_pickle(root / "listops.train.pickle", [{"input_ids_0": touch(root / "pwned"), "label": 0}])
+
+
+def hostile_cifar_batch(root: Path) -> tuple[str, Path]:
+    write_cifar(root)
+    return "image", write_pickle(root / "data_batch_4", {b"data": touch(root / "pwned"), b"labels": [0]}, "python2")
+
+
+def empty_train_pickle(root: Path) -> tuple[str, Path]:
+    write_lra_pickles(root, "listops")
+    return "listops", write_pickle(root / "listops.train.pickle", [])
+
+
+def label_beyond_classes(root: Path) -> tuple[str, Path]:
+    records = write_lra_pickles(root, "listops")["dev"]
+    records[1]["label"] = np.int32(10)
+    return "listops", write_pickle(root / "listops.dev.pickle", records)
+
+
+def label_inf(root: Path) -> tuple[str, Path]:
+    write_lra_pickles(root, "text")
+    return "text", write_pickle(root / "text.test.pickle", [{"input_ids_0": np.arange(1, 4), "label": np.inf}])
+
+
+def huge_token_id(root: Path) -> tuple[str, Path]:
+    records = write_lra_pickles(root, "retrieval")["train"]
+    records[2]["input_ids_1"] = np.array([5, 10**12, 0], dtype=np.int64)
+    return "retrieval", write_pickle(root / "retrieval.train.pickle", records)
+
+
+def pixel_above_255(root: Path) -> tuple[str, Path]:
+    write_lra_pickles(root, "pathfinder", pixels=True)
+    path = root / f"{loaders.PICKLE_PREFIX['pathfinder']}.dev.pickle"
+    return "pathfinder", write_pickle(path, [{"input_ids_0": np.array([0, 256], dtype=np.int32), "label": 1}])
+
+
+def ragged_ids(root: Path) -> tuple[str, Path]:
+    write_lra_pickles(root, "listops")
+    return "listops", write_pickle(root / "listops.test.pickle", [{"input_ids_0": [[1, 2], [3]], "label": 1}])
+
+
+def tsv_rows(root: Path, rows: list[str]) -> tuple[str, Path]:
+    """The AAN files, with the train file's rows (label first) replaced by ``rows``."""
+    write_aan(root)
+    path = root / loaders.AAN_FILES["train"]
+    path.write_text("".join(f"{label}\tid1\tid2\tfirst\tsecond\n" for label in rows))
+    return "retrieval", path
+
+
+def tsv_label_inf(root: Path) -> tuple[str, Path]:
+    return tsv_rows(root, ["1", "inf"])
+
+
+def tsv_label_nan_first(root: Path) -> tuple[str, Path]:
+    return tsv_rows(root, ["nan", "1"])  # a number, so not a header
+
+
+def tsv_label_2(root: Path) -> tuple[str, Path]:
+    return tsv_rows(root, ["label", "0", "2.0"])
+
+
+def tsv_second_header(root: Path) -> tuple[str, Path]:
+    return tsv_rows(root, ["label", "1", "label"])  # only the first line may be a header
+
+
+def tsv_header_only(root: Path) -> tuple[str, Path]:
+    return tsv_rows(root, ["label"])
+
+
+def cifar_label_10(root: Path) -> tuple[str, Path]:
+    write_cifar(root)
+    data = np.zeros((2, 3072), np.uint8)
+    return "image", write_pickle(root / "test_batch", {b"data": data, b"labels": [3, 10]}, "python2")
+
+
+def cifar_empty_test_batch(root: Path) -> tuple[str, Path]:
+    write_cifar(root)
+    return "image", write_pickle(root / "test_batch", {b"data": np.zeros((0, 3072), np.uint8), b"labels": []})
+
+
+def cifar_too_few_for_dev(root: Path) -> tuple[str, Path]:
+    write_cifar(root, n=1)  # 5 training images: 10% of them rounds to none
+    return "image", root
+
+
+def imdb_too_few_for_dev(root: Path) -> tuple[str, Path]:
+    write_imdb(root, per_class=1)
+    return "text", root / "train"
+
+
+BAD_DATA = [
+    (hostile_pickle, f"attnbench refuses to unpickle {os.system.__module__}.system: only Python containers and "
+                     "numpy arrays, dtypes and scalars are allowed; this file is not an LRA pickle or was tampered"),
+    (hostile_cifar_batch, f"refuses to unpickle {os.system.__module__}.system"),
+    (empty_train_pickle, "no records (an empty list)"),
+    (label_beyond_classes, "record 1 'label' 10 is not a class of listops (an integer in 0..9)"),
+    (label_inf, "record 0 'label' inf is not a class of text (an integer in 0..1)"),
+    (huge_token_id, "record 2 'input_ids_1' holds 1000000000000, above 1048575, the largest token id accepted"),
+    (pixel_above_255, "record 0 'input_ids_0' holds 256, above 255, the largest 8-bit intensity"),
+    (ragged_ids, "record 0 'input_ids_0' is not an array of non-negative ints"),
+    (tsv_label_inf, ":2: label 'inf' is not a class of retrieval (an integer in 0..1)"),
+    (tsv_label_nan_first, ":1: label 'nan' is not a class of retrieval"),
+    (tsv_label_2, ":3: label '2.0' is not a class of retrieval"),
+    (tsv_second_header, ":3: label 'label' is not a class of retrieval"),
+    (tsv_header_only, "no rows"),
+    (cifar_label_10, "b'labels' holds 10, not a class of image (an integer in 0..9)"),
+    (cifar_empty_test_batch, "b'data' holds no images"),
+    (cifar_too_few_for_dev, "5 training examples leave the dev split (10% of them) empty"),
+    (imdb_too_few_for_dev, "2 training examples leave the dev split (10% of them) empty"),
+]
+
+
 @pytest.mark.parametrize(
     ("make", "problem"),
     [
+        *BAD_DATA,
         (missing_dir, "data directory not found"),
         (missing_split, "file not found"),
         (not_a_list_of_dicts, "not a list of dicts"),
@@ -272,3 +482,23 @@ def test_malformed_data_is_a_user_error(
     message = str(info.value)
     assert "\n" not in message
     assert str(culprit) in message and problem in message and "expected" in message
+    assert not (tmp_path / "pwned").exists()
+
+
+@pytest.mark.parametrize(("make", "problem"), BAD_DATA)
+def test_bad_data_stops_attnbench_run_before_training(
+    cli: Callable[..., CliResult], write_yaml: Callable[..., Path], tmp_path: Path,
+    make: Callable[[Path], tuple[str, Path]], problem: str,
+) -> None:
+    """The command line's view: exit 2, one line naming the file. (Not rows of tests/harness/test_bad_input.py: the
+    data are read after the run's results.db is opened, and that table checks that nothing was written.)"""
+    task, culprit = make(tmp_path / "data")
+    doc = {**ACC, "axes": {"attention": ["vanilla"], "task": [task], "seed": [0]}, "tasks": {task: {"seq_len": 16}}}
+    result = cli("run", write_yaml(doc), "--out", tmp_path / "out", "--device", "cpu", "--profile", "smoke",
+                 "--data-dir", tmp_path / "data")
+    assert result.code == 2, (result.out, result.err)
+    assert len(result.err_lines) == 1 and result.err.count("\n") == 1, result.err  # one line, no traceback
+    line = result.err_lines[0]
+    assert line.startswith("attnbench: error: ") and str(culprit.resolve()) in line and problem in line
+    assert not (tmp_path / "data" / "pwned").exists()
+    assert not list((tmp_path / "out").rglob("checkpoints"))  # stopped before the first training step
