@@ -10,7 +10,10 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from . import faults
 from .errors import UserError
+
+TEMPORARY = ".{name}.*.tmp"  # how atomic_write names its temporary files (a glob pattern over the final name)
 
 
 def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
@@ -25,15 +28,27 @@ def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    prefix, suffix = TEMPORARY.format(name=path.name).split("*")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=suffix)
     os.close(fd)
     try:
         write(Path(tmp))
+        faults.point("files.before_rename", path.name)  # written in full, not yet in place
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
     return path
+
+
+def remove_temporaries(directory: str | Path) -> list[Path]:
+    """Delete the temporary files :func:`atomic_write` left in ``directory`` (not below it) when a process was killed
+    between writing one and renaming it. Call only while holding :func:`directory_lock`: another writer's
+    temporary file would go too."""
+    stale = sorted(Path(directory).glob(TEMPORARY.format(name="*")))
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return stale
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:

@@ -105,6 +105,8 @@ class SuiteKind:
             approximation kind's budget of another attention).
         run: runs one cell in this process; every failure becomes the result's status.
         prepare: before the first cell of a run (load the data once, fail early on a bad data path).
+        check_inputs: before anything is written under ``--out``: read the files the user named (real datasets),
+            so that a malformed one is refused as bad input (exit 2) rather than found after the store exists.
         finished: after a cell's row is stored (drop its checkpoint).
         describe: the progress line of a finished cell.
         write_reports: (store, the suite's name, report options, keys or None) -> the files written beside the store.
@@ -130,6 +132,7 @@ class SuiteKind:
     code: tuple[str, ...] = ()
     group_key: Callable[[Cell], Hashable] | None = None
     run_group: Callable[[list[Cell], Context], list[CellResult]] | None = None
+    check_inputs: Callable[[list[Cell]], None] | None = None
 
     def all_axes(self) -> dict[str, Axis]:
         return {"attention": ATTENTION_AXIS, **self.axes, **self.optional_axes}

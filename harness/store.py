@@ -79,11 +79,16 @@ def _utc_now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+def _disk_error(exc: sqlite3.DatabaseError) -> bool:
+    """Whether sqlite failed because of the disk (full, failing, read-only) rather than the file's content."""
+    return any(s in str(exc) for s in ("disk is full", "disk I/O error", "readonly database", "read-only"))
+
+
 def store_error(path: Path | str, exc: sqlite3.DatabaseError) -> Exception:
     """One line for a store that cannot be used: a full or failing disk is the environment (exit 1), anything else
     a file that is not a results store (exit 2)."""
     text = str(exc)
-    if any(s in text for s in ("disk is full", "disk I/O error", "readonly database", "read-only")):
+    if _disk_error(exc):
         return RunFailed(f"{path}: {text}; free space or fix the disk (or give another --out), then rerun: "
                          f"the finished cells are kept and the run resumes")
     return UserError(f"{path}: not a readable results store ({text}); move it aside (its results cannot be read) "
@@ -232,15 +237,25 @@ class Store:
         With isolation_level=None sqlite3 autocommits every statement and ``with connection:`` opens no
         transaction, so a process killed between a cell's row and its curve rows used to leave the cell stored
         without its curve (and a rerun skipped it). A kill inside this block leaves nothing: the WAL holds no
-        commit record, so the next open rolls it back.
+        commit record, so the next open rolls it back. A full or failing disk (at any statement, the commit
+        included) is one line naming this file (:func:`store_error`, exit 1); the cell is not stored and a rerun
+        measures it again.
         """
-        self.db.execute("BEGIN IMMEDIATE")
         try:
-            yield
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
-        self.db.execute("COMMIT")
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):  # a failed disk may refuse the rollback as well
+                    self.db.execute("ROLLBACK")
+                raise
+            self.db.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            if not _disk_error(exc):
+                raise
+            with contextlib.suppress(sqlite3.Error):  # a commit that failed leaves its transaction open
+                self.db.execute("ROLLBACK")
+            raise store_error(self.path, exc) from None
 
     def dataframe(self, keys: Iterable[str] | None = None, *, run_id: int | None = None) -> pd.DataFrame:
         """One row per cell, its latest result (or its result in run ``run_id``): key, suite, kind, the axis values,

@@ -19,6 +19,7 @@ from typing import Any
 from .. import faults
 from ..cell import Cell, CellResult, Context, classify_exception, memory_cap, time_limit
 from ..errors import first_line
+from ..files import TEMPORARY
 from .incoherence import measure_incoherence
 from .load import load_task
 from .models import Classifier
@@ -49,14 +50,25 @@ def cell_data(cell: Cell, cache_dir: Path | None) -> TaskData:
     return noisy_task(task_data(cell.fixed["data"], cache_dir), a, noise_on, seed)
 
 
+def _load_each(cells: list[Cell], cache_dir: Path | None) -> None:
+    for data in {json.dumps(c.fixed["data"], sort_keys=True, default=str): c.fixed["data"] for c in cells}.values():
+        task_data(data, cache_dir)
+
+
 def prepare_data(cells: list[Cell], ctx: Context) -> None:
     """Load or generate every dataset the cells need before the first one runs.
 
     A missing or malformed data file is then an exit-2 error up front, not a failed cell an hour in, and
     generated datasets land in the cache once rather than in each isolated worker.
     """
-    for data in {json.dumps(c.fixed["data"], sort_keys=True, default=str): c.fixed["data"] for c in cells}.values():
-        task_data(data, ctx.cache_dir)
+    _load_each(cells, ctx.cache_dir)
+
+
+def read_user_data(cells: list[Cell]) -> None:
+    """Read every real dataset the cells name (``data.dir``) before anything is written: a malformed file is bad
+    input, refused before the run's store exists. The splits stay loaded for :func:`prepare_data` and the cells
+    (real data is never cached on disk, so nothing is written here)."""
+    _load_each([c for c in cells if c.fixed["data"]["dir"] is not None], None)
 
 
 def checkpoint_path(workdir: Path, cell: Cell) -> Path:
@@ -68,7 +80,7 @@ def drop_checkpoint(cell: Cell, ctx: Context) -> None:
     that a kill interrupted (:func:`harness.files.atomic_write` names them ``.<name>.<random>.tmp``)."""
     path = checkpoint_path(ctx.workdir, cell)
     path.unlink(missing_ok=True)
-    for stale in path.parent.glob(f".{path.name}.*.tmp"):
+    for stale in path.parent.glob(TEMPORARY.format(name=path.name)):
         stale.unlink(missing_ok=True)
 
 

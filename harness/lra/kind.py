@@ -37,7 +37,7 @@ from ..spec import (
     validate_attention_config,
 )
 from ..store import Store
-from .cell import describe, drop_checkpoint, prepare_data, run_accuracy_cell
+from .cell import describe, drop_checkpoint, prepare_data, read_user_data, run_accuracy_cell
 from .noise import NOISE_ON, cell_noise, noise_problem
 from .probe import PROBE_DEFAULTS
 from .tasks import LRA_SEQ_LEN, TASKS
@@ -266,7 +266,7 @@ KIND = SuiteKind(
     name="accuracy", axes=AXES, optional_axes=OPTIONAL_AXES,
     keys=frozenset({"data", "train", "tasks", "variants", "incoherence", "probes"}), tables=TABLES, reads_data=True,
     parse=parse, validate=validate, make_cell=make_cell, run=run_accuracy_cell, prepare=prepare_data,
-    finished=drop_checkpoint, describe=describe, write_reports=write_reports,
+    check_inputs=read_user_data, finished=drop_checkpoint, describe=describe, write_reports=write_reports,
     code=("harness.cell", "harness.lra.cell", "harness.lra.training", "harness.lra.models", "harness.lra.load",
           "harness.lra.tasks", "harness.lra.noise", "harness.lra.generators", "harness.lra.pixels",
           "harness.lra.loaders", "harness.lra.incoherence", "harness.lra.probe"),

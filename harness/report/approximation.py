@@ -24,12 +24,14 @@ from .format import (
     TIMES,
     Fmt,
     booktabs,
+    display_name,
     env_summary,
     escape,
     format_value,
     length_label,
     md_table,
     sig2,
+    suite_title,
     tex_comment,
     write_csv,
     write_raw,
@@ -131,7 +133,8 @@ def approximation_tables(df: pd.DataFrame, fmt: Fmt) -> str:
             body += [f"- {line}" for line in not_run]
             parts.append(f"#### {heading}\n\n" + "\n\n".join(body))
         else:
-            parts.append("\n".join([tex_comment(heading), *body, *(tex_comment(line) for line in not_run)]))
+            not_run_line = [tex_comment(" ".join(not_run))] if not_run else []  # one comment line, not one each
+            parts.append("\n".join([tex_comment(heading), *body, *not_run_line]))
     others = df.loc[skipped, "attention"].drop_duplicates()
     if len(others):
         names = ", ".join(f"`{a}`" if fmt == "md" else escape(a, fmt) for a in others)
@@ -149,19 +152,19 @@ def plot_pareto(df: pd.DataFrame, out_dir: Path, *, suite: str, reference: str) 
             for name, line in part.groupby("attention", sort=True):
                 line = line.sort_values("speedup")
                 err = line["rel_fro"].clip(lower=1e-7)  # an exact configuration still shows, at the axis floor
-                (handle,) = ax.plot(line["speedup"], err, marker="o", markersize=4, label=name)
+                (handle,) = ax.plot(line["speedup"], err, marker="o", markersize=4, label=display_name(str(name)))
                 if len(line) > 1:  # label the dearest and the cheapest budget
                     for _, r in line.iloc[[0, -1]].iterrows():
                         ax.annotate(str(r["budget"]), (r["speedup"], max(r["rel_fro"], 1e-7)), fontsize=6,
                                     color=handle.get_color(), xytext=(3, 3), textcoords="offset points")
-            ax.axvline(1.0, color="grey", linestyle="--", linewidth=0.8, label=f"{reference} (exact)")
+            ax.axvline(1.0, color="grey", linestyle="--", linewidth=0.8, label=f"{display_name(reference)} (exact)")
             ax.set_xscale("log")
             ax.set_yscale("log")
             for axis in (ax.xaxis, ax.yaxis):  # at least two labelled ticks on a short log range
                 axis.set_major_locator(mticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
                 axis.set_major_formatter(mticker.FormatStrFormatter("%g"))
 
-        title = f"Error against speed, n = {length_label(int(n))}, {inp} input ({suite})"
+        title = f"{suite_title(suite)}: error against speed, n = {length_label(int(n))}, {inp} input"
         written += _single_axes(out_dir, f"pareto_{inp}_n{int(n)}", title, draw,
                                 xlabel=f"forward speed-up over {reference} (same rounds; > 1 is faster)",
                                 ylabel="relative error ‖y − e‖/‖e‖")

@@ -36,6 +36,7 @@ class Comparison:
     label: str
     model: Key
     reference: Key
+    tex_label: str = ""  # the label with display names, for LaTeX (default: ``label``)
 
 
 def per_seed(df: pd.DataFrame, keys: Sequence[str], column: str = "task") -> pd.DataFrame:
@@ -102,12 +103,14 @@ class DiffTable:
                  for col in self.columns] for c in self.comparisons]
 
     def render(self, fmt: Fmt) -> str:
-        rows = [[escape(c.label, fmt), *(interval_text(iv, fmt) for iv in ivs)]
+        rows = [[escape(c.tex_label or c.label if fmt == "tex" else c.label, fmt),
+                 *(interval_text(iv, fmt) for iv in ivs)]
                 for c, ivs in zip(self.comparisons, self.intervals(), strict=True)]
         return render_table(self.header, rows, fmt)
 
     def records(self) -> list[dict[str, object]]:
         return [{"table": self.heading, "row": c.label, "column": str(col), "relative": self.relative,
+                 "unit": "% of the a = 0 accuracy" if self.relative else "accuracy percentage points",
                  "mean": iv.mean if iv else None, "lo": iv.lo if iv else None, "hi": iv.hi if iv else None,
                  "n_seeds": iv.n if iv else 0, "contains_zero": iv.contains_zero if iv else None}
                 for c, ivs in zip(self.comparisons, self.intervals(), strict=True)
@@ -125,7 +128,8 @@ def table1_differences(df: pd.DataFrame, keys: Sequence[str], baseline: str | No
     if baseline is None or baseline not in set(df["attention"]):
         return []
     names = [n for n in row_order(df, keys, baseline) if n[0] != baseline]
-    comparisons = [Comparison(row_label(dict(zip(keys, n, strict=True))), n, (baseline, *n[1:])) for n in names]
+    comparisons = [Comparison(row_label(dict(zip(keys, n, strict=True))), n, (baseline, *n[1:]),
+                              row_label(dict(zip(keys, n, strict=True)), display=True)) for n in names]
     columns, labels = _task_columns(df)
     return [DiffTable(f"Difference from {baseline} (percentage points)", per_seed(df, keys), comparisons, columns,
                       ["Model", *labels])]
@@ -143,13 +147,14 @@ def table5_differences(df: pd.DataFrame, baseline: str | None) -> list[DiffTable
         levels = sorted(sub["noise"].unique())
         models = row_order(sub, keys, baseline)
         label = {m: row_label({"attention": m[0], "variant": m[1], "task": m[2]}) for m in models}
+        shown = {m: row_label({"attention": m[0], "variant": m[1], "task": m[2]}, display=True) for m in models}
         header = ["Noise level", *(f"{a:g}" for a in levels)]
         if baseline in set(sub["attention"]):
-            vs = [Comparison(label[m], m, (baseline, *m[1:])) for m in models if m[0] != baseline]
+            vs = [Comparison(label[m], m, (baseline, *m[1:]), shown[m]) for m in models if m[0] != baseline]
             out.append(DiffTable(f"noise on {mode}: difference from {baseline} (percentage points)", wide, vs,
                                  list(levels), header))
         noisy = [a for a in levels if a > 0]
-        own = [Comparison(label[m], m, m) for m in models]
+        own = [Comparison(label[m], m, m, shown[m]) for m in models]
         out.append(_RelativeToClean(f"noise on {mode}: relative change from a = 0 (%)", wide, own, noisy,
                                     ["Noise level", *(f"{a:g}" for a in noisy)], relative=True))
     return out

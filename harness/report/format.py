@@ -58,6 +58,23 @@ def display_name(name: str, overrides: Mapping[str, str] | None = None) -> str:
     return (overrides or {}).get(name) or DISPLAY_NAMES.get(name, name)
 
 
+#: Benchmark modes in words, for titles.
+MODE_NAMES: dict[str, str] = {"fwd": "forward", "fwd+bwd": "forward + backward", "train_step": "training step"}
+
+
+def suite_title(suite: str) -> str:
+    """A suite's name as a title's words: ``noise-robustness`` -> ``Noise robustness``."""
+    words = re.sub(r"[-_]+", " ", suite).strip()
+    return words[:1].upper() + words[1:]
+
+
+def dropped_note(names: Sequence[str], reasons: Sequence[str], n_columns: int) -> list[str]:
+    """The LaTeX footnote row naming the variants a table leaves out because they ran nowhere in it (unsupported or
+    failed in every cell), with the statuses why: an empty row says nothing a paper wants to print."""
+    note = f"Not run here ({', '.join(sorted(set(reasons)))}): " + ", ".join(names) + "."
+    return [rf"\multicolumn{{{n_columns}}}{{l}}{{\footnotesize {note}}}"]
+
+
 @dataclass(frozen=True)
 class Metric:
     """A measured quantity as shown in tables and plots.
@@ -233,17 +250,32 @@ def sig2(value: float) -> str:
 
 def write_table_files(out_dir: Path, stem: str, *, title: str, note: str, md_body: str, tex_body: str,
                       env: Mapping[str, object]) -> list[Path]:
-    """``<stem>.md`` (title, table, note, environment) and ``<stem>.tex`` (title, note and environment as comments,
-    so the fragment can be ``\\input`` into a table float, then the tabular)."""
+    """``<stem>.md`` (title, table, note, environment) and ``<stem>.tex``: two comment lines (title and note; where it
+    was measured: the full environment is in ``env.json``) so the fragment can be ``\\input`` into a table float,
+    then the tabular."""
     md = f"### {title}\n\n{md_body}\n\n{note}\n\n_Environment: {env_summary(env)}_\n"
-    tex = "\n".join([tex_comment(f"{title}. {note}"), *(tex_comment(f"{k}: {v}") for k, v in env.items()),
-                     tex_body]) + "\n"
+    tex = "\n".join([tex_comment(f"{title}. {note}"), tex_comment(env_summary(env)), tex_body]) + "\n"
     return [atomic_write_text(out_dir / f"{stem}.md", md), atomic_write_text(out_dir / f"{stem}.tex", tex)]
 
 
 def write_csv(df: pd.DataFrame, path: Path) -> Path:
     """``df`` as CSV at full precision (float_format unset: pandas writes round-trippable reprs)."""
     return atomic_write(path, lambda tmp: df.to_csv(tmp, index=False))
+
+
+#: Accuracies the store keeps as fractions, and the names under which every CSV file gives them in percent.
+PERCENT_COLUMNS: dict[str, str] = {"test_acc": "test_acc_pct", "best_dev_acc": "best_dev_acc_pct",
+                                   "train_acc": "train_acc_pct", "dev_acc": "dev_acc_pct"}
+#: The columns of accuracy summaries (mean and std over seeds, already in percent) as CSV files name them.
+SUMMARY_PERCENT_COLUMNS: dict[str, str] = {"mean": "acc_mean_pct", "std": "acc_std_pct", "diff": "acc_diff_pp"}
+
+
+def in_percent(df: pd.DataFrame, names: Mapping[str, str] = PERCENT_COLUMNS) -> pd.DataFrame:
+    """``df`` as a CSV file gives it: the accuracy columns renamed to say their unit (``names``), fractions of
+    :data:`PERCENT_COLUMNS` times 100, so that a CSV agrees with the tables and figures (accuracy in %)."""
+    present = {c: n for c, n in names.items() if c in df.columns}
+    scale = {c: 100.0 * df[c].astype(float) for c in present if c in PERCENT_COLUMNS}
+    return df.assign(**scale).rename(columns=present)
 
 
 def write_raw(df: pd.DataFrame, out_dir: Path, env: Mapping[str, object]) -> list[Path]:

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .format import FAILED_NOTE, Fmt, escape, failed_text, render_table
+from .format import FAILED_NOTE, Fmt, escape, failed_text, render_table, suite_title
 from .plots import plot_incoherence
 from .summary import TASK_LABELS, row_order, seeds_text, varying_label, with_axis_defaults, with_labels
 
@@ -101,4 +101,4 @@ def tableS7_note(df: pd.DataFrame) -> str:
 def tableS7_figures(df: pd.DataFrame, summary: pd.DataFrame, out_dir: Path, suite: str) -> list[Path]:
     labelled = with_labels(summary.assign(_order=summary["task"].map(list(TASK_LABELS).index)), _S7_KEYS, "task")
     return plot_incoherence(labelled.sort_values(["_order", "label", "rank"], ascending=[True, True, False]),
-                            out_dir, stem="tableS7_incoherence", title=f"{suite}: μ-incoherence")
+                            out_dir, stem="tableS7_incoherence", title=f"{suite_title(suite)}: μ-incoherence")

@@ -14,7 +14,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
 from ..files import atomic_write
 from ..lra.noise import TEST_ONLY, TRAIN_TEST
-from .format import Metric, length_label, metrics_for
+from .format import Metric, display_name, length_label, metrics_for
 
 # Benchmarks run headless (servers, CI) and only write files, so never pick an interactive backend.
 matplotlib.use("Agg")
@@ -47,7 +47,7 @@ def _plot_metric(df_group: pd.DataFrame, metric: Metric, out_dir: Path, stem: st
             # Reindexing to all lengths leaves NaN at failed cells, which breaks the line there instead of
             # drawing across a length that has no measurement.
             values = (ok.set_index("seq_len")[metric.column] * metric.scale).reindex(lengths)
-            ax.plot(lengths, values.to_numpy(), label=str(attention), **style)
+            ax.plot(lengths, values.to_numpy(), label=display_name(str(attention)), **style)
             band = _spread(ok, metric)
             if band is not None:  # the interquartile range of the timing rounds
                 lo, hi = (b.reindex(lengths).to_numpy() for b in band)
@@ -83,7 +83,8 @@ def _plot_metric(df_group: pd.DataFrame, metric: Metric, out_dir: Path, stem: st
         if any_oom:
             handles.append(Line2D([], [], ls="", marker="x", mew=2, color="0.3", label="OOM (top edge)"))
         if any_mark:
-            handles.append(Line2D([], [], ls=":", lw=1.2, color="0.3", label=f"crossover vs {marks_vs or 'baseline'}"))
+            vs = display_name(marks_vs) if marks_vs else "baseline"
+            handles.append(Line2D([], [], ls=":", lw=1.2, color="0.3", label=f"crossover vs {vs}"))
         _outside_legend(ax, handles)
 
         return save_figure(fig, out_dir, stem)

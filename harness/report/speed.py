@@ -21,6 +21,7 @@ from .crossover import crossover_baselines, group_crossovers, plot_marks, write_
 from .format import (
     MEMORY,
     MISSING,
+    MODE_NAMES,
     NOISY_MARK,
     PLUS_MINUS,
     THROUGHPUT,
@@ -30,6 +31,7 @@ from .format import (
     Metric,
     booktabs,
     display_name,
+    dropped_note,
     env_summary,
     escape,
     format_value,
@@ -38,6 +40,7 @@ from .format import (
     metrics_for,
     render_table,
     sig2,
+    suite_title,
     tex_comment,
     write_csv,
     write_raw,
@@ -68,9 +71,10 @@ def group_slug(group: Mapping[str, object]) -> str:
 
 
 def group_title(group: Mapping[str, object]) -> str:
-    """Human-readable name of a group, e.g. ``cpu · float32 · fwd+bwd · batch 4 · 2 heads · dim 64``."""
+    """A group in words, e.g. ``CPU · float32 · forward + backward · batch 4 · 2 heads · dim 64``."""
     g = group
-    return (f"{g['device']} · {g['dtype']} · {g['mode']} · batch {g['batch_size']} · "
+    device = str(g["device"]).upper() if str(g["device"]) == "cpu" else str(g["device"]).replace("cuda", "CUDA")
+    return (f"{device} · {g['dtype']} · {MODE_NAMES.get(str(g['mode']), g['mode'])} · batch {g['batch_size']} · "
             f"{g['heads']} heads · dim {g['dim']}")
 
 
@@ -324,10 +328,9 @@ def table4_tex(df_group: pd.DataFrame, *, baseline: str, row_names: Mapping[str,
                 values.append(rf"\textbf{{{text}}}" if (name, n) in best else text)
             rows.append([escape(display_name(name, row_names), "tex"), *values])
         if dropped:
-            reasons = sorted(set(df_group.loc[df_group["attention"].isin(dropped), "status"]))
-            note = (f"Not run here ({', '.join(reasons)}): "
-                    + ", ".join(escape(display_name(name, row_names), "tex") for name in dropped) + ".")
-            rows.append([rf"\multicolumn{{{1 + len(lengths)}}}{{l}}{{\footnotesize {note}}}"])
+            rows.append(dropped_note([escape(display_name(name, row_names), "tex") for name in dropped],
+                                     list(df_group.loc[df_group["attention"].isin(dropped), "status"]),
+                                     1 + len(lengths)))
         head = [" & ".join([escape(metric.label, "tex"), *(length_label(n) for n in lengths)]) + r" \\"]
         tables.append(booktabs(f"l{'r' * len(lengths)}", head, rows))
     return "\n\n".join(tables)
@@ -424,7 +427,8 @@ def write_speed_reports(df: pd.DataFrame, out_dir: Path, *, env: Mapping[str, ob
                                          tex_body=ratios_table(df_group, baseline, "tex"))
         if plots:
             marked_vs, marks = plot_marks(crossovers[-1])
-            written += plot_scaling(df_group, out_dir, slug=slug, title=f"{suite}: {group_title(group)}",
+            written += plot_scaling(df_group, out_dir, slug=slug,
+                                    title=f"{suite_title(suite)}: {group_title(group)}",
                                     crossovers=marks, crossover_baseline=marked_vs)
 
     slopes = _slopes(df, slope_min_seq_len)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +24,17 @@ from .format import (
     CONTROL_NOTE,
     FAILED_NOTE,
     MISSING,
+    SUMMARY_PERCENT_COLUMNS,
     Fmt,
+    display_name,
+    dropped_note,
     escape,
+    in_percent,
     mark,
     rank_marks,
     render_table,
     sub_tables,
+    suite_title,
     tex_comment,
     write_csv,
     write_table_files,
@@ -94,7 +99,9 @@ def table5(df: pd.DataFrame, *, fmt: Fmt, baseline: str | None = "vanilla") -> s
 
     A cell is the mean test accuracy (%) over seeds; for a > 0 the relative change from the same model's a = 0 cell
     follows in parentheses, e.g. ``40.29 (-2.82%)``. The clean cells are shared by both modes. Rows are the
-    attentions (baseline first), with the variant and task in the label where those vary.
+    attentions (baseline first), with the variant and task in the label where those vary; the best mean of each
+    column among the rows of one task is bold. LaTeX shows the display names and drops the rows that ran nowhere,
+    with a footnote.
     """
     df = with_axis_defaults(df)
     cells = SummaryCells(df, _NOISE_KEYS)
@@ -104,21 +111,39 @@ def table5(df: pd.DataFrame, *, fmt: Fmt, baseline: str | None = "vanilla") -> s
     for mode in _noise_modes(df):
         sub = df[(df["noise"] == 0) | (df["noise_on"] == mode)]
         levels = sorted(sub["noise"].unique())
-        rows = []
-        for model in row_order(sub, row_keys, baseline):
-            row = [escape(varying_label(df, row_keys, model), fmt)]
+
+        def key_at(model: tuple[Hashable, ...], a: float, mode: str = mode) -> tuple[Hashable, ...]:
             attention, variant, task = model
-            clean = cells.mean((attention, variant, 0.0, AXIS_DEFAULTS["noise_on"], task))
+            return attention, variant, a, mode if a > 0 else AXIS_DEFAULTS["noise_on"], task
+
+        models = row_order(sub, row_keys, baseline)
+        # LaTeX leaves out the rows that ran nowhere (unsupported or failed at every a), naming them in a footnote
+        dropped = {m: why for m in models if fmt == "tex" and all(cells.mean(key_at(m, a)) is None for a in levels)
+                   and "oom" not in (why := set().union(*(cells.statuses(key_at(m, a)) for a in levels)))}
+        models = [m for m in models if m not in dropped]
+        # the best of each column among the rows of one task (a column mixes tasks when several ran)
+        best = {(m, a): r for task in {m[2] for m in models} for a in levels
+                for m, r in zip([m for m in models if m[2] == task],
+                                rank_marks([cells.mean(key_at(m, a)) for m in models if m[2] == task]), strict=True)}
+        rows = []
+        for model in models:
+            row = [escape(varying_label(df, row_keys, model, display=fmt == "tex"), fmt)]
+            clean = cells.mean(key_at(model, 0.0))
             for a in levels:
-                key = (attention, variant, a, mode if a > 0 else AXIS_DEFAULTS["noise_on"], task)
+                key = key_at(model, a)
                 value = cells.mean(key)
                 if value is None:
                     row.append(cells.failed(key, fmt))
                     continue
                 change = relative_change_pct(value, clean) if a > 0 else math.nan
-                row.append(f"{value:.2f}" + cells.below_control(key, (CONTROL, *key[1:]), fmt)
+                row.append(mark(f"{value:.2f}", best[(model, a)], fmt)
+                           + cells.below_control(key, (CONTROL, *key[1:]), fmt)
                            + (f" ({change:+.2f}{pct})" if np.isfinite(change) else ""))
             rows.append(row)
+        if dropped:
+            labels = [escape(varying_label(df, row_keys, m, display=True), fmt) for m in dropped]
+            rows.append(dropped_note(labels, [s for why in dropped.values() for s in why or {"not run"}],
+                                     1 + len(levels)))
         header = ["Noise level", *(f"{a:g}" for a in levels)]
         heading = NOISE_MODE_HEADINGS.get(mode, f"noise on {mode}")
         parts.append((heading if fmt == "md" else f"noise_on: {mode} ({heading})", render_table(header, rows, fmt)))
@@ -127,7 +152,8 @@ def table5(df: pd.DataFrame, *, fmt: Fmt, baseline: str | None = "vanilla") -> s
 
 def _table5_note(df: pd.DataFrame) -> str:
     return (f"Test accuracy (%), mean over seeds {seeds_text(df)}, with noise U(-a, a) added to every pixel; in "
-            "parentheses the relative change from a = 0 of the same model. The std over seeds is in table5.csv. "
+            "parentheses the relative change from a = 0 of the same model; the best of each column (per task) in "
+            "bold. The std over seeds is in table5.csv. "
             + FAILED_NOTE + (f" {CONTROL_NOTE}" if CONTROL in set(df["attention"]) else ""))
 
 
@@ -228,7 +254,8 @@ def table6(df: pd.DataFrame, *, fmt: Fmt, variants: Mapping[str, Mapping[str, An
             shown = [(v, label) for v, label in rows if _has_cells(df, attention, label)]
             models = [(attention, label) for _, label in shown]
             body = _marked_rows(cells, models, [_value_text(v) for v, _ in shown], columns, fmt)
-            heading = f"({chr(ord('a') + i)}) {parameter}" + (f" — {attention}" if len(attentions) > 1 else "")
+            name = display_name(attention) if fmt == "tex" else attention
+            heading = f"({chr(ord('a') + i)}) {parameter}" + (f" — {name}" if len(attentions) > 1 else "")
             parts.append((heading, render_table([escape(parameter, fmt), *_average_header(df)], body, fmt)))
     return sub_tables(parts, fmt)
 
@@ -286,19 +313,23 @@ def table7(df: pd.DataFrame, *, fmt: Fmt, variants: Mapping[str, Any] | None = N
     attentions = _study_attentions(df, order, baseline)
     parts = []
     for attention in attentions:
+        shown = [v for v in order if _has_cells(df, attention, v)]
+        # bold: the best accuracy of each column, the baseline's or a variant's (baseline + its difference)
+        best = {c: rank_marks([cells.mean((attention, v, c)) for v in shown]) for c in columns}
         rows = []
-        for variant in (v for v in order if _has_cells(df, attention, v)):
+        for i, variant in enumerate(shown):
             row = [escape(ablation_name(variant, baseline_variant), fmt)]
             for c in columns:
                 value, base = cells.mean((attention, variant, c)), cells.mean((attention, baseline_variant, c))
                 if value is None:
                     row.append(cells.failed((attention, variant, c), fmt))
                 elif variant == baseline_variant:
-                    row.append(f"{value:.2f}")
+                    row.append(mark(f"{value:.2f}", best[c][i], fmt))
                 else:
-                    row.append(MISSING[fmt] if base is None else f"{value - base:+.2f}")
+                    row.append(MISSING[fmt] if base is None else mark(f"{value - base:+.2f}", best[c][i], fmt))
             rows.append(row)
-        parts.append((attention, render_table(["Model", *_average_header(df)], rows, fmt)))
+        heading = display_name(attention) if fmt == "tex" else attention
+        parts.append((heading, render_table(["Model", *_average_header(df)], rows, fmt)))
     if not parts:
         return f"No cells of the variants {', '.join(order)}." if fmt == "md" else tex_comment("no ablation cells")
     return parts[0][1] if len(parts) == 1 else sub_tables(parts, fmt)
@@ -307,7 +338,8 @@ def table7(df: pd.DataFrame, *, fmt: Fmt, variants: Mapping[str, Any] | None = N
 def _table7_note(df: pd.DataFrame, baseline_variant: str) -> str:
     return (f"Baseline: the `{baseline_variant}` variant, test accuracy (%), mean over seeds {seeds_text(df)}; other "
             "rows: difference from the baseline (variant − baseline, percentage points). Average = mean of each "
-            "seed's average over the tasks. The std over seeds is in table7.csv. " + FAILED_NOTE)
+            "seed's average over the tasks. Bold: the best accuracy of each column. The std over seeds is in "
+            "table7.csv. " + FAILED_NOTE)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -321,7 +353,7 @@ def _stem(base: str, *parts: str) -> str:
 
 def _table5_figures(df: pd.DataFrame, summary: pd.DataFrame, out_dir: Path, suite: str) -> list[Path]:
     return plot_noise_robustness(with_labels(summary, [*_MODEL, "task"]), out_dir, stem="table5_noise",
-                                 title=f"{suite}: accuracy under pixel noise")
+                                 title=f"{suite_title(suite)}: accuracy under pixel noise")
 
 
 def _table6_figures(df: pd.DataFrame, summary: pd.DataFrame, out_dir: Path, suite: str) -> list[Path]:
@@ -332,8 +364,8 @@ def _table6_figures(df: pd.DataFrame, summary: pd.DataFrame, out_dir: Path, suit
     written: list[Path] = []
     for (parameter, attention), sub in numeric.groupby(["parameter", "attention"], sort=False):
         stem = _stem("table6", parameter, *([attention] if several else []))
-        written += plot_parameter_sweep(sub, out_dir, stem=stem, title=f"{suite}: {attention}, varying {parameter}",
-                                        parameter=str(parameter))
+        title = f"{suite_title(suite)}: {display_name(attention)}, varying {parameter}"
+        written += plot_parameter_sweep(sub, out_dir, stem=stem, title=title, parameter=str(parameter))
     return written
 
 
@@ -343,7 +375,7 @@ def _table7_figures(df: pd.DataFrame, summary: pd.DataFrame, out_dir: Path, suit
     written: list[Path] = []
     for attention, sub in rows.groupby("attention", sort=False):
         written += plot_ablation(sub, out_dir, stem=_stem("table7_ablation", *([attention] if several else [])),
-                                 title=f"{suite}: {attention}, ablation (Average)")
+                                 title=f"{suite_title(suite)}: {display_name(attention)}, ablation (Average)")
     return written
 
 
@@ -404,7 +436,7 @@ def write_study_reports(df: pd.DataFrame, out_dir: Path, *, tables: Sequence[str
     for table in tables:
         title, summarise, note, render, figures, differences = specs[table]
         summary = summarise()
-        csv_path = write_csv(summary, out_dir / f"{table}.csv")
+        csv_path = write_csv(in_percent(summary, SUMMARY_PERCENT_COLUMNS), out_dir / f"{table}.csv")
         written += write_table_files(out_dir, table, title=title.format(suite=suite), note=note,
                                      md_body=render("md"), tex_body=render("tex"), env=env)
         written.append(csv_path)

@@ -14,7 +14,7 @@ import pandas as pd
 
 from ..lra.noise import TEST_ONLY, TRAIN_TEST
 from ..lra.tasks import TASKS
-from .format import BELOW_CONTROL, Fmt, failed_text
+from .format import BELOW_CONTROL, Fmt, display_name, failed_text
 
 TASK_LABELS = {"listops": "ListOps", "text": "Text", "retrieval": "Retrieval", "image": "Image",
                "pathfinder": "Pathfinder"}
@@ -51,8 +51,12 @@ def varying_axes(df: pd.DataFrame, candidates: Sequence[str] = tuple(AXIS_DEFAUL
     return [c for c in candidates if c in df.columns and df[c].nunique(dropna=False) > 1]
 
 
-def axis_text(column: str, value: Any) -> str:
-    """How one axis value reads inside a row or line label (``a=2``, ``test only``, ``Text``, ``r=1``)."""
+def axis_text(column: str, value: Any, display: bool = False) -> str:
+    """How one axis value reads inside a row or line label (``a=2``, ``test only``, ``Text``, ``r=1``); with
+    ``display`` an attention reads as a paper prints it (:data:`~harness.report.format.DISPLAY_NAMES`), as LaTeX
+    tables and figures show it, while Markdown and CSV keep the registry name the user types."""
+    if column == "attention" and display:
+        return display_name(str(value))
     if column == "noise":
         return f"a={float(value):g}"
     if column == "noise_on":
@@ -62,14 +66,15 @@ def axis_text(column: str, value: Any) -> str:
     return str(value)
 
 
-def row_label(values: Mapping[str, Any], primary: str = "attention") -> str:
-    """``primary`` value followed by the other values in parentheses, e.g. ``s3attention (r=1, a=2, test only)``.
+def row_label(values: Mapping[str, Any], primary: str = "attention", display: bool = False) -> str:
+    """``primary`` value followed by the other values in parentheses, e.g. ``s3attention (r=1, a=2, test only)``
+    (with ``display``, ``S3Attention (r=1, a=2, test only)``: see :func:`axis_text`).
 
     The noise mode is left out of a clean row's label: a = 0 has no noise to place.
     """
-    extras = [axis_text(c, v) for c, v in values.items()
+    extras = [axis_text(c, v, display) for c, v in values.items()
               if c != primary and str(v) != "" and not (c == "noise_on" and float(values.get("noise", 1)) == 0)]
-    head = axis_text(primary, values[primary])
+    head = axis_text(primary, values[primary], display)
     return f"{head} ({', '.join(extras)})" if extras else head
 
 
@@ -163,17 +168,33 @@ class SummaryCells:
         """:data:`BELOW_CONTROL`'s mark where the entry does not beat the control, else nothing."""
         return BELOW_CONTROL[fmt] if self.beats(key, control) is False else ""
 
+    def ran_nowhere(self, model: tuple[Hashable, ...], tasks: Sequence[str]) -> set[str] | None:
+        """The statuses of a model (a key without its task) that has no result and no out-of-memory cell in any of
+        ``tasks`` (a row a paper's table drops, with a footnote), or None for a model that ran somewhere."""
+        statuses: set[str] = set()
+        for task in tasks:
+            if self.stat((*model, task)) is not None:
+                return None
+            statuses |= self.statuses((*model, task))
+        return None if "oom" in statuses else statuses or {"not run"}
+
+    def statuses(self, key: tuple[Hashable, ...]) -> set[str]:
+        """The statuses of the runs behind an entry (empty where none ran)."""
+        return set(self._statuses.get(key, set()))
+
     def failed(self, key: tuple[Hashable, ...], fmt: Fmt) -> str:
         """The text of an entry without a result (see :func:`failed_text`)."""
         return failed_text(self._statuses.get(key), fmt)
 
 
-def varying_label(df: pd.DataFrame, keys: Sequence[str], values: Sequence[Hashable], primary: str = "attention") -> str:
+def varying_label(df: pd.DataFrame, keys: Sequence[str], values: Sequence[Hashable], primary: str = "attention",
+                  display: bool = False) -> str:
     """Row label showing the primary key and those other ``keys`` that vary in ``df``."""
     shown = {primary, *varying_axes(df, [k for k in keys if k != primary])}
-    return row_label({k: v for k, v in zip(keys, values, strict=True) if k in shown}, primary)
+    return row_label({k: v for k, v in zip(keys, values, strict=True) if k in shown}, primary, display)
 
 
 def with_labels(summary: pd.DataFrame, keys: Sequence[str], primary: str = "attention") -> pd.DataFrame:
+    """``summary`` with a ``label`` column for figures' legends (display names: see :func:`axis_text`)."""
     values = summary[list(keys)].itertuples(index=False, name=None)
-    return summary.assign(label=[varying_label(summary, keys, v, primary) for v in values])
+    return summary.assign(label=[varying_label(summary, keys, v, primary, display=True) for v in values])

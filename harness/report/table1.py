@@ -14,11 +14,16 @@ import pandas as pd
 from .differences import table1_differences, write_differences
 from .format import (
     CONTROL_NOTE,
+    SUMMARY_PERCENT_COLUMNS,
     Fmt,
+    display_name,
+    dropped_note,
     escape,
+    in_percent,
     mark,
     rank_marks,
     render_table,
+    suite_title,
     write_csv,
     write_raw,
     write_table_files,
@@ -74,17 +79,25 @@ def table1(df: pd.DataFrame, *, fmt: Fmt, baseline: str | None = "vanilla",
     columns = [*present_tasks(df), AVG]
     row_names = dict(row_names or {})
     names = row_order(df, keys, baseline, list(row_names))
+    # LaTeX leaves out the rows that ran nowhere (unsupported or failed in every task), naming them in a footnote
+    dropped = {name: why for name in names if fmt == "tex" and (why := cells.ran_nowhere(name, columns[:-1]))}
+    names = [name for name in names if name not in dropped]
     best = {c: rank_marks([cells.mean((*name, c)) for name in names]) for c in columns}
     rows = []
     for i, name in enumerate(names):
         values = dict(zip(keys, name, strict=True))
-        row = [escape(row_label({**values, "attention": row_names.get(str(name[0]), name[0])}), fmt)]
+        head = display_name(str(name[0]), row_names) if fmt == "tex" else row_names.get(str(name[0]), name[0])
+        row = [escape(row_label({**values, "attention": head}), fmt)]
         control = (CONTROL, *name[1:])  # the same study axes, no token mixing
         for c in columns:
             stat = cells.stat((*name, c))
             row.append(cells.failed((*name, c), fmt) if stat is None else
                        mark(_cell_text(stat), best[c][i], fmt) + cells.below_control((*name, c), (*control, c), fmt))
         rows.append(row)
+    if dropped:
+        labels = [escape(row_label({**dict(zip(keys, name, strict=True)),
+                                    "attention": display_name(str(name[0]), row_names)}), fmt) for name in dropped]
+        rows.append(dropped_note(labels, [s for why in dropped.values() for s in why], 1 + len(columns)))
     return render_table(["Model", *(TASK_LABELS[t] for t in columns[:-1]), "Avg"], rows, fmt)
 
 
@@ -98,12 +111,13 @@ def _write_learning_curves(df: pd.DataFrame, curves: pd.DataFrame, out_dir: Path
     """One figure per task; lines are labelled like Table 1's rows so variants and noise levels stay apart."""
     keys = [k for k in table1_keys(df) if k in curves.columns]
     curves = with_axis_defaults(curves)
-    labels = [row_label(dict(zip(keys, r, strict=True))) for r in curves[keys].itertuples(index=False, name=None)]
+    labels = [row_label(dict(zip(keys, r, strict=True)), display=True)
+              for r in curves[keys].itertuples(index=False, name=None)]
     curves = curves.assign(model=labels)
     written: list[Path] = []
     for task, sub in curves.groupby("task", sort=True):
-        written += plot_learning_curves(sub, out_dir, task=str(task), title=f"{suite}: {TASK_LABELS[task]}",
-                                        by="model")
+        written += plot_learning_curves(sub, out_dir, task=str(task),
+                                        title=f"{suite_title(suite)}: {TASK_LABELS[task]}", by="model")
     return written
 
 
@@ -146,12 +160,13 @@ def write_accuracy_reports(
     out_dir = Path(out_dir)
     df = df.sort_values([c for c in ("attention", *AXIS_DEFAULTS, "task", "seed") if c in df.columns],
                         kind="stable", ignore_index=True)
-    written = write_raw(df, out_dir, env)
+    written = write_raw(in_percent(df), out_dir, env)
     for column in ("test_acc", "best_dev_acc"):
         if column not in df.columns:
             df[column] = float("nan")
     if "table1" in tables:
-        summary_path = write_csv(accuracy_summary(df, table1_keys(df)), out_dir / "table1.csv")
+        summary_path = write_csv(in_percent(accuracy_summary(df, table1_keys(df)), SUMMARY_PERCENT_COLUMNS),
+                                 out_dir / "table1.csv")
         written += write_table_files(out_dir, "table1", title=f"Table 1 — {suite}", note=_seeds_note(df),
                                      md_body=table1(df, fmt="md", baseline=baseline, row_names=row_names),
                                      tex_body=table1(df, fmt="tex", baseline=baseline, row_names=row_names),
@@ -163,7 +178,7 @@ def write_accuracy_reports(
     if studies:
         written += write_study_reports(df, out_dir, tables=studies, env=env, suite=suite, plots=plots,
                                        options={**options, "baseline": baseline})
-    written.append(write_csv(curves, out_dir / "curves.csv"))
+    written.append(write_csv(in_percent(curves), out_dir / "curves.csv"))
     if plots and not curves.empty:
         written += _write_learning_curves(df, curves, out_dir, suite)
     return written

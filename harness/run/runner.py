@@ -26,7 +26,7 @@ from .. import faults
 from ..cell import Cell, Context
 from ..envinfo import collect_env
 from ..errors import RunFailed, UserError
-from ..files import directory_lock
+from ..files import directory_lock, remove_temporaries
 from ..report.export import write_suite_reports
 from ..spec import Suite, expand_patterns
 from ..speed.flops import measure_gemm_peak_gflops
@@ -85,10 +85,13 @@ def run_suite(
     keep = set(expand_patterns(only)) if only else None
     cells = [c for c in every_cell if keep is None or c.params["attention"] in keep]
     directory = suite_dir(out, suite)
+    if suite.kind.check_inputs is not None:  # bad input is refused before anything is written under --out
+        suite.kind.check_inputs(cells)
     with directory_lock(directory), Store(directory / "results.db", suite=suite.name, kind=suite.kind.name,
                                           source=suite.path.name) as store:
         # Alone in the directory now: what a killed run's workers left behind can go.
         shutil.rmtree(directory / WORKER_DIR, ignore_errors=True)
+        remove_temporaries(directory)  # a report file whose writer was killed before its rename
         done = set() if fresh else store.finished_keys()
         todo = [c for c in cells if c.key not in done]
         env = _run_env(suite, device, todo, "isolate" if isolate else "in-process", executor, address, cpus_per_task)

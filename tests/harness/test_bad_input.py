@@ -9,6 +9,7 @@ them (and the messages' wording in more detail).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 import sys
 from collections.abc import Callable
@@ -21,6 +22,7 @@ import torch
 
 from tests.conftest import CliResult, dump, tiny_doc
 from tests.harness.lra.test_kind import ACC
+from tests.harness.lra.test_loaders import BAD_DATA
 
 # Every cell skipped: should a bad input slip through, the run costs nothing (and the test still fails).
 SKIP_ALL = [{"when": {"seq_len": {"ge": 1}}, "reason": "never measured in this test"}]
@@ -97,7 +99,7 @@ class Bad:
 
     Attributes:
         suite: the suite file's text, or its bytes (written as they are), or a document dumped as YAML, or None for
-            a file that does not exist.
+            a file that does not exist, or a function of what ``setup`` returned giving one of those.
         args: arguments after ``run SUITE --out {tmp}/out --device cpu`` (a later --out or --device wins).
         where: the file or flag the line must name.
         key: the key or value the line must name (None where the whole input is wrong).
@@ -107,12 +109,12 @@ class Bad:
         never: a path (under tmp_path) that must not exist afterwards: what the bad input must not have done.
     """
 
-    suite: str | bytes | dict[str, Any] | None
+    suite: str | bytes | dict[str, Any] | Callable[[Any], dict[str, Any]] | None
     args: tuple[str, ...] = ()
     where: str = "{suite}"
     key: str | None = None
     fix: str = ""
-    setup: Callable[[Path], None] | None = None
+    setup: Callable[[Path], Any] | None = None
     skip: str | None = None
     never: str | None = None
 
@@ -313,13 +315,27 @@ CASES = [
 ]
 
 
+def _bad_data(make: Callable[[Path], tuple[str, Path]], problem: str) -> Bad:
+    """A real dataset under ``{tmp}/data`` that ``make`` spoils (tests/harness/lra/test_loaders.py): refused before
+    anything is written, naming the file and what is wrong, and never unpickling code."""
+    return Bad(lambda task: {**ACC, "axes": {"attention": ["vanilla"], "task": [task], "seed": [0]},
+                             "tasks": {task: {"seq_len": 16}}},
+               ("--profile", "smoke", "--data-dir", "{tmp}/data"), where="{tmp}/data", key=problem, fix="expected",
+               setup=lambda tmp: make(tmp / "data")[0], never="data/pwned")
+
+
+CASES += [pytest.param(_bad_data(make, problem), id=f"data-{make.__name__.replace('_', '-')}")
+          for make, problem in BAD_DATA]
+
+
 @pytest.mark.parametrize("case", CASES)
 def test_bad_input_exits_2_with_one_line(cli: Callable[..., CliResult], write_yaml: Callable[..., Path],
                                          monkeypatch: pytest.MonkeyPatch, tmp_path: Path, case: Bad) -> None:
     if case.skip:
         pytest.skip(case.skip)
-    if case.setup:
-        case.setup(tmp_path)
+    made = case.setup(tmp_path) if case.setup else None
+    if callable(case.suite):
+        case = dataclasses.replace(case, suite=case.suite(made))
     if case.suite is None:
         suite = tmp_path / "nosuch.yaml"
     elif isinstance(case.suite, bytes):

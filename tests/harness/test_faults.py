@@ -15,6 +15,7 @@ import copy
 import errno
 import math
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -106,6 +107,12 @@ def _cli_in_process(suite: Path, out: Path) -> int:
 
 def _cli_process(suite: Path, out: Path, fault: str) -> subprocess.CompletedProcess[str]:
     """``python -m harness.cli run SUITE`` in its own process with ATTNBENCH_FAULT set, on one thread."""
+    return _harness_process(["run", str(suite), "--profile", "smoke", "--out", str(out), "--device", "cpu",
+                             "--threads", "1"], fault)
+
+
+def _harness_process(args: list[str], fault: str) -> subprocess.CompletedProcess[str]:
+    """``python -m harness.cli ARGS`` in its own process with ATTNBENCH_FAULT set."""
     env = {
         **os.environ,
         "ATTNBENCH_FAULT": fault,
@@ -114,9 +121,8 @@ def _cli_process(suite: Path, out: Path, fault: str) -> subprocess.CompletedProc
         # the malloc settings the CLI would otherwise re-exec itself to get: one interpreter start, not two
         "GLIBC_TUNABLES": GLIBC_TUNABLES_TIMING,
     }
-    argv = [sys.executable, "-m", "harness.cli", "run", str(suite), "--profile", "smoke", "--out", str(out),
-            "--device", "cpu", "--threads", "1"]
-    return subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=REPO_ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)
 
 
 @pytest.fixture(scope="module")
@@ -240,6 +246,93 @@ def test_killed_sweep_resumes_to_the_uninterrupted_result(
         pd.testing.assert_frame_equal(got[cols], want[cols])  # resuming from a checkpoint is exact
         pd.testing.assert_frame_equal(got_curves, want_curves)
         assert (got["steps_per_s"] > 0).all() and got["steps_per_s"].map(math.isfinite).all()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Reports: a kill while a figure is written leaves the old file or none, never a truncated one.
+
+_SIGNATURES = {".png": b"\x89PNG\r\n\x1a\n", ".pdf": b"%PDF-"}
+
+
+def _report_files(directory: Path) -> dict[str, bytes]:
+    """The figures and tables of a suite directory by name, each checked to be whole (non-empty, its format's
+    signature at the start, a PDF's end-of-file mark at the end)."""
+    files = {}
+    for path in sorted(directory.iterdir()):
+        if path.suffix not in {".png", ".pdf", ".md", ".tex", ".csv", ".json"} or path.name.startswith("."):
+            continue
+        data = path.read_bytes()
+        assert data, f"{path.name} is empty"
+        assert data.startswith(_SIGNATURES.get(path.suffix, b"")), f"{path.name} is not a whole {path.suffix}"
+        assert path.suffix != ".pdf" or data.rstrip().endswith(b"%%EOF"), f"{path.name} is truncated"
+        files[path.name] = data
+    return files
+
+
+def test_a_run_killed_while_writing_a_figure_leaves_no_partial_file(suites: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    directory = _store_dir(out, "speed")
+    proc = _cli_process(suites["speed"], out, "files.before_rename:1:kill:.png")
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
+    stale = list(directory.glob(".*.png.*.tmp"))
+    assert len(stale) == 1 and stale[0].stat().st_size > 0  # killed with the figure written, not yet renamed
+    figure = stale[0].name[1:].rsplit(".", 2)[0]  # .<name>.<random>.tmp
+    assert not (directory / figure).exists()  # the final name never held a partial file
+    _report_files(directory)
+
+    rerun = _cli_process(suites["speed"], out, "")
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert "nothing to run" in rerun.stdout
+    assert figure in _report_files(directory)
+    assert not list(directory.glob(".*.tmp"))  # the killed writer's temporary file is gone
+
+
+def test_a_report_killed_while_writing_a_figure_keeps_the_old_one(reference: Path, tmp_path: Path) -> None:
+    directory = tmp_path / "speed"
+    shutil.copytree(_store_dir(reference, "speed"), directory)
+    before = _report_files(directory)
+    figure = next(name for name in before if name.endswith(".pdf"))
+    proc = _harness_process(["report", str(directory)], f"files.before_rename:1:kill:{figure}")
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
+    after = _report_files(directory)
+    assert after[figure] == before[figure]  # the old figure, whole
+
+
+# ---------------------------------------------------------------------------------------------------
+# A disk that fills while a cell is stored: a real write error (a file-size limit), not a mocked one.
+
+
+def _limited(nbytes: int) -> Callable[[], None]:
+    """A ``preexec_fn`` capping every file the process writes at ``nbytes``: past it, write() fails with EFBIG
+    (Python ignores SIGXFSZ), which sqlite reports as a disk I/O error, as it does a full or failing disk."""
+    import resource
+
+    return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (nbytes, nbytes))
+
+
+def test_a_store_write_failing_on_disk_is_one_line_and_the_rerun_resumes(
+        suites: dict[str, Path], reference: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # How far the store's write-ahead log grows by the end of the second cell: a run killed before the third.
+    probe = tmp_path / "probe"
+    assert _cli_process(suites["speed"], probe, "runner.before_cell:3").returncode == -signal.SIGKILL
+    wal = _store_dir(probe, "speed") / "results.db-wal"
+    limit = wal.stat().st_size + 1024  # room for less than one more page: the third cell's commit fails
+
+    out = tmp_path / "out"
+    real_run = subprocess.run
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: real_run(*a, **k, preexec_fn=_limited(limit)))
+    proc = _cli_process(suites["speed"], out, "")
+    monkeypatch.undo()
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("attnbench: error:")]
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert len(errors) == 1 and proc.stderr.rstrip().endswith(errors[0]), proc.stderr[-3000:]
+    assert "results.db" in errors[0] and "disk I/O error" in errors[0] and "rerun" in errors[0]
+    before = _rows(out, "speed")
+    assert len(before) == 2  # the cells stored before the disk failed, and nothing half-stored
+
+    assert _cli_in_process(suites["speed"], out) == 0
+    after = _rows(out, "speed")
+    assert {k: r[0] for k, r in after.items()} == {k: r[0] for k, r in _rows(reference, "speed").items()}
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -20,8 +20,6 @@ from harness.errors import UserError
 from harness.lra import loaders
 from harness.lra.load import load_task
 from harness.lra.tasks import PAD_ID
-from tests.conftest import CliResult
-from tests.harness.lra.test_kind import ACC
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Fixture writers, one per format
@@ -483,22 +481,3 @@ def test_malformed_data_is_a_user_error(
     assert "\n" not in message
     assert str(culprit) in message and problem in message and "expected" in message
     assert not (tmp_path / "pwned").exists()
-
-
-@pytest.mark.parametrize(("make", "problem"), BAD_DATA)
-def test_bad_data_stops_attnbench_run_before_training(
-    cli: Callable[..., CliResult], write_yaml: Callable[..., Path], tmp_path: Path,
-    make: Callable[[Path], tuple[str, Path]], problem: str,
-) -> None:
-    """The command line's view: exit 2, one line naming the file. (Not rows of tests/harness/test_bad_input.py: the
-    data are read after the run's results.db is opened, and that table checks that nothing was written.)"""
-    task, culprit = make(tmp_path / "data")
-    doc = {**ACC, "axes": {"attention": ["vanilla"], "task": [task], "seed": [0]}, "tasks": {task: {"seq_len": 16}}}
-    result = cli("run", write_yaml(doc), "--out", tmp_path / "out", "--device", "cpu", "--profile", "smoke",
-                 "--data-dir", tmp_path / "data")
-    assert result.code == 2, (result.out, result.err)
-    assert len(result.err_lines) == 1 and result.err.count("\n") == 1, result.err  # one line, no traceback
-    line = result.err_lines[0]
-    assert line.startswith("attnbench: error: ") and str(culprit.resolve()) in line and problem in line
-    assert not (tmp_path / "data" / "pwned").exists()
-    assert not list((tmp_path / "out").rglob("checkpoints"))  # stopped before the first training step

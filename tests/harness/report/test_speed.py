@@ -189,7 +189,7 @@ def test_write_reports(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "env.json").read_text()) == ENV
 
     md = (tmp_path / "table4_cpu_float32_fwdpbwd_b4_h2_d64.md").read_text()
-    assert md.startswith("### Table 4 — synthetic: cpu · float32 · fwd+bwd · batch 4 · 2 heads · dim 64\n")
+    assert md.startswith("### Table 4 — synthetic: CPU · float32 · forward + backward · batch 4 · 2 heads · dim 64\n")
     assert md.endswith("\n_Environment: Test CPU · torch 2.13.0 · CUDA n/a · 4 threads · commit abc1234 · "
                        "2025-01-01T00:00:00Z_\n")
     tex = (tmp_path / "table4_cpu_float32_fwdpbwd_b4_h2_d64.tex").read_text()
