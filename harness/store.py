@@ -159,16 +159,18 @@ class Store:
     # Runs
 
     def start_run(self, suite: str, profile: str, env: dict[str, Any], argv: Iterable[str]) -> int:
-        cur = self.db.execute(
-            "INSERT INTO runs (suite, profile, started_utc, argv, env_json) VALUES (?, ?, ?, ?, ?)",
-            (suite, profile, _utc_now(), json.dumps(list(argv)), json.dumps(env, default=str)),
-        )
+        with self._transaction():  # every write goes through one, so a failing disk is one line naming this file
+            cur = self.db.execute(
+                "INSERT INTO runs (suite, profile, started_utc, argv, env_json) VALUES (?, ?, ?, ?, ?)",
+                (suite, profile, _utc_now(), json.dumps(list(argv)), json.dumps(env, default=str)),
+            )
         return int(cur.lastrowid)
 
     def finish_run(self, run_id: int, summary: dict[str, Any]) -> None:
         """Record the end of a run and its summary (statuses, cells flagged noisy, load)."""
-        self.db.execute("UPDATE runs SET finished_utc = ?, summary_json = ? WHERE run_id = ?",
-                        (_utc_now(), json.dumps(summary, default=str), run_id))
+        with self._transaction():
+            self.db.execute("UPDATE runs SET finished_utc = ?, summary_json = ? WHERE run_id = ?",
+                            (_utc_now(), json.dumps(summary, default=str), run_id))
 
     def runs(self, run_ids: Iterable[int] | None = None) -> pd.DataFrame:
         """One row per run: id, suite, profile, start and end, command line, commit, environment and summary."""

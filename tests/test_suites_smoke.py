@@ -20,8 +20,9 @@ SUITES = sorted((REPO_ROOT / "suites").glob("*.yaml"))
 
 BASE_COLUMNS = ["key", "attention", "backend", "seq_len", "batch_size", "heads", "dim", "mode", "dtype",
                 "device", "status", "message"]
-ACCURACY_COLUMNS = ["key", "attention", "task", "seed", "device", "status", "message", "test_acc", "best_dev_acc",
-                    "steps_per_s", "best_step", "steps"]
+# accuracies in percent, and named so (the store keeps fractions)
+ACCURACY_COLUMNS = ["key", "attention", "task", "seed", "device", "status", "message", "test_acc_pct",
+                    "best_dev_acc_pct", "steps_per_s", "best_step", "steps"]
 APPROXIMATION_COLUMNS = ["key", "attention", "budget", "input", "seq_len", "device", "status", "message", "rel_fro",
                          "max_abs", "cos_mean", "cos_min", "time_ms_median"]
 METRIC_COLUMNS = {
@@ -54,7 +55,7 @@ def test_smoke_profile_runs_and_resumes(cli: Callable[..., CliResult], tmp_path:
     csv = pd.read_csv(directory / "results.csv")
     if suite.kind.name == "accuracy":
         required = list(ACCURACY_COLUMNS)
-        n_base = required.index("test_acc")
+        n_base = required.index("test_acc_pct")
     elif suite.kind.name == "approximation":
         required = list(APPROXIMATION_COLUMNS)
         n_base = required.index("rel_fro")

@@ -442,7 +442,7 @@ def write_ranking(ranking: Ranking, out_dir: str | Path) -> list[Path]:
     written = write_table_files(
         out_dir, _STEM, title="Ranking across suites (compositional index)", note="\n\n".join(notes),
         md_body="\n\n".join([*method, ranking_table(ranking, "md")]),
-        tex_body="\n".join([*(tex_comment(line) for line in method), ranking_table(ranking, "tex")]), env=ranking.env)
+        tex_body="\n".join([tex_comment(" ".join(method)), ranking_table(ranking, "tex")]), env=ranking.env)
     values = ranking.values.drop(columns=["runs", "ok_runs"]).rename(columns={"column": "store_column"})
     return [*written, write_csv(ranking.table, out_dir / f"{_STEM}.csv"),
             write_csv(values, out_dir / f"{_STEM}_metrics.csv")]

@@ -330,7 +330,8 @@ CASES += [pytest.param(_bad_data(make, problem), id=f"data-{make.__name__.replac
 
 @pytest.mark.parametrize("case", CASES)
 def test_bad_input_exits_2_with_one_line(cli: Callable[..., CliResult], write_yaml: Callable[..., Path],
-                                         monkeypatch: pytest.MonkeyPatch, tmp_path: Path, case: Bad) -> None:
+                                         monkeypatch: pytest.MonkeyPatch, tmp_path: Path, case: Bad,
+                                         record_property: Callable[[str, object], None]) -> None:
     if case.skip:
         pytest.skip(case.skip)
     made = case.setup(tmp_path) if case.setup else None
@@ -353,6 +354,9 @@ def test_bad_input_exits_2_with_one_line(cli: Callable[..., CliResult], write_ya
     out = tmp_path / "out"
     result = cli("run", suite, "--out", out, "--device", "cpu", *map(sub, case.args))
 
+    # the catalogue as it reads (``pytest --junitxml`` keeps these): exit code and message per case
+    record_property("exit_code", result.code)
+    record_property("message", result.err.strip().replace(str(tmp_path), "{tmp}"))
     assert result.code == 2, (result.out, result.err)
     assert len(result.err_lines) == 1 and result.err.count("\n") == 1, result.err  # one line, no traceback
     line = result.err_lines[0]
