@@ -123,12 +123,33 @@ class Smoother(nn.Module):
         # The circular convolution spreads values into padded rows; zero them so the stem's window at the
         # last real tokens reads zeros, exactly as for an unpadded sequence.
         stem_in = zero_padding(stem_in, mask)
-        h = self.conv(stem_in.transpose(1, 2))  # [B, D, N]
+        h = self.stem_conv(stem_in)  # [B, N, D], contiguous
         if cfg.norm == "positions":
-            h = self.bn(h.transpose(1, 2))  # [B, N, D]: positions are BatchNorm's channels
+            h = self.bn(h)  # positions are BatchNorm's channels: [B, N, D] is its [batch, C, L] as it lies
         else:
-            h = self.bn(h).transpose(1, 2)  # [B, N, D]
+            h = self.bn(h.transpose(1, 2)).transpose(1, 2)  # [B, D, N] -> [B, N, D]
         return self.drop(self.act(h))
+
+    def stem_conv(self, s: Tensor) -> Tensor:
+        """``self.conv`` (Conv1d over the sequence, "same" zero padding) on s [B, N, C] -> [B, N, D], as one GEMM in
+        the tokens-major layout the layer works in.
+
+        Why not ``self.conv(s.transpose(1, 2))``: that runs channels-first, so its input, its output and their
+        gradients are transposed copies, and the BatchNorm over positions that follows reads a strided tensor
+        (profiled at n = 4096 on this CPU: the convolution and BatchNorm with their copies took 45% of S3's fwd+bwd).
+        Here tap j of every position is one column block of a single GEMM against the stacked taps, and the output
+        at t sums tap j of position t + j: conv1d's cross-correlation exactly.
+        """
+        w, b, k = self.conv.weight, self.conv.bias, self.conv.kernel_size[0]  # w: [D, C, k]
+        if k == 1:
+            return F.linear(s, w[:, :, 0], b)
+        n, d = s.shape[1], w.shape[0]
+        padded = F.pad(s, (0, 0, k // 2, k // 2))  # [B, N + k - 1, C]
+        taps = F.linear(padded, w.permute(2, 0, 1).reshape(k * d, -1))  # [B, N + k - 1, k*D]: tap j in block j
+        out = taps[:, 0:n, 0:d] + b
+        for j in range(1, k):
+            out = out + taps[:, j:j + n, j * d:(j + 1) * d]
+        return out
 
 
 @register(
