@@ -197,16 +197,20 @@ class S3Attention(nn.Module):
         hs = self.smoother(x, mask)  # [B, N, D]
         rows = self._projected_rows()
         proj = F.linear(hs, self.qkv.weight[rows], self.qkv.bias[rows])  # [B, N, D (+ 2*H*s2)]: Q (, K2, V2)
-        q = proj[..., :d]  # [B, N, D], heads side by side
+        # split (not slicing): its backward concatenates the three gradients instead of zero-filling a buffer each
+        hs2 = (rows.numel() - d) // 2  # H*s2 with column attention, else 0
+        q, *kv2 = proj.split([d, hs2, hs2] if cfg.col_attention else [d], dim=-1)
         p = cfg.dropout if self.training else 0.0
         terms = []
         if cfg.row_attention:
             terms.append(self.ln_row(self._row(hs, q, mask, p)))
         if cfg.col_attention:
-            k2, v2 = proj[..., d:].chunk(2, dim=-1)  # [B, N, H*s2] each: the sampled columns of every head
+            k2, v2 = kv2  # [B, N, H*s2] each: the sampled columns of every head
             terms.append(self.ln_col(self._col(q, k2, v2, mask, p)))
-        y = terms[0] if len(terms) == 1 else (terms[0] + terms[1]) / 2
-        return self.out(y[:, :n_in])
+        if len(terms) == 1:
+            return self.out(terms[0][:, :n_in])
+        # the paper's (row + col) / 2, with the 1/2 on the output projection's weight rather than on [B, N, D]
+        return F.linear((terms[0] + terms[1])[:, :n_in], self.out.weight * 0.5, self.out.bias)
 
     def _projected_rows(self) -> Tensor:
         """Rows of ``qkv.weight`` projected at every token: Q's, then (column attention) the sampled column j of
