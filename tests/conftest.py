@@ -108,8 +108,9 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
 
 @pytest.fixture
 def fast_runner(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Skip the ~1 s GEMM peak measurement a run does before its first timed cell."""
+    """Skip the ~1 s GEMM peak and bandwidth measurements a run does before its first timed cell."""
     monkeypatch.setattr(harness.run.runner, "measure_gemm_peak_gflops", lambda device: 100.0)
+    monkeypatch.setattr(harness.run.runner, "measure_memory_bandwidth_gbs", lambda device: 10.0)
 
 
 def patch_kind(monkeypatch: pytest.MonkeyPatch, kind: str, **changes: Any) -> None:

@@ -60,6 +60,8 @@ def display_name(name: str, overrides: Mapping[str, str] | None = None) -> str:
 
 #: Benchmark modes in words, for titles.
 MODE_NAMES: dict[str, str] = {"fwd": "forward", "fwd+bwd": "forward + backward", "train_step": "training step"}
+#: The speed suites' compile axis in words.
+COMPILE_NAMES: dict[str, str] = {"eager": "eager", "inductor": "torch.compile (Inductor)"}
 
 
 def suite_title(suite: str) -> str:

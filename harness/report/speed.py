@@ -12,13 +12,14 @@ import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from ..files import atomic_write_text
 from .claims import speed_claims, write_claims
+from .compiled import write_compile_comparison
 from .crossover import crossover_baselines, group_crossovers, plot_marks, write_crossover
 from .format import (
+    COMPILE_NAMES,
     MEMORY,
     MISSING,
     MODE_NAMES,
@@ -47,15 +48,18 @@ from .format import (
     write_table_files,
 )
 from .plots import plot_scaling
+from .roofline import Roofs, write_roofline
+from .slopes import fitted_slopes, slopes_md
 from .stats import paired_ratio
 
 # One table (and one pair of plots) per combination of these; the rows of a group differ only by
 # attention variant and sequence length.
-GROUP_COLUMNS: tuple[str, ...] = ("device", "dtype", "mode", "batch_size", "heads", "dim")
-SLOPE_METRICS: tuple[str, ...] = ("time_ms_median", "peak_mem_bytes")
-SLOPE_COLUMNS: tuple[str, ...] = (
-    *GROUP_COLUMNS, "attention", "metric", "slope", "n_points", "seq_len_min", "seq_len_max",
-)
+GROUP_COLUMNS: tuple[str, ...] = ("device", "dtype", "mode", "compile", "batch_size", "heads", "dim")
+
+
+def with_compile(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with its ``compile`` column, ``eager`` where missing (results stored before the axis existed)."""
+    return df.assign(compile=df["compile"].fillna("eager") if "compile" in df.columns else "eager")
 
 
 def group_slug(group: Mapping[str, object]) -> str:
@@ -65,42 +69,19 @@ def group_slug(group: Mapping[str, object]) -> str:
         group: Mapping with (at least) the ``GROUP_COLUMNS`` keys.
     """
     g = group
-    slug = f"{g['device']}_{g['dtype']}_{g['mode']}_b{g['batch_size']}_h{g['heads']}_d{g['dim']}"
+    compiled = "" if g.get("compile", "eager") == "eager" else f"_{g['compile']}"  # eager keeps the older names
+    slug = f"{g['device']}_{g['dtype']}_{g['mode']}{compiled}_b{g['batch_size']}_h{g['heads']}_d{g['dim']}"
     # "+" is legal in file names but awkward in URLs, LaTeX \input and shells.
     return slug.replace("+", "p")
 
 
 def group_title(group: Mapping[str, object]) -> str:
-    """A group in words, e.g. ``CPU · float32 · forward + backward · batch 4 · 2 heads · dim 64``."""
+    """A group in words, e.g. ``CPU · float32 · forward + backward · eager · batch 4 · 2 heads · dim 64``."""
     g = group
     device = str(g["device"]).upper() if str(g["device"]) == "cpu" else str(g["device"]).replace("cuda", "CUDA")
-    return (f"{device} · {g['dtype']} · {MODE_NAMES.get(str(g['mode']), g['mode'])} · batch {g['batch_size']} · "
-            f"{g['heads']} heads · dim {g['dim']}")
-
-
-def fit_loglog_slope(seq_len: Sequence[float], values: Sequence[float]) -> float:
-    """Least-squares slope of log(values) against log(seq_len), i.e. the empirical scaling exponent.
-
-    Args:
-        seq_len: Sequence lengths (positive, at least two distinct).
-        values: Measured values at those lengths (positive).
-
-    Returns:
-        The exponent k of the best fit ``values ≈ c · seq_len**k``.
-
-    Raises:
-        ValueError: On mismatched lengths, non-positive inputs or fewer than two distinct lengths.
-    """
-    x = np.asarray(seq_len, dtype=float)
-    y = np.asarray(values, dtype=float)
-    if x.shape != y.shape or x.ndim != 1:
-        raise ValueError(f"seq_len and values must be 1-D of equal length, got {x.shape} and {y.shape}")
-    if not (np.all(x > 0) and np.all(y > 0)):
-        raise ValueError("log-log fit needs positive seq_len and values")
-    if np.unique(x).size < 2:
-        raise ValueError("log-log fit needs at least two distinct sequence lengths")
-    slope, _intercept = np.polyfit(np.log(x), np.log(y), deg=1)
-    return float(slope)
+    compiled = f"{COMPILE_NAMES.get(str(g['compile']), g['compile'])} · " if "compile" in g else ""  # absent: both
+    return (f"{device} · {g['dtype']} · {MODE_NAMES.get(str(g['mode']), g['mode'])} · {compiled}"
+            f"batch {g['batch_size']} · {g['heads']} heads · dim {g['dim']}")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -161,7 +142,7 @@ def attach_speedups(df: pd.DataFrame, samples: Mapping[tuple[str, str], list[flo
     machine does not move. Otherwise the ratio of the two medians, without an interval, and only between cells
     measured with the same thread count.
     """
-    out = df.copy()
+    out = with_compile(df)
     for column in ("speedup", "speedup_lo", "speedup_hi"):
         out[column] = float("nan")
     out["speedup_paired"] = False
@@ -227,6 +208,7 @@ def table4(df_group: pd.DataFrame, *, baseline: str, fmt: Fmt) -> str:
     """
     if df_group.empty:
         raise ValueError("table4 needs at least one row")
+    df_group = with_compile(df_group)
     if len(df_group[list(GROUP_COLUMNS)].drop_duplicates()) > 1:
         raise ValueError(f"table4 expects a single group of {GROUP_COLUMNS}; split the frame first")
     duplicated = df_group.duplicated(["attention", "seq_len"], keep=False)
@@ -249,34 +231,7 @@ def table4(df_group: pd.DataFrame, *, baseline: str, fmt: Fmt) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------
-# Slopes and file output.
-
-
-def _slopes(df: pd.DataFrame, min_seq_len: int) -> pd.DataFrame:
-    ok = df[(df["status"] == "ok") & (df["seq_len"] >= min_seq_len)]
-    records = []
-    for key, sub in ok.groupby([*GROUP_COLUMNS, "attention"], sort=True):
-        for metric in SLOPE_METRICS:
-            points = sub[sub[metric] > 0]  # NaN compares False, so unmeasured points drop out too
-            if points["seq_len"].nunique() < 2:
-                continue
-            records.append((*key, metric, fit_loglog_slope(points["seq_len"], points[metric]), len(points),
-                            int(points["seq_len"].min()), int(points["seq_len"].max())))
-    return pd.DataFrame.from_records(records, columns=list(SLOPE_COLUMNS))
-
-
-def _slopes_md(slopes: pd.DataFrame, min_seq_len: int) -> str:
-    title = f"### Fitted log-log slopes (seq_len ≥ {min_seq_len})"
-    if slopes.empty:
-        return f"{title}\n\nNo (group, attention) has at least two ok points at seq_len ≥ {min_seq_len}.\n"
-    header = [*GROUP_COLUMNS, "attention", "metric", "slope", "points", "lengths"]
-    rows = [
-        [*(str(r[c]) for c in (*GROUP_COLUMNS, "attention", "metric")), f"{r['slope']:.2f}",
-         str(r["n_points"]), f"{length_label(r['seq_len_min'])}–{length_label(r['seq_len_max'])}"]
-        for r in slopes.to_dict("records")
-    ]
-    note = "A slope of 2 means time or memory grows quadratically with sequence length, 1 linearly."
-    return f"{title}\n\n{md_table(header, rows, n_left=len(GROUP_COLUMNS) + 2)}\n\n{note}\n"
+# File output.
 
 
 def _table4_md(df_group: pd.DataFrame, group: Mapping[str, object], *, suite: str, baseline: str,
@@ -368,7 +323,8 @@ def ratios_table(df: pd.DataFrame, baseline: str, fmt: Fmt) -> str:
 
 def write_speed_reports(df: pd.DataFrame, out_dir: Path, *, env: Mapping[str, object], suite: str,
                         baseline: str = "vanilla", slope_min_seq_len: int = 1024, plots: bool = True,
-                        samples: Mapping[tuple[str, str], list[float]] | None = None) -> list[Path]:
+                        samples: Mapping[tuple[str, str], list[float]] | None = None,
+                        roofs: Roofs | None = None) -> list[Path]:
     """Writes every report of a suite's results into ``out_dir``.
 
     Files: ``results.csv`` (all rows and columns, full precision), ``env.json``, per group
@@ -389,6 +345,8 @@ def write_speed_reports(df: pd.DataFrame, out_dir: Path, *, env: Mapping[str, ob
         plots: Whether to draw the scaling figures.
         samples: raw timing samples by (timing group, attention) (``Store.group_samples``), for the paired
             speed-ups and the crossovers' intervals.
+        roofs: per run id, its GEMM peak and copy bandwidth, for the roofline (:mod:`harness.report.roofline`);
+            with the compile axis, ``compile.*`` compares eager and compiled (:mod:`harness.report.compiled`).
 
     Returns:
         The paths written, in writing order.
@@ -403,7 +361,7 @@ def write_speed_reports(df: pd.DataFrame, out_dir: Path, *, env: Mapping[str, ob
     # A suite that never measured a metric (memory-only, or every cell failed) has no column for it;
     # tables, slopes and plots treat it as "not measured".
     missing = [m.column for m in (TIME, THROUGHPUT, MEMORY) if m.column not in df.columns]
-    df = df.assign(**{column: float("nan") for column in missing})
+    df = with_compile(df.assign(**{column: float("nan") for column in missing}))
     # Raw data first, so that a formatting failure further down cannot lose the measurements.
     df = df.sort_values([*GROUP_COLUMNS, "attention", "seq_len"], kind="stable", ignore_index=True)
     df = attach_speedups(df, samples or {}, baseline)
@@ -431,9 +389,13 @@ def write_speed_reports(df: pd.DataFrame, out_dir: Path, *, env: Mapping[str, ob
                                     title=f"{suite_title(suite)}: {group_title(group)}",
                                     crossovers=marks, crossover_baseline=marked_vs)
 
-    slopes = _slopes(df, slope_min_seq_len)
+    slopes = fitted_slopes(df, slope_min_seq_len, GROUP_COLUMNS)
     written.append(write_csv(slopes, out_dir / "slopes.csv"))
-    write("slopes.md", _slopes_md(slopes, slope_min_seq_len))
+    write("slopes.md", slopes_md(slopes, slope_min_seq_len, GROUP_COLUMNS))
     written += write_crossover(crossovers, out_dir, group_columns=GROUP_COLUMNS, title_of=group_title, suite=suite,
                                env=env)
+    layout = {"group_columns": GROUP_COLUMNS, "slug_of": group_slug, "title_of": group_title, "suite": suite,
+              "env": env}
+    written += write_compile_comparison(df, out_dir, **layout)
+    written += write_roofline(df, out_dir, roofs or {}, plots=plots, **layout)
     return written + write_claims(out_dir, speed_claims(df, baseline, GROUP_COLUMNS), suite=suite)

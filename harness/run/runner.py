@@ -31,6 +31,7 @@ from ..report.export import write_suite_reports
 from ..spec import Suite, expand_patterns
 from ..speed.flops import measure_gemm_peak_gflops
 from ..speed.load import BUSY_CORES, calibrate, other_load
+from ..speed.traffic import measure_memory_bandwidth_gbs
 from ..store import Store
 from . import ray_executor
 from .execute import Recorder, RunSummary, execute_group, groups
@@ -145,6 +146,7 @@ def _run_env(suite: Suite, device: str, todo: list[Cell], local_executor: str, e
     env["report"] = suite.report_options()  # so `attnbench report` rewrites the same tables later
     if any("flops" in c.metrics and "time" in c.metrics for c in todo):
         env["gemm_peak_gflops"] = measure_gemm_peak_gflops(torch.device(device))
+        env["memory_bandwidth_gbs"] = measure_memory_bandwidth_gbs(torch.device(device))  # the roofline's slope
     if any("time" in c.metrics for c in todo):
         env["calibration_ms"] = calibrate()  # the reference kernel every timed group is compared with
     return env

@@ -20,6 +20,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 
 from .timing import time_fn
+from .traffic import TrafficCounter
 
 
 def count_flops(fn: Callable[[], object]) -> int:
@@ -37,6 +38,14 @@ def count_flops(fn: Callable[[], object]) -> int:
     with FlopCounterMode(display=False, custom_mapping=_CUSTOM_FLOP_FORMULAS) as counter:
         fn()
     return int(counter.get_total_flops())
+
+
+def count_work(fn: Callable[[], object]) -> tuple[int, int]:
+    """(FLOPs, bytes moved) of one call of ``fn``, counted in the same single run (:func:`count_flops`,
+    :class:`~harness.speed.traffic.TrafficCounter`)."""
+    with FlopCounterMode(display=False, custom_mapping=_CUSTOM_FLOP_FORMULAS) as flops, TrafficCounter() as moved:
+        fn()
+    return int(flops.get_total_flops()), moved.total
 
 
 def measure_gemm_peak_gflops(

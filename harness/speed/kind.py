@@ -29,6 +29,8 @@ from ..spec import (
     validate_numbers,
 )
 from ..store import Store
+from .compile import MODES as COMPILE_MODES
+from .compile import compiles
 from .measure import describe, measure_cell, measure_group
 
 MODES = ("fwd", "fwd+bwd", "train_step")
@@ -52,6 +54,9 @@ AXES = {
     "dim": Axis(is_positive_int, "positive integers"),
     "mode": Axis(lambda v: v in MODES, f"one of {', '.join(MODES)}"),
     "dtype": Axis(lambda v: v in DTYPES, f"one of {', '.join(DTYPES)}"),
+    # eager, or the layer (the encoder in train_step cells) under torch.compile (harness.speed.compile); [eager] when
+    # a suite does not give it
+    "compile": Axis(lambda v: v in COMPILE_MODES, f"one of {', '.join(COMPILE_MODES)}"),
 }
 
 
@@ -66,7 +71,11 @@ def _metrics(path: Path, metrics: Any) -> tuple[str, ...]:
 
 
 def parse(path: Path, doc: dict[str, Any]) -> dict[str, Any]:
-    """The speed fields of a suite: ``fixed``, ``metrics`` and ``timing``, defaults filled in, every value checked."""
+    """The speed fields of a suite: ``fixed``, ``metrics`` and ``timing``, defaults filled in, every value checked;
+    the ``compile`` axis is ``[eager]`` unless the suite gives it."""
+    axes = doc.setdefault("axes", {})
+    if isinstance(axes, dict):
+        axes.setdefault("compile", ["eager"])
     return {"fixed": validate_fields(path, "fixed", doc.get("fixed"), FIXED_DEFAULTS, FIXED_RULES),
             "metrics": _metrics(path, doc.get("metrics", list(METRICS))),
             "timing": validate_numbers(path, "timing", doc.get("timing"), TIMING_DEFAULTS)}
@@ -81,7 +90,9 @@ def validate(suite: Suite) -> None:
 
 
 def label(params: Mapping[str, Any]) -> str:
-    return f"{params['attention']} n={params['seq_len']} b={params['batch_size']} {params['mode']} {params['dtype']}"
+    compiled = f" {params['compile']}" if compiles(params) else ""
+    return (f"{params['attention']} n={params['seq_len']} b={params['batch_size']} {params['mode']} "
+            f"{params['dtype']}{compiled}")
 
 
 def make_cell(suite: Suite, params: dict[str, Any], device: str) -> Cell:
@@ -107,10 +118,12 @@ def _nothing(*_: Any) -> None:
 def write_reports(store: Store, name: str, options: Mapping[str, Any], keys: list[str] | None) -> list:
     df = store.dataframe(keys)
     groups = set(df["timing_group"].dropna()) if "timing_group" in df.columns else set()
-    return write_speed_reports(df, store.path.parent, env=shown_env(store.runs(set(df["run_id"]))), suite=name,
+    runs = store.runs(set(df["run_id"]))
+    roofs = {r.run_id: (r.env.get("gemm_peak_gflops"), r.env.get("memory_bandwidth_gbs")) for r in runs.itertuples()}
+    return write_speed_reports(df, store.path.parent, env=shown_env(runs), suite=name,
                                baseline=options.get("baseline", "vanilla"),
                                slope_min_seq_len=int(options.get("slope_min_seq_len", 1024)),
-                               samples=store.group_samples(groups))
+                               samples=store.group_samples(groups), roofs=roofs)
 
 
 KIND = SuiteKind(
@@ -118,7 +131,8 @@ KIND = SuiteKind(
     reads_data=False, parse=parse, validate=validate, make_cell=make_cell, run=measure_cell, prepare=_nothing,
     finished=_nothing, describe=describe, write_reports=write_reports,
     code=("harness.cell", "harness.speed.measure", "harness.speed.timing", "harness.speed.memory",
-          "harness.speed.flops", "harness.speed.load", "harness.lra.models"),
+          "harness.speed.flops", "harness.speed.traffic", "harness.speed.compile", "harness.speed.load",
+          "harness.lra.models"),
     group_key=group_key, run_group=measure_group,
 )
 

@@ -34,7 +34,8 @@ from ..cell import (
 )
 from ..errors import first_line
 from ..lra.models import Classifier
-from .flops import count_flops
+from .compile import compile_module, compile_scope, compiles, first_call, no_recompiles
+from .flops import count_work
 from .load import calibrate, cpu_times, load_between, noise_flags
 from .memory import peak_memory_bytes
 from .timing import time_interleaved
@@ -48,10 +49,12 @@ def _check_finite(what: str, *tensors: Tensor | None) -> None:
             raise NonFinite(f"non-finite values in {what}")
 
 
-def build_workload(cell: Cell, device: torch.device) -> tuple[Callable[[], Tensor], nn.Module]:
-    """The function timed for this cell (one call = one fwd, fwd+bwd or training step) and its module.
+def build_workload(cell: Cell, device: torch.device) -> tuple[Callable[[], Tensor], Callable[[], Tensor], nn.Module]:
+    """The function timed for this cell (one call = one fwd, fwd+bwd or training step), the same call on the eager
+    module (what FLOPs and bytes are counted on: Inductor's fused kernels are not aten ops) and the module.
 
-    The first call also checks that outputs, losses and gradients are finite.
+    A ``compile: inductor`` cell times the module wrapped in ``torch.compile`` (:mod:`harness.speed.compile`);
+    compilation happens at its first call.
     """
     p, fx = cell.params, cell.fixed
     dtype = TORCH_DTYPES[p["dtype"]]
@@ -66,14 +69,17 @@ def build_workload(cell: Cell, device: torch.device) -> tuple[Callable[[], Tenso
         tokens = torch.randint(fx["vocab_size"], (b, n), device=device)
         labels = torch.randint(fx["num_classes"], (b,), device=device)
 
-        def step() -> Tensor:
-            opt.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(model(tokens).float(), labels)
-            loss.backward()
-            opt.step()
-            return loss
+        def train_step(forward: Callable[[Tensor], Tensor]) -> Callable[[], Tensor]:
+            def step() -> Tensor:
+                opt.zero_grad(set_to_none=True)
+                loss = F.cross_entropy(forward(tokens).float(), labels)
+                loss.backward()
+                opt.step()
+                return loss
 
-        return step, model
+            return step
+
+        return _calls(cell, model, train_step)
 
     module = attentions.build(p["attention"], **cell.config, dim=d, heads=p["heads"], max_seq_len=n)
     module = module.to(device=device, dtype=dtype)
@@ -81,26 +87,41 @@ def build_workload(cell: Cell, device: torch.device) -> tuple[Callable[[], Tenso
     if p["mode"] == "fwd":
         module.eval()
 
-        def fwd() -> Tensor:
-            with torch.inference_mode():
-                return module(x)
+        def inference(forward: Callable[[Tensor], Tensor]) -> Callable[[], Tensor]:
+            def fwd() -> Tensor:
+                with torch.inference_mode():
+                    return forward(x)
 
-        return fwd, module
+            return fwd
+
+        return _calls(cell, module, inference)
 
     module.train()
     x.requires_grad_(True)
     grad_out = torch.randn(b, n, d, device=device, dtype=dtype)
     params = [q for q in module.parameters() if q.requires_grad]
 
-    def fwd_bwd() -> Tensor:
-        for q in params:  # grads set to None so every call allocates the same (no accumulation)
-            q.grad = None
-        x.grad = None
-        y = module(x)
-        y.backward(grad_out)
-        return y
+    def forward_backward(forward: Callable[[Tensor], Tensor]) -> Callable[[], Tensor]:
+        def fwd_bwd() -> Tensor:
+            for q in params:  # grads set to None so every call allocates the same (no accumulation)
+                q.grad = None
+            x.grad = None
+            y = forward(x)
+            y.backward(grad_out)
+            return y
 
-    return fwd_bwd, module
+        return fwd_bwd
+
+    return _calls(cell, module, forward_backward)
+
+
+def _calls(cell: Cell, module: nn.Module, call: Callable[[Callable[[Tensor], Tensor]], Callable[[], Tensor]]
+           ) -> tuple[Callable[[], Tensor], Callable[[], Tensor], nn.Module]:
+    """(timed call, eager call, module): ``call`` around the compiled module where the cell compiles, else eager."""
+    eager = call(module)
+    if not compiles(cell.params):
+        return eager, eager, module
+    return call(compile_module(module, cell.params["attention"])), eager, module
 
 
 @dataclass
@@ -110,6 +131,7 @@ class Workload:
     cell: Cell
     fn: Callable[[], Tensor]
     module: nn.Module
+    compiled: bool
     metrics: dict[str, Any]
     spent_s: float  # of its time limit
     result: CellResult | None = None  # set by the group's timing; None = ok, untimed (memory and FLOPs only)
@@ -130,9 +152,13 @@ def _prepare(cell: Cell, ctx: Context) -> Workload | CellResult:
     started = time.perf_counter()
     try:
         with time_limit(ctx.timeout_s), memory_cap(device):
-            fn, module = build_workload(cell, device)
+            fn, eager, module = build_workload(cell, device)
             metrics["params"] = sum(q.numel() for q in module.parameters())
-            out = fn()
+            if compiles(cell.params):
+                out, compile_metrics = first_call(fn)
+                metrics.update(compile_metrics)
+            else:
+                out = fn()
             grads = [q.grad for q in module.parameters()]
             _check_finite(f"{cell.params['mode']} output/loss", out)
             _check_finite("gradients", *grads)
@@ -140,20 +166,23 @@ def _prepare(cell: Cell, ctx: Context) -> Workload | CellResult:
             if "memory" in cell.metrics:
                 metrics["peak_mem_bytes"] = peak_memory_bytes(fn, device, calls=3)
             if "flops" in cell.metrics:
-                metrics.update(_flops(fn))
+                metrics.update(_work(eager))
     except Exception as exc:  # every failure is a result, never the end of the sweep
         result = classify_exception(exc)
         result.metrics = metrics
         return result
-    return Workload(cell, fn, module, metrics, time.perf_counter() - started)
+    return Workload(cell, fn, module, compiles(cell.params), metrics, time.perf_counter() - started)
 
 
-def _flops(fn: Callable[[], object]) -> dict[str, Any]:
-    """``gflops``, or ``flops_error`` where the counter cannot trace the call: FLOPs are a derived figure, so a
-    variant the counter fails on (torch's module tracker breaks on a Parameter passed to a submodule under
-    ``inference_mode``, as Luna's learned context is) keeps its time and memory."""
+def _work(fn: Callable[[], object]) -> dict[str, Any]:
+    """``gflops``, ``gbytes_moved`` and ``intensity_flop_per_byte`` (:func:`~harness.speed.flops.count_work`), or
+    ``flops_error`` where the counter cannot trace the call: FLOPs are a derived figure, so a variant the counter
+    fails on (torch's module tracker breaks on a Parameter passed to a submodule under ``inference_mode``, as Luna's
+    learned context is) keeps its time and memory."""
     try:
-        return {"gflops": count_flops(fn) / 1e9}
+        flops, moved = count_work(fn)
+        return {"gflops": flops / 1e9, "gbytes_moved": moved / 1e9,
+                "intensity_flop_per_byte": flops / moved if moved else float("nan")}
     except (torch.cuda.OutOfMemoryError, MemoryError):
         raise
     except Exception as exc:  # noqa: BLE001  (any tracing failure of the counter; the cell itself ran)
@@ -173,10 +202,11 @@ def measure_group(cells: list[Cell], ctx: Context) -> list[CellResult]:
     reason, :mod:`harness.speed.load`), and the per-round samples are returned with each result (stored raw).
     A cell's time limit covers its own building, checking and timing.
     """
-    prepared = [_prepare(cell, ctx) for cell in cells]
-    timed = [w for w in prepared if isinstance(w, Workload) and "time" in w.cell.metrics]
-    if timed:
-        time_group(timed, ctx)
+    with compile_scope(any(compiles(cell.params) for cell in cells)):
+        prepared = [_prepare(cell, ctx) for cell in cells]
+        timed = [w for w in prepared if isinstance(w, Workload) and "time" in w.cell.metrics]
+        if timed:
+            time_group(timed, ctx)
     out = []
     for item in prepared:
         if isinstance(item, CellResult):
@@ -214,7 +244,7 @@ def time_group(timed: list[Workload], ctx: Context) -> None:
 
     before = calibrate() if ctx.calibration_ms else None
     window = cpu_times()
-    with memory_cap(device):
+    with memory_cap(device), no_recompiles(any(w.compiled for w in timed)):
         timings = time_interleaved([w.fn for w in timed], device, guard=guard, **timed[0].cell.timing)
     load = load_between(window, cpu_times())
     # the faster of the reference before and after the group: a slowdown that lasted through the group shows in

@@ -49,7 +49,7 @@ def test_profile_merges_axes_per_axis_and_replaces_other_keys(write_yaml: Callab
     assert smoke.profile == "smoke"
 
     quick = load_suite(path, "quick")
-    assert quick.axes == TINY_SUITE["axes"]
+    assert quick.axes == {**TINY_SUITE["axes"], "compile": ["eager"]}  # the default compile axis
     assert quick.metrics == tuple(TINY_SUITE["metrics"])
     assert quick.skip == doc["skip"]
     assert load_suite(path, "paper").axes == quick.axes  # an empty (null) profile changes nothing

@@ -333,8 +333,8 @@ def test_write_speed_reports_writes_crossover(tmp_path: Path) -> None:
     assert md.startswith("### Efficiency crossover — synthetic\n\nEach variant's median time and peak memory are "
                          "fitted")
     assert "95% percentile bootstrap of 1000 refits" in md
-    assert "#### CPU · bfloat16 · forward + backward · batch 4 · 2 heads · dim 64" in md
-    assert "#### CPU · float32 · forward + backward · batch 4 · 2 heads · dim 64" in md
+    assert "#### CPU · bfloat16 · forward + backward · eager · batch 4 · 2 heads · dim 64" in md
+    assert "#### CPU · float32 · forward + backward · eager · batch 4 · 2 heads · dim 64" in md
     assert md.count("not measured (0 ok lengths, the n log n model needs 3; status error at 256") == 2 * 2 * 2
     assert md.count("— (baseline)") == 2 * 2 * 2
     assert md.rstrip().endswith("2025-01-01T00:00:00Z_")

@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from harness.report.slopes import fit_loglog_slope
 from harness.report.speed import (
     GROUP_COLUMNS,
-    fit_loglog_slope,
     group_slug,
     table4,
     table4_tex,
@@ -179,7 +179,9 @@ def test_write_reports(tmp_path: Path) -> None:
 
     back = pd.read_csv(tmp_path / "results.csv")
     speedups = ["speedup", "speedup_lo", "speedup_hi", "speedup_paired"]
-    assert len(back) == 16 and list(back.columns) == [*df.columns, *speedups]
+    # results stored without a compile axis are eager
+    assert len(back) == 16 and list(back.columns) == [*df.columns, "compile", *speedups]
+    assert set(back["compile"]) == {"eager"}
     key = df.loc[0, "key"]
     cell = back[(back["key"] == key) & (back["dtype"] == "float32")].iloc[0]
     assert cell["time_ms_median"] == 1 / 3 and cell["gflops"] == 2 / 3
@@ -189,7 +191,8 @@ def test_write_reports(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "env.json").read_text()) == ENV
 
     md = (tmp_path / "table4_cpu_float32_fwdpbwd_b4_h2_d64.md").read_text()
-    assert md.startswith("### Table 4 — synthetic: CPU · float32 · forward + backward · batch 4 · 2 heads · dim 64\n")
+    assert md.startswith("### Table 4 — synthetic: CPU · float32 · forward + backward · eager · batch 4 · 2 heads · "
+                         "dim 64\n")
     assert md.endswith("\n_Environment: Test CPU · torch 2.13.0 · CUDA n/a · 4 threads · commit abc1234 · "
                        "2025-01-01T00:00:00Z_\n")
     tex = (tmp_path / "table4_cpu_float32_fwdpbwd_b4_h2_d64.tex").read_text()

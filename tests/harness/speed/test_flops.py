@@ -116,10 +116,10 @@ def test_a_call_the_counter_cannot_trace_keeps_its_time(monkeypatch: pytest.Monk
     real = harness.speed.measure.measure_cell(cell, Context(Path(".")))
     assert real.status == "ok" and ("gflops" in real.metrics or "flops_error" in real.metrics)
 
-    def broken(fn: Callable[[], object]) -> int:
+    def broken(fn: Callable[[], object]) -> tuple[int, int]:
         raise AttributeError("'NoneType' object has no attribute 'next_functions'")
 
-    monkeypatch.setattr(harness.speed.measure, "count_flops", broken)
+    monkeypatch.setattr(harness.speed.measure, "count_work", broken)
     result = harness.speed.measure.measure_cell(cell, Context(Path(".")))
     assert result.status == "ok" and result.metrics["time_ms_median"] > 0 and "gflops" not in result.metrics
     assert result.metrics["flops_error"] == "AttributeError: 'NoneType' object has no attribute 'next_functions'"

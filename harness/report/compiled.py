@@ -1,0 +1,86 @@
+"""Eager against compiled: each variant's ``torch.compile`` speed-up and compile time (the speed suites' compile axis).
+
+The compiled and the eager cell of a variant are timed in different groups (each group has its own baseline, timed
+in the same rounds), so their ratio is a ratio of medians, not paired: it moves with whatever the machine did between
+the two groups, which the groups' noise flags record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import pandas as pd
+
+from .format import MISSING, Fmt, display_name, escape, length_label, render_table, sig2, write_csv, write_table_files
+
+COLUMNS = ("attention", "seq_len", "time_ms_eager", "time_ms_compiled", "compile_speedup", "compile_s",
+           "compile_graphs", "compile_graph_breaks", "status_compiled", "message_compiled")
+
+
+def compile_comparison(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per (attention, seq_len) that has an eager and a compiled cell in ``df`` (one group of the other
+    columns): both medians, eager / compiled (above 1 = compiling pays), the compile time and graph breaks, and the
+    compiled cell's status and message (a failed compilation is an ``error`` there)."""
+    eager = df[df["compile"] == "eager"].set_index(["attention", "seq_len"])
+    compiled = df[df["compile"] != "eager"].set_index(["attention", "seq_len"])
+    rows = []
+    for (name, n), c in compiled.iterrows():
+        if (name, n) not in eager.index:
+            continue
+        e = eager.loc[(name, n)]
+        te = e["time_ms_median"] if e["status"] == "ok" else float("nan")
+        tc = c["time_ms_median"] if c["status"] == "ok" else float("nan")
+        same_threads = e.get("threads") == c.get("threads")
+        rows.append((name, int(n), te, tc, te / tc if same_threads and tc > 0 else float("nan"), c.get("compile_s"),
+                     c.get("compile_graphs"), c.get("compile_graph_breaks"), c["status"], c.get("message", "")))
+    return pd.DataFrame.from_records(rows, columns=list(COLUMNS)).sort_values(["attention", "seq_len"])
+
+
+def comparison_table(cmp: pd.DataFrame, fmt: Fmt) -> str:
+    """Variants × lengths: ``compiled ms (eager/compiled×) [compile s]``, or the compiled cell's failure status."""
+    lengths = sorted(int(n) for n in cmp["seq_len"].unique())
+    cells = cmp.set_index(["attention", "seq_len"]).to_dict("index")
+    times = "×" if fmt == "md" else r"$\times$"
+    rows = []
+    for name in cmp["attention"].unique():
+        row = [escape(display_name(name), fmt)]
+        for n in lengths:
+            c = cells.get((name, n))
+            if c is None:
+                row.append(MISSING[fmt])
+            elif c["status_compiled"] != "ok":
+                row.append(escape(str(c["status_compiled"]), fmt))
+            else:
+                ratio = f" ({sig2(c['compile_speedup'])}{times})" if pd.notna(c["compile_speedup"]) else ""
+                row.append(f"{c['time_ms_compiled']:.3g}{ratio} [{c['compile_s']:.3g} s]")
+        rows.append(row)
+    return render_table(["Attention", *(length_label(n) for n in lengths)], rows, fmt)
+
+
+def write_compile_comparison(df: pd.DataFrame, out_dir: Path, *, group_columns: tuple[str, ...],
+                             slug_of: Callable[[Mapping[str, object]], str],
+                             title_of: Callable[[Mapping[str, object]], str], suite: str,
+                             env: Mapping[str, object]) -> list[Path]:
+    """Per group of the columns other than ``compile`` that has both: ``compile_<slug>.md``/``.tex``, and
+    ``compile.csv`` with every row."""
+    if "time_ms_median" not in df.columns or df["compile"].nunique() < 2:
+        return []
+    by = [c for c in group_columns if c != "compile"]
+    written, frames = [], []
+    note = ("Compiled median time per call in ms (eager median / compiled median: above 1× compiling pays; "
+            "unpaired, the two were timed in different groups) [compile time: the first call, cold Inductor cache]. "
+            "A status in place of a value: the compiled cell failed (message in compile.csv).")
+    for key, group in df.groupby(by, sort=True):
+        g = dict(zip(by, key, strict=True))
+        cmp = compile_comparison(group)
+        if cmp.empty:
+            continue
+        frames.append(cmp.assign(**g))
+        written += write_table_files(out_dir, f"compile_{slug_of(g)}", title=f"torch.compile — {suite}: {title_of(g)}",
+                                     note=note, env=env, md_body=comparison_table(cmp, "md"),
+                                     tex_body=comparison_table(cmp, "tex"))
+    if frames:
+        table = pd.concat(frames, ignore_index=True)
+        written.insert(0, write_csv(table[[*by, *COLUMNS]], out_dir / "compile.csv"))
+    return written

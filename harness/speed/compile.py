@@ -1,0 +1,93 @@
+"""The ``compile`` axis of the speed and memory suites: each variant as it runs eager, or wrapped in ``torch.compile``.
+
+``inductor`` cells compile the timed module (the attention layer, or the whole encoder of a ``train_step`` cell; the
+optimiser step stays eager) with static shapes. Choices, each so that a compiled figure means one thing:
+- Cold compile: the first call runs inside an empty Inductor cache directory (``fresh_cache``), so ``compile_s`` is
+  what a user's first run pays (Dynamo tracing, AOTAutograd, Inductor code generation, the C++ build and one
+  execution), not whatever a previous run left on disk.
+- The explicit-softmax ``vanilla`` (registry backend ``math``) is compiled with Inductor's pattern matcher off:
+  with it on, Inductor rewrites softmax(QKᵀ)V into SDPA and the row stops being the papers' vanilla Transformer
+  (DESIGN §4; `vanilla_sdpa` is the SDPA row). Every other variant is compiled with the default passes, since that
+  is how a user would run it.
+- Each group of cells starts from a reset Dynamo (:func:`compile_scope`), so compiled modules of earlier groups do
+  not count towards the recompile limit, and hitting that limit is an error rather than a silent fall-back to eager.
+  While a group is timed, any recompilation is an error of its cell (:func:`no_recompiles`): a timing that includes
+  a compilation is not a steady-state figure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import types
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch import nn
+
+import attentions
+
+MODES = ("eager", "inductor")
+
+
+def compiles(params: dict[str, Any]) -> bool:
+    """Whether a cell's parameters ask for a compiled workload (no ``compile`` axis = eager)."""
+    return params.get("compile", "eager") != "eager"
+
+
+def compile_options(attention: str) -> dict[str, Any]:
+    """Inductor options for ``attention``: the pattern matcher off for the explicit-softmax baseline."""
+    return {"pattern_matcher": False} if attentions.spec(attention).backend == "math" else {}
+
+
+def compile_module(module: nn.Module, attention: str) -> Callable[..., torch.Tensor]:
+    """``module``'s call under ``torch.compile`` (Inductor, static shapes); compilation happens at the first call.
+
+    What is compiled is a wrapper with a code object of its own. Dynamo keeps compiled code per code object, so two
+    cells of one group whose modules share a class (every ``train_step`` encoder, or ``vanilla`` and
+    ``vanilla_sdpa``) would otherwise share cache entries: an entry compiled for a variant with a graph break guards
+    only what it traced before the break, and a later variant's call can pass those guards and run that variant's
+    partial graph (seen: ``vanilla_sdpa``'s encoder running Performer's prefix, its blocks then recompiled).
+    """
+
+    def call(*args: Any) -> torch.Tensor:
+        return module(*args)
+
+    own = types.FunctionType(call.__code__.replace(co_name=f"compiled_{attention}"), call.__globals__,
+                             closure=call.__closure__)
+    return torch.compile(own, backend="inductor", dynamic=False, options=compile_options(attention))
+
+
+@contextlib.contextmanager
+def compile_scope(active: bool) -> Iterator[None]:
+    """A group's compiled cells: Dynamo reset on entry, and hitting the recompile limit raises (no eager fall-back)."""
+    if not active:
+        yield
+        return
+    torch._dynamo.reset()
+    with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):
+        yield
+
+
+def no_recompiles(active: bool) -> contextlib.AbstractContextManager[None]:
+    """While timing: a recompilation raises (``torch._dynamo`` ``error_on_recompile``) instead of being timed."""
+    return torch._dynamo.config.patch(error_on_recompile=True) if active else contextlib.nullcontext()
+
+
+def first_call(fn: Callable[[], torch.Tensor]) -> tuple[torch.Tensor, dict[str, Any]]:
+    """Run a compiled workload's first call in an empty Inductor cache; its output and the compile metrics:
+    ``compile_s`` (wall time of that call: compilation plus one execution), ``compile_graphs`` (graphs Dynamo
+    captured) and ``compile_graph_breaks`` (where it fell back to Python between them)."""
+    import torch._dynamo.utils  # here, not at the top: Dynamo and Inductor load slowly
+    import torch._inductor.utils
+
+    counters = torch._dynamo.utils.counters
+    graphs, breaks = counters["stats"]["unique_graphs"], sum(counters["graph_break"].values())
+    started = time.perf_counter()
+    # private but stable since torch 2.1 (renamed from fresh_inductor_cache in 2.6): a temporary cache directory
+    with torch._inductor.utils.fresh_cache():
+        out = fn()
+    return out, {"compile_s": time.perf_counter() - started,
+                 "compile_graphs": counters["stats"]["unique_graphs"] - graphs,
+                 "compile_graph_breaks": sum(counters["graph_break"].values()) - breaks}

@@ -1,0 +1,86 @@
+"""Bytes a call moves, and the memory bandwidth of a device: the other axis of the roofline.
+
+What the byte count counts (the operator-level traffic of the eager call, the analogue of summing every kernel's
+DRAM traffic with no cache reuse between kernels):
+- every aten op the call dispatches (forward and backward) reads each tensor operand once and writes each result
+  once: bytes = Σ over ops of (operand bytes + result bytes);
+- a view (``transpose``, ``view``, ``expand``, a slice, ``_unsafe_view``: any op whose result shares storage with
+  an operand without mutating it) moves nothing;
+- a broadcast operand (stride 0) is read once per distinct element, not once per use;
+- an in-place op reads and writes its target (counted as operand and result).
+It is an upper bound on what the hardware moves (caches serve some operands again) and the count of the eager
+graph: a compiled cell's fused kernels skip intermediate round trips, so its true intensity is higher than the one
+reported beside it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+from .timing import time_fn
+
+# Size of each buffer of the bandwidth copy: far beyond any CPU's last-level cache and a GPU's L2.
+_BANDWIDTH_BYTES = 256 * 2**20
+
+
+def tensor_bytes(t: torch.Tensor) -> int:
+    """Bytes of the distinct elements of ``t`` (broadcast dimensions once; sparse: stored values and indices)."""
+    if t.layout != torch.strided:
+        parts = (t.values(), t.crow_indices(), t.col_indices()) if t.layout == torch.sparse_csr else (
+            t._values(), t._indices())
+        return sum(p.numel() * p.element_size() for p in parts)
+    distinct = math.prod(size for size, stride in zip(t.shape, t.stride(), strict=True) if stride != 0)
+    return distinct * t.element_size()
+
+
+def _storage(t: torch.Tensor) -> int | None:
+    try:
+        return t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):  # sparse and other storage-less layouts
+        return None
+
+
+class TrafficCounter(TorchDispatchMode):
+    """Counts the bytes every dispatched aten op reads and writes (see the module docstring), in ``total``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.total = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        operands = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+        results = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+        if func.is_view or (not func._schema.is_mutable and _aliases(results, operands)):
+            return out
+        self.total += sum(tensor_bytes(t) for t in operands) + sum(tensor_bytes(t) for t in results)
+        return out
+
+
+def _aliases(results: list[torch.Tensor], operands: list[torch.Tensor]) -> bool:
+    """Whether a result shares storage with an operand (a view that the schema does not mark as one)."""
+    storages = {s for s in map(_storage, operands) if s}
+    return any(_storage(t) in storages for t in results)
+
+
+def count_bytes(fn: Callable[[], object]) -> int:
+    """Bytes one call of ``fn`` moves at the operator level (it is run exactly once)."""
+    with TrafficCounter() as counter:
+        fn()
+    return counter.total
+
+
+def measure_memory_bandwidth_gbs(device: torch.device) -> float:
+    """Achieved GB/s of copying one 256 MiB buffer into another on ``device`` (bytes read + bytes written per
+    second, the STREAM "copy" convention): the slanted roof of the roofline."""
+    src = torch.ones(_BANDWIDTH_BYTES // 4, device=device)
+    dst = torch.empty_like(src)
+    timing = time_fn(lambda: dst.copy_(src), device, min_run_time_s=0.5)
+    return 2 * _BANDWIDTH_BYTES / (timing.median_ms * 1e-3) / 1e9

@@ -1,0 +1,143 @@
+"""The speed suites' compile axis (harness.speed.compile): what is compiled, and that a compiled timing is one.
+
+Each test compiles a few small graphs (seconds on the 2-core CPU); the whole-suite run is at the end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+from torch import nn
+
+import attentions
+import harness.speed.measure
+from harness.cell import Context
+from harness.speed.compile import compile_module, compile_options, compile_scope, first_call, no_recompiles
+from harness.suite import load_suite
+from tests.conftest import tiny_doc
+
+
+def _sdpa_ops(fn: Callable[[], object]) -> list[str]:
+    """Names of the scaled-dot-product-attention ops one call of ``fn`` runs."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        fn()
+    return [e.name for e in prof.events() if "scaled_dot_product" in e.name]
+
+
+def _vanilla(backend: str = "math") -> nn.Module:
+    torch.manual_seed(0)
+    return attentions.build("vanilla", backend=backend, dim=16, heads=2, max_seq_len=32, dropout=0.0).eval()
+
+
+def test_compiled_vanilla_stays_the_explicit_softmax_and_computes_the_same() -> None:
+    assert compile_options("vanilla") == {"pattern_matcher": False}
+    assert compile_options("vanilla_sdpa") == {} and compile_options("s3attention") == {}
+    module, x = _vanilla(), torch.randn(2, 32, 16)
+    with compile_scope(True):
+        compiled = compile_module(module, "vanilla")
+        out, metrics = first_call(lambda: compiled(x))
+        assert not _sdpa_ops(lambda: compiled(x))
+    torch.testing.assert_close(out, module(x), rtol=1e-5, atol=1e-5)
+    assert metrics["compile_s"] > 0 and metrics["compile_graphs"] == 1 and metrics["compile_graph_breaks"] == 0
+
+
+@pytest.mark.slow
+def test_with_the_pattern_matcher_on_inductor_turns_vanilla_into_sdpa() -> None:
+    """The converse of the test above (so its check can fail): Inductor's default passes rewrite the explicit softmax
+    into SDPA, which is why vanilla is compiled with them off (about 15 s: the patterns are traced once)."""
+    module, x = _vanilla(), torch.randn(2, 32, 16)
+    with compile_scope(True):
+        compiled = torch.compile(module, backend="inductor", dynamic=False)
+        compiled(x)
+        assert _sdpa_ops(lambda: compiled(x))
+
+
+class _Model(nn.Module):
+    """A toy layer: every instance shares one class (and so ``forward``'s code object)."""
+
+    def __init__(self, breaks: bool = False) -> None:
+        super().__init__()
+        self.lin, self.breaks = nn.Linear(8, 8), breaks
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.lin(x)
+        if self.breaks:
+            torch._dynamo.graph_break()
+        return torch.relu(y) * 2
+
+
+def test_modules_of_one_class_keep_their_own_compiled_code() -> None:
+    """Dynamo keeps compiled code per code object: each cell's wrapper has its own, holding exactly its module's
+    entry (a module without a graph break adds nothing to the shared class's ``forward``); timed in turns, neither
+    recompiles."""
+    from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+    x = torch.randn(4, 8)
+    models = [_Model(breaks=True), _Model(breaks=False)]
+    with compile_scope(True):
+        fns = [compile_module(m, name) for m, name in zip(models, ["performer", "linformer"], strict=True)]
+        for f in fns:
+            f(x)
+        codes = [f._torchdynamo_orig_callable.__code__ for f in fns]
+        assert [c.co_name for c in codes] == ["compiled_performer", "compiled_linformer"]
+        assert [len(_debug_get_cache_entry_list(c)) for c in codes] == [1, 1]
+        # the graph break makes Dynamo compile the breaking module's own frame; the whole-graph one adds nothing
+        assert len(_debug_get_cache_entry_list(_Model.forward.__code__)) == 1
+        with no_recompiles(True):
+            for _ in range(2):
+                for f, m in zip(fns, models, strict=True):
+                    torch.testing.assert_close(f(x), m(x))
+
+
+def test_a_recompilation_while_timed_raises() -> None:
+    model = _Model(breaks=False)
+    x = torch.randn(4, 8)
+    with compile_scope(True):
+        f = compile_module(model, "linformer")
+        f(x)
+        model.breaks = True  # a guarded attribute changes: the next call must compile again
+        with no_recompiles(True), pytest.raises(Exception, match="[Rr]ecompil"):
+            f(x)
+
+
+def test_a_variant_that_fails_to_compile_is_that_cells_error_and_the_group_goes_on(
+        monkeypatch: pytest.MonkeyPatch, write_yaml: Callable[..., Path]) -> None:
+    real = harness.speed.compile.compile_options
+
+    def broken(attention: str) -> dict[str, object]:  # an option Inductor refuses, for s3attention only
+        return {"no_such_inductor_option": 1} if attention == "s3attention" else real(attention)
+
+    monkeypatch.setattr(harness.speed.compile, "compile_options", broken)
+    doc = tiny_doc(axes={"seq_len": [16], "mode": ["fwd"], "compile": ["inductor"]})
+    cells = load_suite(write_yaml(doc), "quick").expand("cpu")
+    results = harness.speed.measure.measure_group(cells, Context(Path(".")))
+    by_name = {c.params["attention"]: r for c, r in zip(cells, results, strict=True)}
+    assert by_name["s3attention"].status == "error" and "no_such_inductor_option" in by_name["s3attention"].message
+    ok = by_name["vanilla"]
+    assert ok.status == "ok" and ok.metrics["time_ms_median"] > 0 and ok.metrics["compile_s"] > 0
+
+
+def test_the_compile_axis_runs_end_to_end_and_reports_eager_beside_compiled(
+        cli: Callable[..., object], write_yaml: Callable[..., Path], tmp_path: Path, fast_runner: None,
+        one_thread: None) -> None:
+    doc = tiny_doc(axes={"seq_len": [16, 32], "mode": ["fwd+bwd"], "compile": ["eager", "inductor"]})
+    result = cli("run", write_yaml(doc), "--profile", "smoke", "--out", tmp_path / "out")
+    assert result.code == 0, result.err
+    out = tmp_path / "out" / "tiny" / "smoke"
+    df = pd.read_csv(out / "results.csv")
+    assert set(df["status"]) == {"ok"} and sorted(set(df["compile"])) == ["eager", "inductor"]
+    compiled = df[df["compile"] == "inductor"]
+    assert (compiled["compile_s"] > 0).all() and df.loc[df["compile"] == "eager", "compile_s"].isna().all()
+    # eager keeps the file names of suites without the axis; compiled groups get their own tables
+    assert (out / "table4_cpu_float32_fwdpbwd_b1_h2_d16.md").exists()
+    assert "torch.compile (Inductor)" in (out / "table4_cpu_float32_fwdpbwd_inductor_b1_h2_d16.md").read_text()
+    cmp = pd.read_csv(out / "compile.csv")
+    assert len(cmp) == 4 and (cmp["compile_speedup"] > 0).all()
+    assert (out / "compile_cpu_float32_fwdpbwd_b1_h2_d16.md").exists()
+    roofline = pd.read_csv(out / "roofline.csv")
+    assert len(roofline) == 8 and (roofline["attainable_gflops_per_s"] <= 100.0).all()
+    assert (out / "roofline_cpu_float32_fwdpbwd_b1_h2_d16.png").exists()
