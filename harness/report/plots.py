@@ -21,6 +21,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 _MARKERS = "osD^vP*Xh<>p"
+
+
+def variant_style(i: int) -> dict[str, str]:
+    """Colour and marker of the ``i``-th variant (sorted by name): 10 colours × 12 markers, so that no two of the
+    zoo's rows look alike in one figure, and a variant looks the same in every figure of a group."""
+    return {"color": f"C{i % 10}", "marker": _MARKERS[i % len(_MARKERS)]}
 _FORMATS = (("png", {"dpi": 150}), ("pdf", {}))
 
 
@@ -39,7 +45,7 @@ def _plot_metric(df_group: pd.DataFrame, metric: Metric, out_dir: Path, stem: st
         # Colours and markers follow the sorted attention names, so a variant looks the same in the
         # time and the memory figure.
         for i, (attention, sub) in enumerate(df_group.groupby("attention", sort=True)):
-            style = {"color": f"C{i % 10}", "marker": _MARKERS[i % len(_MARKERS)]}
+            style = variant_style(i)
             ok = _ok_points(sub, metric)
             oom = sub[sub["status"] == "oom"]
             if ok.empty and oom.empty:

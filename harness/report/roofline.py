@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from .format import (
     COMPILE_NAMES,
@@ -31,7 +32,7 @@ from .format import (
     write_csv,
     write_table_files,
 )
-from .plots import _outside_legend, plt, save_figure
+from .plots import _outside_legend, plt, save_figure, variant_style
 
 #: Per run id: (GEMM peak GFLOP/s, copy bandwidth GB/s), from the run's environment.
 Roofs = Mapping[str, tuple[float | None, float | None]]
@@ -83,20 +84,22 @@ def plot_roofline(points: pd.DataFrame, out_dir: Path, *, stem: str, title: str)
     size = {n: 25 + 35 * i for i, n in enumerate(lengths)}
     fig, ax = plt.subplots(figsize=(6.4, 4.6))
     try:
-        intensities = points["intensity_flop_per_byte"]
-        x = np.geomspace(min(intensities.min(), peak / bandwidth) / 2, max(intensities.max(), peak / bandwidth) * 2)
+        intensities, ridge = points["intensity_flop_per_byte"], peak / bandwidth
+        # the roof is exact with three vertices: the bandwidth slope up to the ridge point, then the flat peak
+        x = np.array([min(intensities.min(), ridge) / 2, ridge, max(intensities.max(), ridge) * 2])
         ax.plot(x, np.minimum(peak, bandwidth * x), color="0.2", lw=1.5)
         ax.annotate(f"GEMM peak {peak:.3g} GFLOP/s", (x[-1], peak), ha="right", va="bottom", fontsize="small")
         ax.annotate(f"copy {bandwidth:.3g} GB/s", (x[0], bandwidth * x[0]), ha="left", va="bottom",
                     fontsize="small", rotation=20)
         handles = []
         for i, (name, sub) in enumerate(points.groupby("attention", sort=True)):
-            color = f"C{i % 10}"
+            style = variant_style(i)
             for compile_mode, part in sub.groupby("compile"):
                 eager = compile_mode == "eager"
                 ax.scatter(part["intensity_flop_per_byte"], part["gflops_per_s"], s=[size[n] for n in part["seq_len"]],
-                           facecolors=color if eager else "none", edgecolors=color, linewidths=1.2, zorder=3)
-            handles.append(Line2D([], [], ls="", marker="o", color=color, label=display_name(str(name))))
+                           marker=style["marker"], facecolors=style["color"] if eager else "none",
+                           edgecolors=style["color"], linewidths=1.2, zorder=3)
+            handles.append(Line2D([], [], ls="", label=display_name(str(name)), **style))
         for mode in sorted(points["compile"].unique()):
             handles.append(Line2D([], [], ls="", marker="o", color="0.4", label=COMPILE_NAMES.get(mode, mode),
                                   markerfacecolor="0.4" if mode == "eager" else "none"))
@@ -104,6 +107,10 @@ def plot_roofline(points: pd.DataFrame, out_dir: Path, *, stem: str, title: str)
                            label=f"n = {length_label(n)}") for n in lengths]
         ax.set_xscale("log")
         ax.set_yscale("log")
+        for axis in (ax.xaxis, ax.yaxis):  # ticks at 1, 2, 5 × 10^k labelled 20, 50, 100 rather than 2×10¹
+            axis.set_major_locator(LogLocator(subs=(1, 2, 5)))
+            axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            axis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("Arithmetic intensity (FLOP / byte moved, eager operator graph)")
         ax.set_ylabel("Achieved GFLOP/s")
         ax.set_title(title, fontsize="medium")
