@@ -38,10 +38,11 @@ def compile_comparison(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def comparison_table(cmp: pd.DataFrame, fmt: Fmt) -> str:
-    """Variants × lengths: ``compiled ms (eager/compiled×) [compile s]``, or the compiled cell's failure status."""
+    """Variants × lengths: ``eager ms → compiled ms (eager/compiled×) [compile s]`` (eager and compiled side by
+    side), or the compiled cell's failure status."""
     lengths = sorted(int(n) for n in cmp["seq_len"].unique())
     cells = cmp.set_index(["attention", "seq_len"]).to_dict("index")
-    times = "×" if fmt == "md" else r"$\times$"
+    times, arrow = ("×", "→") if fmt == "md" else (r"$\times$", r"$\to$")
     rows = []
     for name in cmp["attention"].unique():
         row = [escape(display_name(name), fmt)]
@@ -53,7 +54,8 @@ def comparison_table(cmp: pd.DataFrame, fmt: Fmt) -> str:
                 row.append(escape(str(c["status_compiled"]), fmt))
             else:
                 ratio = f" ({sig2(c['compile_speedup'])}{times})" if pd.notna(c["compile_speedup"]) else ""
-                row.append(f"{c['time_ms_compiled']:.3g}{ratio} [{c['compile_s']:.3g} s]")
+                eager = f"{c['time_ms_eager']:.3g} {arrow} " if pd.notna(c["time_ms_eager"]) else ""
+                row.append(f"{eager}{c['time_ms_compiled']:.3g}{ratio} [{c['compile_s']:.3g} s]")
         rows.append(row)
     return render_table(["Attention", *(length_label(n) for n in lengths)], rows, fmt)
 
@@ -68,7 +70,7 @@ def write_compile_comparison(df: pd.DataFrame, out_dir: Path, *, group_columns: 
         return []
     by = [c for c in group_columns if c != "compile"]
     written, frames = [], []
-    note = ("Compiled median time per call in ms (eager median / compiled median: above 1× compiling pays; "
+    note = ("Eager → compiled median time per call in ms (eager median / compiled median: above 1× compiling pays; "
             "unpaired, the two were timed in different groups) [compile time: the first call, cold Inductor cache]. "
             "A status in place of a value: the compiled cell failed (message in compile.csv).")
     for key, group in df.groupby(by, sort=True):

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from harness.report.slopes import fit_loglog_slope
+from harness.spec import SKIPPED_BY_RULE
 from harness.report.speed import (
     GROUP_COLUMNS,
     group_slug,
@@ -198,6 +199,24 @@ def test_write_reports(tmp_path: Path) -> None:
     tex = (tmp_path / "table4_cpu_float32_fwdpbwd_b4_h2_d64.tex").read_text()
     assert "commit abc1234" in tex and "torch 2.13.0" in tex
     assert sum(line.startswith("%") for line in tex.splitlines()) <= 3  # a fragment to \input, not a log
+
+
+def test_cells_a_skip_rule_left_out_are_in_the_csv_but_in_no_table(tmp_path: Path) -> None:
+    """A profile that compiles only at 4K: its skipped compiled cells make no column (1K) and no group (fwd)."""
+    eager = make_results(lengths=(1024, 4096))
+    compiled = make_results(lengths=(1024, 4096)).assign(compile="inductor", key=lambda d: d["key"] + "-c")
+    compiled_fwd = make_results(lengths=(1024,), mode="fwd").assign(compile="inductor", key=lambda d: d["key"] + "-c")
+    rule = f"{SKIPPED_BY_RULE}compiled at n = 4096 only"
+    compiled.loc[compiled["seq_len"] == 1024, ["status", "message"]] = ["unsupported", rule]
+    compiled_fwd[["status", "message"]] = ["unsupported", rule]
+    write_speed_reports(pd.concat([eager, compiled, compiled_fwd]), tmp_path, env=ENV, suite="synthetic",
+                        plots=False)
+    assert len(pd.read_csv(tmp_path / "results.csv")) == 10
+    assert not list(tmp_path.glob("*_fwd_*"))
+    md = (tmp_path / "table4_cpu_float32_fwdpbwd_inductor_b4_h2_d64.md").read_text()
+    header = next(line for line in md.splitlines() if line.startswith("| Attention"))
+    assert "4K" in header and "1K" not in header
+    assert "1K" in (tmp_path / "table4_cpu_float32_fwdpbwd_b4_h2_d64.md").read_text()
 
 
 def test_slopes_files(tmp_path: Path) -> None:
