@@ -55,7 +55,8 @@ def comparison_table(cmp: pd.DataFrame, fmt: Fmt) -> str:
             else:
                 ratio = f" ({sig2(c['compile_speedup'])}{times})" if pd.notna(c["compile_speedup"]) else ""
                 eager = f"{c['time_ms_eager']:.3g} {arrow} " if pd.notna(c["time_ms_eager"]) else ""
-                row.append(f"{eager}{c['time_ms_compiled']:.3g}{ratio} [{c['compile_s']:.3g} s]")
+                took = f" [{c['compile_s']:.3g} s]" if pd.notna(c["compile_s"]) else ""
+                row.append(f"{eager}{c['time_ms_compiled']:.3g}{ratio}{took}")
         rows.append(row)
     return render_table(["Attention", *(length_label(n) for n in lengths)], rows, fmt)
 

@@ -131,9 +131,9 @@ class Workload:
     cell: Cell
     fn: Callable[[], Tensor]
     module: nn.Module
-    compiled: bool
     metrics: dict[str, Any]
     spent_s: float  # of its time limit
+    compiled: bool = False  # under torch.compile: a recompilation while timed is an error
     result: CellResult | None = None  # set by the group's timing; None = ok, untimed (memory and FLOPs only)
 
 
@@ -171,7 +171,7 @@ def _prepare(cell: Cell, ctx: Context) -> Workload | CellResult:
         result = classify_exception(exc)
         result.metrics = metrics
         return result
-    return Workload(cell, fn, module, compiles(cell.params), metrics, time.perf_counter() - started)
+    return Workload(cell, fn, module, metrics, time.perf_counter() - started, compiles(cell.params))
 
 
 def _work(fn: Callable[[], object]) -> dict[str, Any]:

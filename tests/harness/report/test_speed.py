@@ -11,7 +11,6 @@ import pandas as pd
 import pytest
 
 from harness.report.slopes import fit_loglog_slope
-from harness.spec import SKIPPED_BY_RULE
 from harness.report.speed import (
     GROUP_COLUMNS,
     group_slug,
@@ -19,6 +18,7 @@ from harness.report.speed import (
     table4_tex,
     write_speed_reports,
 )
+from harness.spec import SKIPPED_BY_RULE
 
 MIB = 2**20
 ENV: dict[str, object] = {

@@ -169,11 +169,12 @@ def _cpu_oom_on_call(cell: Cell, device: torch.device) -> Any:
             "to allocate 68719476736 bytes. Error code 12 (Cannot allocate memory)"
         )
 
-    return fn, nn.Linear(4, 4)
+    return fn, fn, nn.Linear(4, 4)
 
 
 def _nan(cell: Cell, device: torch.device) -> Any:
-    return (lambda: torch.full((1, 16, 16), float("nan"))), nn.Linear(4, 4)
+    nan = lambda: torch.full((1, 16, 16), float("nan"))  # noqa: E731
+    return nan, nan, nn.Linear(4, 4)
 
 
 def _value_error(cell: Cell, device: torch.device) -> Any:
