@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import time
 import types
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -78,16 +79,21 @@ def no_recompiles(active: bool) -> contextlib.AbstractContextManager[None]:
 def first_call(fn: Callable[[], torch.Tensor]) -> tuple[torch.Tensor, dict[str, Any]]:
     """Run a compiled workload's first call in an empty Inductor cache; its output and the compile metrics:
     ``compile_s`` (wall time of that call: compilation plus one execution), ``compile_graphs`` (graphs Dynamo
-    captured) and ``compile_graph_breaks`` (where it fell back to Python between them)."""
+    captured), ``compile_graph_breaks`` (where it fell back to Python between them) and ``compile_warnings`` (the
+    distinct warnings of the compilation, kept with the cell rather than printed between progress lines)."""
     import torch._dynamo.utils  # here, not at the top: Dynamo and Inductor load slowly
     import torch._inductor.utils
 
     counters = torch._dynamo.utils.counters
     graphs, breaks = counters["stats"]["unique_graphs"], sum(counters["graph_break"].values())
     started = time.perf_counter()
-    # private but stable since torch 2.1 (renamed from fresh_inductor_cache in 2.6): a temporary cache directory
-    with torch._inductor.utils.fresh_cache():
+    # private but stable since torch 2.1 (renamed from fresh_inductor_cache in 2.6): a temporary cache directory;
+    # the compiler's warnings (e.g. "does not support code generation for complex operators") go with the cell
+    with torch._inductor.utils.fresh_cache(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         out = fn()
+    said = dict.fromkeys(f"{w.category.__name__}: {str(w.message).splitlines()[0]}" for w in caught)
     return out, {"compile_s": time.perf_counter() - started,
                  "compile_graphs": counters["stats"]["unique_graphs"] - graphs,
-                 "compile_graph_breaks": sum(counters["graph_break"].values()) - breaks}
+                 "compile_graph_breaks": sum(counters["graph_break"].values()) - breaks,
+                 **({"compile_warnings": " | ".join(said)} if said else {})}

@@ -5,6 +5,7 @@ Each test compiles a few small graphs (seconds on the 2-core CPU); the whole-sui
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -91,6 +92,22 @@ def test_modules_of_one_class_keep_their_own_compiled_code() -> None:
             for _ in range(2):
                 for f, m in zip(fns, models, strict=True):
                     torch.testing.assert_close(f(x), m(x))
+
+
+class _Spectral(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.fft.irfft(torch.fft.rfft(x, dim=1) * 2, n=x.shape[1], dim=1)
+
+
+def test_the_compilers_warnings_are_kept_with_the_cell() -> None:
+    """Inductor warns that it runs complex (FFT) ops as they are: the warning is a metric, not a printed line."""
+    x = torch.randn(2, 16, 4)
+    with compile_scope(True), warnings.catch_warnings(record=True) as escaped:
+        warnings.simplefilter("always")
+        out, metrics = first_call(lambda: compile_module(_Spectral(), "fnet")(x))
+    torch.testing.assert_close(out, x * 2)
+    assert "complex operators" in metrics["compile_warnings"]
+    assert not [w for w in escaped if "complex operators" in str(w.message)]
 
 
 def test_a_recompilation_while_timed_raises() -> None:
