@@ -23,16 +23,9 @@ import os
 # alloc+fill+free went 4 ms -> 27 ms after one failed 32 GiB allocation, and Scatterbrain at n = 16384 fwd+bwd
 # 2.8 s -> 4.9 s after `vanilla`'s oom in the same process; with one arena there is nowhere to switch to, and both
 # stay as before (tests/harness/speed/test_timing.py checks the arena count).
-# trim_threshold=64 GiB, i.e. never give the heap top back during a run: at 1 GiB, `vanilla`'s fwd+bwd at n = 4096
-# (1.5 GiB of scores and their gradients) freed more than the threshold at the top of the heap on every call, glibc
-# returned it, and the next call faulted 0.8-1.8 GB in again (130k-460k minor faults per call). That slowed `vanilla`
-# (median 1.6-2.0 s against 1.1 s) and every variant timed in the same rounds after it: S3Attention took 155-200 ms
-# in 3-6 of 10 rounds against 76-83 ms otherwise, with no page faults of its own (one script, the same three layers
-# interleaved, load average 0.8). With the heap kept both are steady. Peak memory figures come from the allocator's
-# events, not RSS, so they do not change; a run's resident memory stays at its largest cell's until it exits.
 GLIBC_TUNABLES_TIMING: str = (
     "glibc.malloc.mmap_threshold=33554432"
-    ":glibc.malloc.trim_threshold=68719476736"
+    ":glibc.malloc.trim_threshold=1073741824"
     ":glibc.malloc.top_pad=268435456"
     ":glibc.malloc.mmap_max=0"
     ":glibc.malloc.arena_max=1"

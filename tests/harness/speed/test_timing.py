@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import os
 import re
-import resource
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
@@ -108,37 +106,3 @@ def test_failed_allocation_keeps_one_malloc_arena(tunables: str, one_arena: bool
     assert proc.returncode == 0, proc.stderr[-2000:]
     arenas = re.findall(r"^Arena (\d+):", proc.stderr, flags=re.M)
     assert (arenas == ["0"]) is one_arena, proc.stderr
-
-
-_REFAULTS_AFTER_FREE = """
-import resource, torch
-import attentions
-torch.set_num_threads(1)
-torch.manual_seed(0)
-layer = attentions.build("vanilla", dim=64, heads=2, max_seq_len=4096, dropout=0.0)
-x = torch.randn(4, 4096, 64)
-def faults_of_call():  # fwd+bwd: 1.5 GiB of n x n scores and their gradients, freed at the end of the call
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    layer(x).sum().backward()
-    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
-faults_of_call()
-print(sorted(faults_of_call() for _ in range(5))[2])  # the median call: one call in several may still fault
-"""
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc only")
-@pytest.mark.parametrize(("tunables", "kept"), [
-    (GLIBC_TUNABLES_TIMING, True),
-    # The control: the trim threshold the timings had before (1 GiB) gives the freed scores back on every call.
-    (re.sub(r"trim_threshold=\d+", "trim_threshold=1073741824", GLIBC_TUNABLES_TIMING), False),
-])
-def test_vanillas_freed_scores_are_not_faulted_in_again(tunables: str, kept: bool) -> None:
-    """``vanilla`` at n = 4096, fwd+bwd (B 4, H 2): under the timing settings a later call reuses the heap's pages
-    (about 15 s and 1.5 GiB of RAM, hence slow)."""
-    env = {**os.environ, "GLIBC_TUNABLES": tunables, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([sys.executable, "-c", _REFAULTS_AFTER_FREE], env=env, capture_output=True, text=True,
-                          timeout=300, cwd=Path(__file__).resolve().parents[3])
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    pages_of_scores = 4 * 2 * 4096 * 4096 * 4 // resource.getpagesize()  # one [B, H, n, n] float32 buffer
-    assert (int(proc.stdout.split()[-1]) < pages_of_scores // 10) is kept, proc.stdout
