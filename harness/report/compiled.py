@@ -22,19 +22,23 @@ def compile_comparison(df: pd.DataFrame) -> pd.DataFrame:
     """One row per (attention, seq_len) that has an eager and a compiled cell in ``df`` (one group of the other
     columns): both medians, eager / compiled (above 1 = compiling pays), the compile time and graph breaks, and the
     compiled cell's status and message (a failed compilation is an ``error`` there)."""
-    eager = df[df["compile"] == "eager"].set_index(["attention", "seq_len"])
-    compiled = df[df["compile"] != "eager"].set_index(["attention", "seq_len"])
-    rows = []
-    for (name, n), c in compiled.iterrows():
-        if (name, n) not in eager.index:
-            continue
-        e = eager.loc[(name, n)]
-        te = e["time_ms_median"] if e["status"] == "ok" else float("nan")
-        tc = c["time_ms_median"] if c["status"] == "ok" else float("nan")
-        same_threads = e.get("threads") == c.get("threads")
-        rows.append((name, int(n), te, tc, te / tc if same_threads and tc > 0 else float("nan"), c.get("compile_s"),
-                     c.get("compile_graphs"), c.get("compile_graph_breaks"), c["status"], c.get("message", "")))
-    return pd.DataFrame.from_records(rows, columns=list(COLUMNS)).sort_values(["attention", "seq_len"])
+    def part(compiled: bool) -> pd.DataFrame:
+        cells = df[(df["compile"] != "eager") == compiled].reindex(columns=[
+            "attention", "seq_len", "status", "time_ms_median", "threads", "compile_s", "compile_graphs",
+            "compile_graph_breaks", "message"])
+        return cells.assign(time_ms_median=cells["time_ms_median"].where(cells["status"] == "ok"))
+
+    both = part(False).merge(part(True), on=["attention", "seq_len"], suffixes=("_eager", "_compiled"))
+    same_threads = (both["threads_eager"] == both["threads_compiled"]) | (
+        both["threads_eager"].isna() & both["threads_compiled"].isna())
+    out = pd.DataFrame({
+        "attention": both["attention"], "seq_len": both["seq_len"].astype(int),
+        "time_ms_eager": both["time_ms_median_eager"], "time_ms_compiled": both["time_ms_median_compiled"],
+        "compile_speedup": (both["time_ms_median_eager"] / both["time_ms_median_compiled"]).where(same_threads),
+        "compile_s": both["compile_s_compiled"], "compile_graphs": both["compile_graphs_compiled"],
+        "compile_graph_breaks": both["compile_graph_breaks_compiled"],
+        "status_compiled": both["status_compiled"], "message_compiled": both["message_compiled"]})
+    return out[list(COLUMNS)].sort_values(["attention", "seq_len"])
 
 
 def comparison_table(cmp: pd.DataFrame, fmt: Fmt) -> str:

@@ -46,8 +46,9 @@ def attach_roofline(df: pd.DataFrame, roofs: Roofs) -> pd.DataFrame:
     if not needed <= set(df.columns):
         return df.iloc[0:0].assign(**{c: [] for c in ROOFLINE_COLUMNS})
     ok = df[(df["status"] == "ok") & (df["gflops_per_s"] > 0) & (df["intensity_flop_per_byte"] > 0)].copy()
-    ok["gemm_peak_gflops"] = [roofs.get(r, (None, None))[0] for r in ok["run_id"]]
-    ok["memory_bandwidth_gbs"] = [roofs.get(r, (None, None))[1] for r in ok["run_id"]]
+    ceilings = pd.DataFrame([roofs.get(r, (None, None)) for r in ok["run_id"]], index=ok.index,
+                            columns=["gemm_peak_gflops", "memory_bandwidth_gbs"], dtype=float)
+    ok[ceilings.columns] = ceilings
     ok = ok.dropna(subset=["gemm_peak_gflops", "memory_bandwidth_gbs"])
     slope = ok["memory_bandwidth_gbs"] * ok["intensity_flop_per_byte"]
     ok["attainable_gflops_per_s"] = np.minimum(ok["gemm_peak_gflops"], slope)

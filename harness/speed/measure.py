@@ -133,7 +133,6 @@ class Workload:
     module: nn.Module
     metrics: dict[str, Any]
     spent_s: float  # of its time limit
-    compiled: bool = False  # under torch.compile: a recompilation while timed is an error
     result: CellResult | None = None  # set by the group's timing; None = ok, untimed (memory and FLOPs only)
 
 
@@ -171,7 +170,7 @@ def _prepare(cell: Cell, ctx: Context) -> Workload | CellResult:
         result = classify_exception(exc)
         result.metrics = metrics
         return result
-    return Workload(cell, fn, module, metrics, time.perf_counter() - started, compiles(cell.params))
+    return Workload(cell, fn, module, metrics, time.perf_counter() - started)
 
 
 def _work(fn: Callable[[], object]) -> dict[str, Any]:
@@ -244,7 +243,7 @@ def time_group(timed: list[Workload], ctx: Context) -> None:
 
     before = calibrate() if ctx.calibration_ms else None
     window = cpu_times()
-    with memory_cap(device), no_recompiles(any(w.compiled for w in timed)):
+    with memory_cap(device), no_recompiles(any(compiles(w.cell.params) for w in timed)):
         timings = time_interleaved([w.fn for w in timed], device, guard=guard, **timed[0].cell.timing)
     load = load_between(window, cpu_times())
     # the faster of the reference before and after the group: a slowdown that lasted through the group shows in
