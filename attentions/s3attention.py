@@ -76,6 +76,40 @@ class S3Config(AttentionConfig):
         return self.r if self.segment_average else self.dim
 
 
+@torch.library.custom_op("attnbench::s3_stem_relu", mutates_args=())
+def _opaque_relu(x: Tensor) -> Tensor:
+    """ReLU that torch.compile cannot see into; S3's stem uses it when compiled for the CPU (``Smoother.activate``)."""
+    return torch.relu(x)
+
+
+@_opaque_relu.register_fake
+def _(x: Tensor) -> Tensor:
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("attnbench::s3_stem_relu_backward", mutates_args=())
+def _opaque_relu_backward(grad: Tensor, out: Tensor) -> Tensor:
+    """Eager ReLU's own backward: the gradient where the output is positive, read from the saved float output."""
+    return torch.ops.aten.threshold_backward(grad, out, 0)
+
+
+@_opaque_relu_backward.register_fake
+def _(grad: Tensor, out: Tensor) -> Tensor:
+    return torch.empty_like(grad)
+
+
+def _opaque_relu_setup(ctx: torch.autograd.function.FunctionCtx, inputs: tuple[Tensor], output: Tensor) -> None:
+    ctx.save_for_backward(output)
+
+
+def _opaque_relu_grad(ctx: torch.autograd.function.FunctionCtx, grad: Tensor) -> Tensor:
+    (out,) = ctx.saved_tensors
+    return _opaque_relu_backward(grad, out)
+
+
+_opaque_relu.register_autograd(_opaque_relu_grad, setup_context=_opaque_relu_setup)
+
+
 class Smoother(nn.Module):
     """Algorithm 2: segment average -> rFFT -> learnable complex weights -> irFFT -> convolution stem.
 
@@ -128,7 +162,21 @@ class Smoother(nn.Module):
             h = self.bn(h)  # positions are BatchNorm's channels: [B, N, D] is its [batch, C, L] as it lies
         else:
             h = self.bn(h.transpose(1, 2)).transpose(1, 2)  # [B, D, N] -> [B, N, D]
-        return self.drop(self.act(h))
+        return self.drop(self.activate(h))
+
+    def activate(self, h: Tensor) -> Tensor:
+        """The stem's activation, ``self.act``; under torch.compile on the CPU, ReLU is one opaque op instead.
+
+        Why: Inductor (torch 2.13, CPU) fuses BatchNorm + ReLU into one kernel and saves ReLU's backward mask as a
+        bool tensor, which it stores one byte at a time in a scalar loop (``VecMask::store``; seen with perf). At
+        n = 4096, B 4, that kernel took 11 ms of a 90 ms fwd+bwd step where eager's BatchNorm and ReLU take 2 ms,
+        and it made the compiled layer slower than eager. The opaque op runs eager's ReLU and, backward, eager's
+        ``threshold_backward`` on the saved output: the same function and gradient. CUDA keeps the fusion (Triton
+        stores masks vectorised); ELU (the released preset) saves no mask.
+        """
+        if self.cfg.activation == "relu" and h.device.type == "cpu" and torch.compiler.is_compiling():
+            return _opaque_relu(h)
+        return self.act(h)
 
     def stem_conv(self, s: Tensor) -> Tensor:
         """``self.conv`` (Conv1d over the sequence, "same" zero padding) on s [B, N, C] -> [B, N, D], in the
