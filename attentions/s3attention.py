@@ -76,6 +76,39 @@ class S3Config(AttentionConfig):
         return self.r if self.segment_average else self.dim
 
 
+def _transposed_copy(t: Tensor) -> Tensor:
+    """[B, P, Q] -> [B, Q, P] contiguous, one 2-D copy per batch element.
+
+    Why per element: ATen copies a contiguous 2-D matrix into its transpose with a cache-blocked kernel, but a 3-D
+    transposed copy goes element by element (n = 4096, B 4, D 64, one thread: 0.6 ms against 3.0 ms).
+    """
+    t = t.contiguous()
+    out = t.new_empty(t.shape[0], t.shape[2], t.shape[1])
+    for i in range(t.shape[0]):
+        out[i].copy_(t[i].t())
+    return out
+
+
+class _TransposedCopy(torch.autograd.Function):
+    """[B, P, Q] -> [B, Q, P] contiguous by ``_transposed_copy``; backward the same copy the other way."""
+
+    @staticmethod
+    def forward(ctx: torch.autograd.function.FunctionCtx, t: Tensor) -> Tensor:
+        return _transposed_copy(t)
+
+    @staticmethod
+    def backward(ctx: torch.autograd.function.FunctionCtx, grad: Tensor) -> Tensor:
+        return _transposed_copy(grad)
+
+
+def _transpose12(t: Tensor) -> Tensor:
+    """[B, P, Q] -> [B, Q, P] contiguous: by ``_TransposedCopy`` in eager CPU code; elsewhere by the framework's copy,
+    which a compiler fuses into the kernel that reads it and CUDA's copy kernel tiles."""
+    if t.device.type == "cpu" and not torch.compiler.is_compiling():
+        return _TransposedCopy.apply(t)
+    return t.transpose(1, 2).contiguous()
+
+
 @torch.library.custom_op("attnbench::s3_stem_relu", mutates_args=())
 def _opaque_relu(x: Tensor) -> Tensor:
     """ReLU that torch.compile cannot see into; S3's stem uses it when compiled for the CPU (``Smoother.activate``)."""
@@ -136,17 +169,35 @@ class Smoother(nn.Module):
             self.drop = nn.Dropout(cfg.smoother_dropout)
 
     def fourier(self, x: Tensor) -> Tensor:
-        """Fourier convolution of eq. (3) along the sequence: [B, N, D] -> [B, N, D] (N = max_seq_len)."""
+        """Fourier convolution of eq. (3) along the sequence: [B, N, D] -> [B, N, D] (N = max_seq_len).
+
+        Every FFT runs over the last axis of a contiguous tensor ([B, r, N] in, [B, D, N] out): the layout torch's
+        CPU FFTs transform in. Along axis 1 of [B, N, D] they copy into it and hand back a transposed result, which
+        the stem's concatenation then gathered element by element. The one transpose left is ATen's blocked 2-D
+        transpose (``_transpose12``). Profiled at n = 4096, B 4, one thread, eager: this function and the stem's
+        concatenation, fwd+bwd, 12.6 ms; with the FFTs along axis 1, 18.3 ms.
+        """
         b, n, d = x.shape
-        r = self.cfg.segments
+        r, f = self.cfg.segments, n // 2 + 1
         # FFTs run in float32 at least: there are no half/bfloat16 FFT kernels on CPU (and cuFFT's need
         # power-of-two lengths), so low-precision inputs are upcast here and the result cast back.
         ft = torch.promote_types(x.dtype, torch.float32)
-        u = x.view(b, n, r, d // r).mean(-1, dtype=ft)  # [B, N, r]  X S, without repeating columns
-        u_hat = torch.fft.rfft(u, n=n, dim=1)  # [B, n//2+1, r]
-        w = torch.view_as_complex(self.weights_fft.to(ft)).view(n // 2 + 1, r, d // r)  # [F, r, d/r]
-        m_hat = (u_hat.unsqueeze(-1) * w).reshape(b, n // 2 + 1, d)  # [B, F, D]: segment j feeds its columns
-        return torch.fft.irfft(m_hat, n=n, dim=1).to(x.dtype)  # [B, N, D]
+        u = x.to(ft)
+        if r < d:  # X S as one GEMM with the segment-mean matrix [D, r] (its backward too), without repeating columns
+            segment = torch.arange(d, device=x.device) // (d // r)
+            u = u @ (segment[:, None] == torch.arange(r, device=x.device)).to(ft).div_(d // r)  # [B, N, r]
+        u_hat = torch.fft.rfft(u.transpose(1, 2), n=n, dim=-1)  # [B, r, F]
+        w = self.weights_fft.to(ft).view(f, r, d // r, 2).permute(1, 2, 0, 3)  # [r, d/r, F, 2]: segment j's columns
+        if torch.compiler.is_compiling():
+            # The complex product in real arithmetic: Inductor (torch 2.13) generates no code for complex operators,
+            # and through them it computed a wrong gradient of these weights (2.2 on a scale of 1.5; a test checks).
+            ur, ui = torch.view_as_real(u_hat).unsqueeze(2).unbind(-1)  # [B, r, 1, F] each
+            wr, wi = w.unbind(-1)  # [r, d/r, F] each
+            m_hat = torch.view_as_complex(torch.stack((ur * wr - ui * wi, ur * wi + ui * wr), dim=-1))
+        else:
+            m_hat = u_hat.unsqueeze(2) * torch.view_as_complex(w)  # [B, r, d/r, F]
+        m = torch.fft.irfft(m_hat.reshape(b, d, f), n=n, dim=-1).to(x.dtype)  # [B, D, N]
+        return _transpose12(m)  # [B, N, D]
 
     def forward(self, x: Tensor, mask: Tensor | None) -> Tensor:
         cfg = self.cfg
@@ -292,8 +343,10 @@ class S3Attention(nn.Module):
         s1 = k1.shape[2]
         # Scores transposed, [B, H*s1, N]: the softmax then runs over a middle axis of s1 = 8 with N contiguous,
         # which torch vectorises along N (fwd+bwd 0.4 ms at n = 4096, B 4, H 2) where a last axis of 8 is not
-        # (6.8 ms). The 1/√d_h scale goes on the s1 sampled keys, not on the N queries.
-        scores = self._block_diagonal(k1 * dh**-0.5) @ q.transpose(1, 2)  # [B, H*s1, D] @ [B, D, N]
+        # (6.8 ms). They are computed as Q K₁ᵀ and copied transposed, not as K₁ Qᵀ: Q's gradient then comes back
+        # [B, N, D] contiguous (from K₁ Qᵀ it was transposed, and the backward of the projection's split gathered
+        # it element by element: 3.3 ms at n = 4096). The 1/√d_h scale goes on the s1 sampled keys.
+        scores = _transpose12(q @ self._block_diagonal(k1 * dh**-0.5).transpose(1, 2))  # [B, N, H*s1] -> [B, H*s1, N]
         scores = scores.view(b, h, s1, n)  # [B, H, s1, N]
         if mask is not None:
             scores = scores.masked_fill(~mask[:, idx][:, None, :, None], masked_fill_value(scores.dtype))
@@ -307,9 +360,11 @@ class S3Attention(nn.Module):
         h, dh = cfg.heads, cfg.head_dim
         s2 = k2.shape[-1] // h
         k2 = zero_padding(k2, mask)  # padded tokens add nothing to Qᵀ K₂
-        # Qᵀ K₂ of every pair of heads in one GEMM ([B, D, N] @ [B, N, H*s2]); head i's block is (i, i)
-        cross = (q.transpose(1, 2) @ k2).view(b, h, dh, h, s2)  # [B, H, dh, H, s2]
-        scores = cross.diagonal(dim1=1, dim2=3).permute(0, 3, 1, 2) * cfg.max_seq_len**-0.5  # [B, H, dh, s2]
+        # K₂ᵀ Q of every pair of heads in one GEMM ([B, H*s2, N] @ [B, N, D]); head i's block is (i, i). As K₂ᵀ Q
+        # rather than Qᵀ K₂ so that Q's gradient comes back [B, N, D] contiguous (see _row).
+        cross = (k2.transpose(1, 2) @ q).view(b, h, s2, h, dh)  # [B, H, s2, H, dh]
+        # diagonal: [B, s2, dh, H]; permuted to [B, H, dh, s2]
+        scores = cross.diagonal(dim1=1, dim2=3).permute(0, 3, 2, 1) * cfg.max_seq_len**-0.5
         attn = F.dropout(scores.softmax(-1), p=p, training=self.training)  # [B, H, dh, s2]
         return v2 @ self._block_diagonal(attn.transpose(-1, -2))  # [B, N, H*s2] @ [B, H*s2, D] -> [B, N, D]
 

@@ -210,32 +210,40 @@ def test_tuned_layer_equals_the_layer_before_tuning(case: str, train: bool, padd
         assert err_tuned <= 3 * err_before + 1e-5 * float(want.abs().max()), (name, err_tuned, err_before)
 
 
-@pytest.mark.parametrize("backend", ["aot_eager", pytest.param("inductor", marks=pytest.mark.slow)])
-def test_compiled_stem_relu_is_the_opaque_op_with_eager_values(backend: str) -> None:
-    """Compiled on the CPU, the stem's ReLU is the opaque op (Inductor's fused bool-mask store is a scalar loop), and
-    the layer's output and every gradient equal eager's; eager never calls the op."""
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_compiled_layer_has_eager_values_and_the_opaque_stem_relu(backend: str) -> None:
+    """Compiled on the CPU, the layer's output and every gradient are as accurate as eager's, against the layer in
+    float64 (the bound of the tuned-layer test below), and the stem's ReLU is the opaque op; eager never calls it.
+
+    Why the gradients are checked: Inductor (torch 2.13) once computed a wrong Fourier-weight gradient here (error
+    2.2 on a scale of 1.5) for a layout of the FFTs that eager computes exactly; the compiled path avoids it.
+    """
     import copy
 
     from torch.profiler import profile
 
     torch.manual_seed(0)
     eager = attentions.build("s3attention", **{**CFG, "smoother_dropout": 0.0}).train()
-    compiled = torch.compile(copy.deepcopy(eager), backend=backend, fullgraph=True, dynamic=False)
+    modules = {
+        "eager": eager,
+        "compiled": torch.compile(copy.deepcopy(eager), backend=backend, fullgraph=True, dynamic=False),
+        "truth": copy.deepcopy(eager).double(),
+    }
     x = torch.randn(2, CFG["max_seq_len"], CFG["dim"])
     grad_out = torch.randn(2, CFG["max_seq_len"], CFG["dim"])
-    results = {}
-    for name, module in (("eager", eager), ("compiled", compiled)):
-        xi = x.clone().requires_grad_()
+    results, ops = {}, {}
+    for name, module in modules.items():
+        xi = x.clone().to(next(module.parameters()).dtype).requires_grad_()
         with profile() as prof:
-            module(xi).backward(grad_out)
-        ops = {event.name for event in prof.events()}
-        params = dict(module.named_parameters())
-        results[name] = (xi.grad, {k: p.grad for k, p in params.items()}, ops)
-    assert "attnbench::s3_stem_relu" in results["compiled"][2]
-    assert not any(op.startswith("attnbench::") for op in results["eager"][2])
-    torch.testing.assert_close(results["compiled"][0], results["eager"][0], rtol=1e-4, atol=1e-5)
-    eager_grads = {k.removeprefix("_orig_mod."): g for k, g in results["eager"][1].items()}
-    compiled_grads = {k.removeprefix("_orig_mod."): g for k, g in results["compiled"][1].items()}
-    assert compiled_grads.keys() == eager_grads.keys()
-    for key, grad in compiled_grads.items():
-        torch.testing.assert_close(grad, eager_grads[key], rtol=1e-4, atol=1e-5, msg=key)
+            y = module(xi)
+            y.backward(grad_out.to(y.dtype))
+        ops[name] = {event.name for event in prof.events()}
+        grads = {k.removeprefix("_orig_mod."): p.grad for k, p in module.named_parameters()}
+        results[name] = {"output": y.detach(), "input": xi.grad, **grads}
+    assert "attnbench::s3_stem_relu" in ops["compiled"]
+    assert not any(op.startswith("attnbench::") for op in ops["eager"])
+    assert results["compiled"].keys() == results["eager"].keys() == results["truth"].keys()
+    for key, want in results["truth"].items():
+        err_eager = float((results["eager"][key].double() - want).abs().max())
+        err_compiled = float((results["compiled"][key].double() - want).abs().max())
+        assert err_compiled <= 3 * err_eager + 1e-5 * float(want.abs().max()), (key, err_compiled, err_eager)
