@@ -15,7 +15,12 @@ import pandas as pd
 from .format import MISSING, Fmt, display_name, escape, length_label, render_table, sig2, write_csv, write_table_files
 
 COLUMNS = ("attention", "seq_len", "time_ms_eager", "time_ms_compiled", "compile_speedup", "compile_s",
-           "compile_graphs", "compile_graph_breaks", "status_compiled", "message_compiled")
+           "compile_graphs", "compile_graph_breaks", "compile_rel_err", "compile_check", "status_compiled",
+           "message_compiled")
+
+
+#: Mark of a compiled time whose values were not compared with eager's (the forward draws random numbers).
+UNCHECKED = {"md": "†", "tex": r"$^\dagger$"}
 
 
 def compile_comparison(df: pd.DataFrame) -> pd.DataFrame:
@@ -25,7 +30,7 @@ def compile_comparison(df: pd.DataFrame) -> pd.DataFrame:
     def part(compiled: bool) -> pd.DataFrame:
         cells = df[(df["compile"] != "eager") == compiled].reindex(columns=[
             "attention", "seq_len", "status", "time_ms_median", "threads", "compile_s", "compile_graphs",
-            "compile_graph_breaks", "message"])
+            "compile_graph_breaks", "compile_rel_err", "compile_check", "message"])
         return cells.assign(time_ms_median=cells["time_ms_median"].where(cells["status"] == "ok"))
 
     both = part(False).merge(part(True), on=["attention", "seq_len"], suffixes=("_eager", "_compiled"))
@@ -37,6 +42,7 @@ def compile_comparison(df: pd.DataFrame) -> pd.DataFrame:
         "compile_speedup": (both["time_ms_median_eager"] / both["time_ms_median_compiled"]).where(same_threads),
         "compile_s": both["compile_s_compiled"], "compile_graphs": both["compile_graphs_compiled"],
         "compile_graph_breaks": both["compile_graph_breaks_compiled"],
+        "compile_rel_err": both["compile_rel_err_compiled"], "compile_check": both["compile_check_compiled"],
         "status_compiled": both["status_compiled"], "message_compiled": both["message_compiled"]})
     return out[list(COLUMNS)].sort_values(["attention", "seq_len"])
 
@@ -60,7 +66,8 @@ def comparison_table(cmp: pd.DataFrame, fmt: Fmt) -> str:
                 ratio = f" ({sig2(c['compile_speedup'])}{times})" if pd.notna(c["compile_speedup"]) else ""
                 eager = f"{c['time_ms_eager']:.3g} {arrow} " if pd.notna(c["time_ms_eager"]) else ""
                 took = f" [{c['compile_s']:.3g} s]" if pd.notna(c["compile_s"]) else ""
-                row.append(f"{eager}{c['time_ms_compiled']:.3g}{ratio}{took}")
+                unchecked = UNCHECKED[fmt] if str(c.get("compile_check", "")).startswith("not compared") else ""
+                row.append(f"{eager}{c['time_ms_compiled']:.3g}{unchecked}{ratio}{took}")
         rows.append(row)
     return render_table(["Attention", *(length_label(n) for n in lengths)], rows, fmt)
 
@@ -77,7 +84,9 @@ def write_compile_comparison(df: pd.DataFrame, out_dir: Path, *, group_columns: 
     written, frames = [], []
     note = ("Eager → compiled median time per call in ms (eager median / compiled median: above 1× compiling pays; "
             "unpaired, the two were timed in different groups) [compile time: the first call, cold Inductor cache]. "
-            "A status in place of a value: the compiled cell failed (message in compile.csv).")
+            "A status in place of a value: the compiled cell failed (message in compile.csv), `error` also where its "
+            "output or gradients differ from eager's on the same weights and inputs (compile_rel_err in compile.csv). "
+            "†: not compared with eager, the forward draws random numbers.")
     for key, group in df.groupby(by, sort=True):
         g = dict(zip(by, key, strict=True))
         cmp = compile_comparison(group)

@@ -13,6 +13,9 @@ optimiser step stays eager) with static shapes. Choices, each so that a compiled
   not count towards the recompile limit, and hitting that limit is an error rather than a silent fall-back to eager.
   While a group is timed, any recompilation is an error of its cell (:func:`no_recompiles`): a timing that includes
   a compilation is not a steady-state figure.
+- A compiled cell is timed only if it computes what eager computes (:func:`checked_first_call`): its first call's
+  output and gradients against the eager call's on the same weights and inputs. A compiler that is fast because it
+  is wrong would otherwise be the fastest row of the table.
 """
 
 from __future__ import annotations
@@ -30,6 +33,16 @@ from torch import nn
 import attentions
 
 MODES = ("eager", "inductor")
+
+#: Largest relative difference, max |compiled - eager| / max |eager| over the output and each gradient, accepted for a
+#: compiled call. Inductor's reordered float32 sums differ from eager by about 1e-6 of the scale here; a wrong kernel
+#: by O(1) (seen: torch 2.13 computed S3Attention's Fourier-weight gradient with an error of 2.2 on a scale of 1.5,
+#: in a formulation the layer no longer uses). Low precision rounds each partial result: a few units of its epsilon.
+AGREEMENT_TOL = {"float32": 1e-3, "bfloat16": 5e-2, "float16": 2e-2}
+
+
+class CompiledMismatch(RuntimeError):
+    """A compiled call's output or gradients differ from the eager call's beyond :data:`AGREEMENT_TOL`."""
 
 
 def compiles(params: dict[str, Any]) -> bool:
@@ -97,3 +110,41 @@ def first_call(fn: Callable[[], torch.Tensor]) -> tuple[torch.Tensor, dict[str, 
                  "compile_graphs": counters["stats"]["unique_graphs"] - graphs,
                  "compile_graph_breaks": sum(counters["graph_break"].values()) - breaks,
                  **({"compile_warnings": " | ".join(said)} if said else {})}
+
+
+def _values(out: torch.Tensor, module: nn.Module) -> list[torch.Tensor]:
+    """The call's output (or loss) and every parameter gradient it left, as float copies."""
+    grads = [q.grad for q in module.parameters() if q.grad is not None]
+    return [t.detach().float().clone() for t in (out, *grads)]
+
+
+def _rel_diff(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
+    """max over the tensors of max |a - b| / max |b| (inf where the two calls left different sets of gradients)."""
+    if len(a) != len(b) or any(x.shape != y.shape for x, y in zip(a, b, strict=True)):
+        return float("inf")
+    return max(float((x - y).abs().max() / y.abs().max().clamp_min(1e-30)) for x, y in zip(a, b, strict=True))
+
+
+def checked_first_call(fn: Callable[[], torch.Tensor], eager: Callable[[], torch.Tensor], module: nn.Module,
+                       dtype: str) -> tuple[torch.Tensor, dict[str, Any]]:
+    """:func:`first_call`, then the same call eager, twice, each from the weights (and buffers) the compiled call
+    started from. ``compile_rel_err``: the compiled call's difference from the first eager call (:func:`_rel_diff`);
+    above :data:`AGREEMENT_TOL` it raises :class:`CompiledMismatch` (the cell's ``error``). Where the two eager calls
+    already differ by more than that, the forward draws random numbers (dropout, LSH rotations, redrawn random
+    features) that Inductor draws differently, and ``compile_check`` says the values were not compared."""
+    state = {k: v.detach().clone() for k, v in module.state_dict().items()}
+    out, metrics = first_call(fn)
+    runs = [_values(out, module)]
+    for _ in range(2):
+        module.load_state_dict(state)  # in place: the compiled graph keeps reading the same parameters
+        runs.append(_values(eager(), module))
+    module.load_state_dict(state)
+    compiled, first, second = runs
+    tol = AGREEMENT_TOL[dtype]
+    if _rel_diff(second, first) > tol:
+        return out, {**metrics, "compile_check": "not compared: two eager calls differ (random draws)"}
+    err = _rel_diff(compiled, first)
+    if not err <= tol:
+        raise CompiledMismatch(f"compiled call differs from eager by {err:.3g} of the scale (tolerance {tol:g}), "
+                               "output or gradients on the same weights and inputs")
+    return out, {**metrics, "compile_rel_err": err, "compile_check": "matches eager"}

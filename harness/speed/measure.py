@@ -34,7 +34,7 @@ from ..cell import (
 )
 from ..errors import first_line
 from ..lra.models import Classifier
-from .compile import compile_module, compile_scope, compiles, first_call, no_recompiles
+from .compile import checked_first_call, compile_module, compile_scope, compiles, no_recompiles
 from .flops import count_work
 from .load import calibrate, cpu_times, load_between, noise_flags
 from .memory import peak_memory_bytes
@@ -154,7 +154,7 @@ def _prepare(cell: Cell, ctx: Context) -> Workload | CellResult:
             fn, eager, module = build_workload(cell, device)
             metrics["params"] = sum(q.numel() for q in module.parameters())
             if compiles(cell.params):
-                out, compile_metrics = first_call(fn)
+                out, compile_metrics = checked_first_call(fn, eager, module, cell.params["dtype"])
                 metrics.update(compile_metrics)
             else:
                 out = fn()

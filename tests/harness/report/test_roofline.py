@@ -59,15 +59,18 @@ def test_compile_comparison_pairs_each_compiled_cell_with_its_eager_one() -> Non
     df = pd.DataFrame([
         _cell("a", 1024, intensity=1, gflops_per_s=1, time_ms=30.0),
         _cell("a", 1024, intensity=1, gflops_per_s=1, time_ms=20.0, compile_="inductor", compile_s=4.0,
-              compile_graphs=1, compile_graph_breaks=0),
+              compile_graphs=1, compile_graph_breaks=0, compile_check="matches eager", compile_rel_err=1e-7),
         _cell("b", 1024, intensity=1, gflops_per_s=1, time_ms=10.0),
         _cell("b", 1024, intensity=1, gflops_per_s=1, time_ms=float("nan"), compile_="inductor", status="error",
               message="BackendCompilerFailed: x"),
         _cell("c", 1024, intensity=1, gflops_per_s=1, time_ms=10.0),  # never compiled: no row
+        _cell("d", 1024, intensity=1, gflops_per_s=1, time_ms=8.0),
+        _cell("d", 1024, intensity=1, gflops_per_s=1, time_ms=4.0, compile_="inductor", compile_s=2.0,
+              compile_check="not compared: two eager calls differ (random draws)"),
     ])
     cmp = compile_comparison(df).set_index("attention")
-    assert list(cmp.index) == ["a", "b"]
+    assert list(cmp.index) == ["a", "b", "d"] and cmp.loc["a", "compile_rel_err"] == 1e-7
     assert cmp.loc["a", "compile_speedup"] == pytest.approx(1.5) and cmp.loc["a", "compile_s"] == 4.0
     assert cmp.loc["b", "status_compiled"] == "error" and pd.isna(cmp.loc["b", "compile_speedup"])
     md = comparison_table(compile_comparison(df), "md")
-    assert "| 30 → 20 (1.5×) [4 s] |" in md and " error |" in md
+    assert "| 30 → 20 (1.5×) [4 s] |" in md and " error |" in md and " 8 → 4† (2.0×) [2 s] |" in md

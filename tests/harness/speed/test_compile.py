@@ -17,7 +17,15 @@ from torch import nn
 import attentions
 import harness.speed.measure
 from harness.cell import Context
-from harness.speed.compile import compile_module, compile_options, compile_scope, first_call, no_recompiles
+from harness.speed.compile import (
+    CompiledMismatch,
+    checked_first_call,
+    compile_module,
+    compile_options,
+    compile_scope,
+    first_call,
+    no_recompiles,
+)
 from harness.suite import load_suite
 from tests.conftest import tiny_doc
 
@@ -141,7 +149,8 @@ def test_a_variant_that_fails_to_compile_is_that_cells_error_and_the_group_goes_
 def test_the_compile_axis_runs_end_to_end_and_reports_eager_beside_compiled(
         cli: Callable[..., object], write_yaml: Callable[..., Path], tmp_path: Path, fast_runner: None,
         one_thread: None) -> None:
-    doc = tiny_doc(axes={"seq_len": [16, 32], "mode": ["fwd+bwd"], "compile": ["eager", "inductor"]})
+    doc = tiny_doc(axes={"seq_len": [16, 32], "mode": ["fwd+bwd"], "compile": ["eager", "inductor"]},
+                   config={"dropout": 0.0}, attention_config={"s3attention*": {"smoother_dropout": 0.0}})
     result = cli("run", write_yaml(doc), "--profile", "smoke", "--out", tmp_path / "out")
     assert result.code == 0, result.err
     out = tmp_path / "out" / "tiny" / "smoke"
@@ -154,7 +163,80 @@ def test_the_compile_axis_runs_end_to_end_and_reports_eager_beside_compiled(
     assert "torch.compile (Inductor)" in (out / "table4_cpu_float32_fwdpbwd_inductor_b1_h2_d16.md").read_text()
     cmp = pd.read_csv(out / "compile.csv")
     assert len(cmp) == 4 and (cmp["compile_speedup"] > 0).all()
+    assert (cmp["compile_check"] == "matches eager").all() and (cmp["compile_rel_err"] < 1e-4).all()
     assert (out / "compile_cpu_float32_fwdpbwd_b1_h2_d16.md").exists()
     roofline = pd.read_csv(out / "roofline.csv")
     assert len(roofline) == 8 and (roofline["attainable_gflops_per_s"] <= 100.0).all()
     assert (out / "roofline_cpu_float32_fwdpbwd_b1_h2_d16.png").exists()
+
+
+class _Miscompiled(nn.Module):
+    """Computes x W when compiled and x W / 2 eager: a stand-in for a compiler that is fast because it is wrong."""
+
+    def __init__(self, wrong_by: float = 2.0, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.lin, self.wrong_by, self.drop = nn.Linear(8, 8), wrong_by, nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.drop(self.lin(x))
+        return y if torch.compiler.is_compiling() else y / self.wrong_by
+
+
+def _checked(module: nn.Module) -> tuple[torch.Tensor, dict[str, object]]:
+    """``checked_first_call`` on a fwd+bwd call of ``module`` (its weights must be what it started from after)."""
+    x, g = torch.randn(4, 8), torch.randn(4, 8)
+    start = {k: v.clone() for k, v in module.state_dict().items()}
+
+    def step(forward: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[], torch.Tensor]:
+        def call() -> torch.Tensor:
+            module.zero_grad(set_to_none=True)
+            y = forward(x)
+            y.backward(g)
+            return y
+
+        return call
+
+    with compile_scope(True):
+        out = checked_first_call(step(compile_module(module, "linformer")), step(module), module, "float32")
+    assert all(torch.equal(v, start[k]) for k, v in module.state_dict().items())
+    return out
+
+
+@pytest.mark.parametrize("wrong_by", [2.0, 1.01])
+def test_a_compiled_call_that_differs_from_eager_is_an_error(wrong_by: float) -> None:
+    with pytest.raises(CompiledMismatch, match="differs from eager"):
+        _checked(_Miscompiled(wrong_by))
+
+
+def test_a_compiled_call_that_agrees_is_timed_with_its_error() -> None:
+    torch.manual_seed(0)
+    _, metrics = _checked(_Miscompiled(wrong_by=1.0))
+    assert metrics["compile_check"] == "matches eager" and 0 <= metrics["compile_rel_err"] < 1e-5
+
+
+def test_a_forward_with_random_draws_is_not_compared() -> None:
+    """Dropout draws differently compiled and eager; two eager calls already differ, so the values say nothing."""
+    torch.manual_seed(0)
+    _, metrics = _checked(_Miscompiled(wrong_by=2.0, dropout=0.5).train())
+    assert metrics["compile_check"].startswith("not compared") and "compile_rel_err" not in metrics
+
+
+def test_a_miscompiled_variant_is_that_cells_error_in_a_sweep(monkeypatch: pytest.MonkeyPatch,
+                                                              write_yaml: Callable[..., Path]) -> None:
+    from attentions.linear_transformer import LinearTransformerAttention
+
+    real = LinearTransformerAttention.forward
+
+    def halved_when_compiled(self: nn.Module, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        y = real(self, x, mask)
+        return y * 0.5 if torch.compiler.is_compiling() else y
+
+    monkeypatch.setattr(LinearTransformerAttention, "forward", halved_when_compiled)
+    doc = tiny_doc(axes={"attention": ["vanilla", "linear_transformer"], "seq_len": [16], "mode": ["fwd+bwd"],
+                         "compile": ["inductor"]}, config={"dropout": 0.0})
+    cells = load_suite(write_yaml(doc), "quick").expand("cpu")
+    results = harness.speed.measure.measure_group(cells, Context(Path(".")))
+    by_name = {c.params["attention"]: r for c, r in zip(cells, results, strict=True)}
+    bad = by_name["linear_transformer"]
+    assert bad.status == "error" and "differs from eager" in bad.message and "time_ms_median" not in bad.metrics
+    assert by_name["vanilla"].status == "ok" and by_name["vanilla"].metrics["compile_check"] == "matches eager"
