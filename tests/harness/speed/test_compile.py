@@ -19,6 +19,7 @@ import harness.speed.measure
 from harness.cell import Context
 from harness.speed.compile import (
     CompiledMismatch,
+    _rel_diff,
     checked_first_call,
     compile_module,
     compile_options,
@@ -240,3 +241,15 @@ def test_a_miscompiled_variant_is_that_cells_error_in_a_sweep(monkeypatch: pytes
     bad = by_name["linear_transformer"]
     assert bad.status == "error" and "differs from eager" in bad.message and "time_ms_median" not in bad.metrics
     assert by_name["vanilla"].status == "ok" and by_name["vanilla"].metrics["compile_check"] == "matches eager"
+
+
+def test_the_difference_is_relative_with_a_floor_under_each_tensors_scale() -> None:
+    """A gradient that is mathematically zero differs by its rounding noise only, which the floor absorbs; a real
+    error in a small tensor (5% of the largest scale) still counts in full."""
+    big = torch.tensor([100.0, -50.0])
+    noise_a, noise_b = torch.tensor([1e-5, -2e-5]), torch.tensor([-1e-5, 1e-5])  # "zero" gradients, two roundings
+    assert _rel_diff([big, noise_a], [big, noise_b]) == pytest.approx(3e-5)  # 3e-5 / (1% of 100)
+    small = torch.tensor([5.0, 1.0])
+    assert _rel_diff([big, small * 1.5], [big, small]) == pytest.approx(0.5)
+    assert _rel_diff([big + 1.0, small], [big, small]) == pytest.approx(0.01)
+    assert _rel_diff([big], [big, small]) == float("inf")
