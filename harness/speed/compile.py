@@ -141,14 +141,23 @@ def checked_first_call(fn: Callable[[], torch.Tensor], eager: Callable[[], torch
     started from. ``compile_rel_err``: the compiled call's difference from the first eager call (:func:`_rel_diff`);
     above :data:`AGREEMENT_TOL` it raises :class:`CompiledMismatch` (the cell's ``error``). Where the two eager calls
     already differ by more than that, the forward draws random numbers (dropout, LSH rotations, redrawn random
-    features) that Inductor draws differently, and ``compile_check`` says the values were not compared."""
+    features) that Inductor draws differently, and ``compile_check`` says the values were not compared; likewise
+    where the eager call runs out of memory (fusion can make the compiled call fit where eager does not)."""
+    from ..cell import classify_exception
+
     state = {k: v.detach().clone() for k, v in module.state_dict().items()}
     out, metrics = first_call(fn)
     runs = [_values(out, module)]
-    for _ in range(2):
-        module.load_state_dict(state)  # in place: the compiled graph keeps reading the same parameters
-        runs.append(_values(eager(), module))
-    module.load_state_dict(state)
+    try:
+        for _ in range(2):
+            module.load_state_dict(state)  # in place: the compiled graph keeps reading the same parameters
+            runs.append(_values(eager(), module))
+    except Exception as exc:  # a compiled cell may fit where its eager call does not: that is its result, not a fail
+        if classify_exception(exc).status != "oom":
+            raise
+        return out, {**metrics, "compile_check": "not compared: the eager call ran out of memory"}
+    finally:
+        module.load_state_dict(state)
     compiled, first, second = runs
     tol = AGREEMENT_TOL[dtype]
     if _rel_diff(second, first) > tol:

@@ -260,6 +260,7 @@ def time_group(timed: list[Workload], ctx: Context) -> None:
         w.metrics.update(time_ms_median=t.median_ms, time_ms_iqr=t.iqr_ms, time_ms_q25=float(q25),
                          time_ms_q75=float(q75), time_ms_mean=t.mean_ms, n_calls=t.n_calls, rounds=len(t.times_ms),
                          threads=t.threads, timing_group=group, timing_method=t.method,
+                         **({} if t.page_faults_per_call is None else {"page_faults_per_call": t.page_faults_per_call}),
                          steps_per_s=1000.0 / t.median_ms if t.median_ms > 0 else float("nan"), **flags)
         w.result = CellResult("ok", "", w.metrics, samples=list(t.times_ms))
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import resource
 import time
 import timeit
 from collections.abc import Callable, Iterator
@@ -45,6 +46,9 @@ class TimingResult:
         n_calls: Total number of calls that were measured (warm-up excluded).
         threads: ``torch.get_num_threads()`` during the measurement.
         method: ``"torch.utils.benchmark.blocked_autorange"`` or ``"cuda_events"``.
+        page_faults_per_call: minor page faults of this process per timed call (interleaved CPU timings; None
+            elsewhere). Memory the allocator handed back to the OS and the next call touched again: its time is in
+            the samples (e.g. explicit-softmax scores above glibc's trim threshold, re-faulted on every call).
     """
 
     times_ms: tuple[float, ...]
@@ -54,6 +58,7 @@ class TimingResult:
     n_calls: int
     threads: int
     method: str
+    page_faults_per_call: float | None = None
 
 
 def time_fn(
@@ -85,12 +90,12 @@ def time_fn(
     return _summary(times_s, n_calls, method)
 
 
-def _summary(times_s: list[float], n_calls: int, method: str) -> TimingResult:
+def _summary(times_s: list[float], n_calls: int, method: str, faults: int | None = None) -> TimingResult:
     times_ms = tuple(t * 1e3 for t in times_s)
     q25, median, q75 = np.percentile(times_ms, [25, 50, 75])
     return TimingResult(times_ms=times_ms, median_ms=float(median), iqr_ms=float(q75 - q25),
                         mean_ms=float(np.mean(times_ms)), n_calls=n_calls, threads=torch.get_num_threads(),
-                        method=method)
+                        method=method, page_faults_per_call=None if faults is None else faults / max(n_calls, 1))
 
 
 @contextlib.contextmanager
@@ -141,16 +146,21 @@ def time_interleaved(
     cold = flush_l2 and device.type == "cuda"
     flush = torch.empty(_L2_FLUSH_BYTES, dtype=torch.int8, device=device) if cold else None
     samples: list[list[float]] = [[] for _ in fns]
+    faults = [0] * len(fns)
     for r in range(rounds):
         live = [i for i in range(len(fns)) if i not in failed]
         for i in live[r % len(live):] + live[: r % len(live)] if live else []:  # rotated by one each round
             try:
                 with guard(i):
+                    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
                     samples[i].append(_block(fns[i], number[i], device, flush))
+                    faults[i] += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
             except Exception as exc:
                 failed[i] = exc
-    method = "interleaved_cuda_events" if device.type == "cuda" else "interleaved_perf_counter"
-    return [failed.get(i) or _summary(samples[i], number[i] * rounds, method) for i in range(len(fns))]
+    cpu = device.type != "cuda"
+    method = "interleaved_perf_counter" if cpu else "interleaved_cuda_events"
+    return [failed.get(i) or _summary(samples[i], number[i] * rounds, method, faults[i] if cpu else None)
+            for i in range(len(fns))]
 
 
 def _block(fn: Callable[[], object], number: int, device: torch.device, flush: torch.Tensor | None) -> float:

@@ -222,6 +222,18 @@ def test_a_forward_with_random_draws_is_not_compared() -> None:
     assert metrics["compile_check"].startswith("not compared") and "compile_rel_err" not in metrics
 
 
+def test_an_eager_call_out_of_memory_leaves_the_compiled_cell_unchecked_not_failed() -> None:
+    module = _Miscompiled(wrong_by=1.0)
+    x = torch.randn(4, 8)
+
+    def eager_oom() -> torch.Tensor:
+        raise torch.OutOfMemoryError("CUDA out of memory (stand-in)")
+
+    with compile_scope(True):
+        _, metrics = checked_first_call(lambda: compile_module(module, "linformer")(x), eager_oom, module, "float32")
+    assert metrics["compile_check"] == "not compared: the eager call ran out of memory"
+
+
 def test_a_miscompiled_variant_is_that_cells_error_in_a_sweep(monkeypatch: pytest.MonkeyPatch,
                                                               write_yaml: Callable[..., Path]) -> None:
     from attentions.linear_transformer import LinearTransformerAttention

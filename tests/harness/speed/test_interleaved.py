@@ -32,6 +32,28 @@ def test_rounds_visit_every_function_once_in_a_rotated_order() -> None:
         assert sorted(timed[3 * r: 3 * r + 3]) == ["a", "b", "c"]
 
 
+def test_page_faults_per_call_count_memory_touched_afresh_by_each_call() -> None:
+    """A call that maps 4 MiB and touches every page faults about 1024 times per call; one that reuses a buffer
+    does not (the count is the process's, taken around each function's own blocks)."""
+    import mmap
+
+    import numpy as np
+
+    size, buffer = 4 * 2**20, torch.zeros(2**20)
+
+    def fresh() -> None:
+        region = mmap.mmap(-1, size)
+        pages = np.frombuffer(region, dtype=np.uint8)
+        pages[:: mmap.PAGESIZE] = 1
+        del pages
+        region.close()
+
+    fresh_result, reused = time_interleaved([fresh, lambda: buffer.fill_(1.0)], CPU, min_run_time_s=0.0,
+                                            min_repeats=3, warmup=1)
+    assert 0.9 * size / mmap.PAGESIZE <= fresh_result.page_faults_per_call <= 1.5 * size / mmap.PAGESIZE
+    assert reused.page_faults_per_call < 10
+
+
 def test_a_failing_function_stops_alone_and_the_guard_wraps_each_use() -> None:
     count = {"calls": 0}
 
