@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import tempfile
 from collections.abc import Callable, Iterator
@@ -49,6 +50,35 @@ def remove_temporaries(directory: str | Path) -> list[Path]:
     for path in stale:
         path.unlink(missing_ok=True)
     return stale
+
+
+def sha256_file(path: str | Path) -> str:
+    """The SHA-256 of a file's bytes (hex), read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def checksum_path(path: str | Path) -> Path:
+    """The ``sha256sum``-style sidecar of a cached file: ``<name>.sha256``."""
+    path = Path(path)
+    return path.with_name(path.name + ".sha256")
+
+
+def write_checksum(path: str | Path) -> Path:
+    """Write ``path``'s sidecar (``<sha256>  <name>``, as ``sha256sum`` prints it); returns the sidecar."""
+    path = Path(path)
+    return atomic_write_text(checksum_path(path), f"{sha256_file(path)}  {path.name}\n")
+
+
+def checksum_matches(path: str | Path) -> bool | None:
+    """Whether ``path`` matches its sidecar: None when either file is missing."""
+    path, sidecar = Path(path), checksum_path(path)
+    if not (path.is_file() and sidecar.is_file()):
+        return None
+    return (sidecar.read_text().split() or [""])[0] == sha256_file(path)
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:

@@ -24,6 +24,8 @@ import torch
 
 from ..errors import UserError
 from ..files import atomic_write
+from ..files import checksum_path as _sidecar
+from ..files import sha256_file as _sha256
 from . import generators, pixels
 from .loaders import load_real
 from .tasks import (
@@ -146,22 +148,10 @@ def generate_task(task: str, *, seq_len: int, seed: int, sizes: tuple[int, int, 
 # Cache of generated datasets
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def cache_path(cache_dir: str | Path, spec: dict[str, Any]) -> Path:
     """Where the dataset described by ``spec`` (JSON-able, with a "task" key) is cached."""
     key = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
     return Path(cache_dir) / f"{spec['task']}-{key}.pt"
-
-
-def _sidecar(path: Path) -> Path:
-    return path.with_name(path.name + ".sha256")
 
 
 
