@@ -50,7 +50,7 @@ def test_a_real_format_sample_goes_through_the_loader(tmp_path: Path) -> None:
     x, x_mark, y, y_mark = windows[0]
     np.testing.assert_allclose(x.numpy(), (values[524:560] - mean) / std, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(y.numpy(), (values[560:620] - mean) / std, rtol=1e-5, atol=1e-5)
-    assert x_mark.shape == (36, 3) and y_mark.shape == (60, 3)  # weekly rows: day of week, of month, of year
+    assert x_mark.shape == (36, 4) and y_mark.shape == (60, 4)  # the released runs' hourly features, for every file
     with pytest.raises(IndexError):
         windows[len(windows)]
 
