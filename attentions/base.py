@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -26,6 +27,37 @@ def zero_padding(x: Tensor, mask: Tensor | None) -> Tensor:
     if mask is None:
         return x
     return x * mask.view(*mask.shape, *([1] * (x.dim() - 2))).to(x.dtype)
+
+
+def per_real_length(x: Tensor, mask: Tensor | None, fn: Callable[[Tensor], Tensor]) -> Tensor:
+    """``fn`` applied to each sequence over its real tokens only: x [B, N, D] -> [B, N, D'], padded positions 0.
+
+    For mixers whose every output depends on the length they transform over (a DFT's frequencies are k/L, a
+    circular lag wraps at L): zeroing the padding is not enough, since a padded sequence would still differ from
+    the unpadded one. Each row's real tokens are gathered to the front in order (padding need not be a suffix),
+    rows of one real length go through ``fn`` together as [R, L, D] (one call per distinct length; the lengths
+    are read on the host), and the results are scattered back. Fully padded rows give 0 and stay in the graph.
+    """
+    if mask is None:
+        return fn(x)
+    b, n, d = x.shape
+    lengths = mask.sum(dim=1)  # [B]: real length L of each sequence
+    # A stable sort of the padding flags puts each row's real tokens first, in their order.
+    order = torch.argsort((~mask).to(torch.int8), dim=1, stable=True)  # [B, N]
+    compact = torch.gather(x, 1, order[..., None].expand(b, n, d))  # [B, N, D]: real tokens first
+    pieces, rows = [], []
+    for length in torch.unique(lengths).tolist():
+        idx = torch.nonzero(lengths == length).squeeze(1)  # [R]: the rows of this length
+        if length == 0:
+            out = fn(compact[idx, :1]) * 0.0  # [R, 1, D']: for the output width; 0 whatever fn returns
+            pieces.append(F.pad(out, (0, 0, 0, n - 1)))
+        else:
+            pieces.append(F.pad(fn(compact[idx, :length]), (0, 0, 0, n - length)))  # [R, N, D']: zeros past L
+        rows.append(idx)
+    grouped = torch.cat(pieces)  # [B, N, D'], rows in group order
+    compact_out = grouped[torch.argsort(torch.cat(rows))]  # [B, N, D'], rows back in batch order
+    inverse = torch.argsort(order, dim=1)  # [B, N]: where each original position went
+    return torch.gather(compact_out, 1, inverse[..., None].expand(b, n, compact_out.shape[-1]))  # [B, N, D']
 
 
 def pad_to_length(x: Tensor, mask: Tensor | None, length: int) -> tuple[Tensor, Tensor | None]:

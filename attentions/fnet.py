@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from .base import per_real_length
 from .registry import AttentionConfig, Capabilities, register
 
 
@@ -75,23 +76,4 @@ class FNetMixing(nn.Module):
         self.cfg = cfg
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
-        if mask is None:
-            return fourier_mix(x, self.cfg.normalize)
-        b, n, d = x.shape
-        lengths = mask.sum(dim=1)  # [B]: real length L of each sequence
-        # A stable sort of the padding flags puts each row's real tokens first, in their order.
-        order = torch.argsort((~mask).to(torch.int8), dim=1, stable=True)  # [B, N]
-        compact = torch.gather(x, 1, order[..., None].expand(b, n, d))  # [B, N, D]: real tokens first
-        pieces, rows = [], []
-        for length in torch.unique(lengths).tolist():  # one batched FFT per distinct real length
-            idx = torch.nonzero(lengths == length).squeeze(1)  # [R]: the rows of this length
-            if length == 0:  # fully padded rows: nothing to transform, output 0 (kept in the graph)
-                pieces.append(compact[idx] * 0.0)  # [R, N, D]
-            else:
-                mixed = fourier_mix(compact[idx, :length], self.cfg.normalize)  # [R, L, D]
-                pieces.append(nn.functional.pad(mixed, (0, 0, 0, n - length)))  # [R, N, D]: zeros past L
-            rows.append(idx)
-        grouped = torch.cat(pieces)  # [B, N, D], rows in group order
-        compact_out = grouped[torch.argsort(torch.cat(rows))]  # [B, N, D], rows back in batch order
-        inverse = torch.argsort(order, dim=1)  # [B, N]: where each original position went
-        return torch.gather(compact_out, 1, inverse[..., None].expand(b, n, d))  # [B, N, D]
+        return per_real_length(x, mask, lambda t: fourier_mix(t, self.cfg.normalize))  # [B, N, D]
