@@ -78,6 +78,7 @@ def _error(layer: torch.nn.Module, x: torch.Tensor, mask: torch.Tensor | None = 
     ("sinkhorn", {"block_size": N}),  # one block: the sorted block is the block itself
     ("scatterbrain", {"bucket_size": N}),  # one bucket: the sparse part is exact everywhere, the low-rank part 0
     ("nystromformer", {"num_landmarks": N, "pinv_iterations": 40}),  # its conv residual is in the reference too
+    ("probsparse", {"factor": 100}),  # u = min(L, c ⌈ln L⌉) = L: every query active
 ])
 def test_exact_at_the_limit(name: str, overrides: dict[str, object]) -> None:
     x, mask = _x()
