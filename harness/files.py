@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
 import os
 import tempfile
 from collections.abc import Callable, Iterator
@@ -50,6 +51,12 @@ def remove_temporaries(directory: str | Path) -> list[Path]:
     for path in stale:
         path.unlink(missing_ok=True)
     return stale
+
+
+def spec_key(spec: object) -> str:
+    """A short stable key of a JSON-able description (16 hex digits of the SHA-256 of its sorted JSON): the name a
+    generated file is cached under, so that other parameters give another file."""
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def sha256_file(path: str | Path) -> str:

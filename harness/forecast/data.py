@@ -23,8 +23,6 @@ what Table 2's numbers were computed on:
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,9 +31,8 @@ import pandas as pd
 import torch
 
 from ..errors import UserError
-from ..files import atomic_write, checksum_matches, write_checksum
+from ..files import atomic_write, checksum_matches, spec_key, write_checksum
 
-SPLITS = ("train", "val", "test")
 ETT_MONTH_ROWS = 30 * 24 * 4  # rows of a 30-day month at 15-minute resolution (the released code's unit)
 
 
@@ -242,7 +239,7 @@ class Synthetic:
     def key(self) -> str:
         fields = {"kind": self.kind, "rows": self.rows, "variables": self.variables, "seed": self.seed,
                   "periods": list(self.periods), "version": 1}
-        return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+        return spec_key(fields)
 
 
 def synthetic_csv(synthetic: Synthetic, cache_dir: str | Path) -> Path:

@@ -11,7 +11,6 @@ seq_len, resolved generator parameters, :data:`CACHE_VERSION`), with a ``sha256s
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import json
 import math
@@ -23,9 +22,8 @@ from typing import Any
 import torch
 
 from ..errors import UserError
-from ..files import atomic_write
-from ..files import checksum_path as _sidecar
-from ..files import sha256_file as _sha256
+from ..files import atomic_write, checksum_matches, checksum_path, spec_key, write_checksum
+from ..files import sha256_file as _sha256  # noqa: F401  (tests write sidecars with it)
 from . import generators, pixels
 from .loaders import load_real
 from .tasks import (
@@ -150,8 +148,7 @@ def generate_task(task: str, *, seq_len: int, seed: int, sizes: tuple[int, int, 
 
 def cache_path(cache_dir: str | Path, spec: dict[str, Any]) -> Path:
     """Where the dataset described by ``spec`` (JSON-able, with a "task" key) is cached."""
-    key = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
-    return Path(cache_dir) / f"{spec['task']}-{key}.pt"
+    return Path(cache_dir) / f"{spec['task']}-{spec_key(spec)}.pt"
 
 
 
@@ -164,17 +161,17 @@ def _write_cache(path: Path, spec: dict[str, Any], data: TaskData) -> None:
         "splits": {name: {"x0": s.x0, "y": s.y, "x1": s.x1} for name, s in data.splits().items()},
     }
     atomic_write(path, lambda tmp: torch.save(payload, tmp))
-    atomic_write(_sidecar(path), lambda tmp: tmp.write_text(f"{_sha256(path)}  {path.name}\n"))
+    write_checksum(path)
 
 
 def _read_cache(path: Path, spec: dict[str, Any]) -> TaskData | None:
     """The cached dataset, or None if absent; a corrupt or mismatching file is reported and ignored."""
-    sidecar = _sidecar(path)
-    if not (path.is_file() and sidecar.is_file()):
+    matches = checksum_matches(path)
+    if matches is None:
         return None
-    expected = (sidecar.read_text().split() or [""])[0]
-    if _sha256(path) != expected:
-        warnings.warn(f"{path}: cache file does not match its checksum {sidecar.name}; regenerating", stacklevel=3)
+    if not matches:
+        warnings.warn(f"{path}: cache file does not match its checksum {checksum_path(path).name}; regenerating",
+                      stacklevel=3)
         return None
     try:
         payload = torch.load(path, weights_only=True)

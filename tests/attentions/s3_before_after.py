@@ -9,7 +9,6 @@ Arguments: lengths, intra-op threads, rounds (B 4, H 2, D 64). GFLOP/s are over 
 before tuning (the tuned layer executes more because of its block-diagonal zero blocks).
 """
 
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -17,7 +16,9 @@ from collections.abc import Callable
 import torch
 
 import attentions
+from harness.report.stats import paired_ratio
 from harness.speed.flops import count_flops, measure_gemm_peak_gflops
+from harness.speed.timing import time_interleaved
 from tests.attentions.s3attention_before import S3AttentionBefore
 
 
@@ -29,7 +30,8 @@ def _step(module: torch.nn.Module, x: torch.Tensor, grad: torch.Tensor) -> Calla
 
 
 def measure(n: int, rounds: int, peak: float) -> str:
-    """One length: the three layers interleaved in rotated rounds; the line the README and the note quote."""
+    """One length: the three layers timed by the harness's interleaved timer (one call per block, the order rotated
+    each round); the line the README and the note quote."""
     torch.manual_seed(0)
     new = attentions.build("s3attention", dim=64, heads=2, max_seq_len=n, dropout=0.0, smoother_dropout=0.0)
     old = S3AttentionBefore(new.cfg)
@@ -41,23 +43,16 @@ def measure(n: int, rounds: int, peak: float) -> str:
     started = time.perf_counter()
     fs["compiled"]()
     cold = time.perf_counter() - started
-    for f in fs.values():
-        for _ in range(3):
-            f()
-    ts: dict[str, list[float]] = {k: [] for k in fs}
-    for r in range(rounds):
-        for k in list(fs)[r % 3:] + list(fs)[: r % 3]:  # rotated order each round
-            started = time.perf_counter()
-            fs[k]()
-            ts[k].append(time.perf_counter() - started)
-    med = {k: statistics.median(v) * 1000 for k, v in ts.items()}
-    ratio = {k: statistics.median(b / a for a, b in zip(ts[k], ts[ref], strict=True))
-             for k, ref in (("now", "before"), ("compiled", "now"))}
-    rate = {k: flops / med[k] / 1e6 for k in fs}
-    shown = {k: f"{med[k]:.1f} ms ({rate[k]:.1f} GFLOP/s = {100 * rate[k] / peak:.1f}% of peak)" for k in fs}
+    timed = dict(zip(fs, time_interleaved(list(fs.values()), torch.device("cpu"), min_run_time_s=0.0,
+                                          min_repeats=rounds, warmup=3), strict=True))
+    ratio = {k: paired_ratio(timed[ref].times_ms, timed[k].times_ms) for k, ref in (("now", "before"),
+                                                                                    ("compiled", "now"))}
+    rate = {k: flops / t.median_ms / 1e6 for k, t in timed.items()}
+    shown = {k: f"{t.median_ms:.1f} ms ({rate[k]:.1f} GFLOP/s = {100 * rate[k] / peak:.1f}% of peak)"
+             for k, t in timed.items()}
     return (f"n={n}: before {shown['before']}, now {shown['now']}, compiled {shown['compiled']} [first compiled call "
-            f"{cold:.1f} s]; before/now {ratio['now']:.2f}x, now/compiled {ratio['compiled']:.2f}x (medians of "
-            f"per-round ratios); useful {flops / 1e9:.3f} GFLOP")
+            f"{cold:.1f} s]; before/now {ratio['now'].value:.2f}x, now/compiled {ratio['compiled'].value:.2f}x "
+            f"(medians of per-round ratios); useful {flops / 1e9:.3f} GFLOP")
 
 
 def main(lengths: list[int], threads: int, rounds: int) -> None:
