@@ -123,6 +123,8 @@ def read_series(path: str | Path, freq: str) -> Series:
         frame = pd.read_csv(path)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: not readable as CSV ({str(exc).splitlines()[0]}); expected {expected}") from None
+    if frame.empty:
+        raise UserError(f"{path}: no data rows; expected {expected}")
     if "date" not in frame.columns:
         raise UserError(f"{path}: no 'date' column (columns: {', '.join(map(str, frame.columns[:5]))}...); "
                         f"expected {expected}")

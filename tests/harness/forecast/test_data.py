@@ -85,7 +85,8 @@ def _break(column: str, row: int, value: object) -> Callable[[pd.DataFrame], pd.
     (_break("date", 3, "yesterday"), "'yesterday' in data row 4 is not a date"),
     (lambda f: f.iloc[::-1], "not strictly increasing"),
     (lambda f: f.iloc[:300], "too few for one window"),
-], ids=["no-date", "no-variables", "text", "missing", "bad-date", "reversed", "short"])
+    (lambda f: f.iloc[:0], "no data rows"),
+], ids=["no-date", "no-variables", "text", "missing", "bad-date", "reversed", "short", "header-only"])
 def test_a_bad_file_is_a_user_error_naming_the_problem(tmp_path: Path, damage: Callable[[pd.DataFrame], pd.DataFrame],
                                                        message: str) -> None:
     with pytest.raises(UserError, match=message) as err:
