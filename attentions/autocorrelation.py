@@ -77,12 +77,17 @@ class AutoCorrelationAttention(ProjectedAttention):
 
     def aggregate(self, qkv: Tensor) -> Tensor:
         """[R, L, 3D] (Q, K, V of sequences of one real length) -> [R, L, D], the time-delay aggregation."""
-        q, k, v = qkv.chunk(3, dim=-1)  # [R, L, D] each
-        r, length, d = v.shape
-        mean_corr = autocorrelation(q, k).mean(dim=-1)  # [R, L]: R(τ) averaged over heads and channels
-        top = min(length, max(1, int(self.cfg.factor * math.log(length))))
-        weights, lags = torch.topk(mean_corr, top, dim=-1)  # [R, k] each
-        weights = weights.softmax(dim=-1).to(v.dtype)
-        positions = (torch.arange(length, device=v.device) + lags[..., None]) % length  # [R, k, L]: t + τ_i
-        rolled = torch.gather(v[:, None].expand(r, top, length, d), 2, positions[..., None].expand(r, top, length, d))
-        return torch.einsum("rk,rkld->rld", weights, rolled)  # [R, L, D]: Σ_i w_i V[(t + τ_i) mod L]
+        return time_delay_aggregation(*qkv.chunk(3, dim=-1), factor=self.cfg.factor)
+
+
+def time_delay_aggregation(q: Tensor, k: Tensor, v: Tensor, factor: float) -> Tensor:
+    """Σ_i w_i · Roll(V, τ_i) over the k = ⌊factor · ln L⌋ lags τ_i with the largest autocorrelation of Q and K
+    averaged over channels, w = softmax of those correlations (eq. 6–7): q, k, v [R, L, D] -> [R, L, D]."""
+    r, length, d = v.shape
+    mean_corr = autocorrelation(q, k).mean(dim=-1)  # [R, L]: R(τ) averaged over heads and channels
+    top = min(length, max(1, int(factor * math.log(length))))
+    weights, lags = torch.topk(mean_corr, top, dim=-1)  # [R, k] each
+    weights = weights.softmax(dim=-1).to(v.dtype)
+    positions = (torch.arange(length, device=v.device) + lags[..., None]) % length  # [R, k, L]: t + τ_i
+    rolled = torch.gather(v[:, None].expand(r, top, length, d), 2, positions[..., None].expand(r, top, length, d))
+    return torch.einsum("rk,rkld->rld", weights, rolled)  # [R, L, D]: Σ_i w_i V[(t + τ_i) mod L]

@@ -118,7 +118,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     os.environ["OMP_NUM_THREADS"] = str(threads)  # --isolate workers inherit it
     if args.data_dir is not None and not Path(args.data_dir).is_dir():
         raise UserError(f"--data-dir {args.data_dir}: no such directory; give the folder holding the LRA files (for "
-                        f"an approximation suite: an accuracy run's results directory)")
+                        f"a forecasting suite: the CSV files; for an approximation suite: an accuracy run's results "
+                        f"directory)")
     suite = load_suite(args.suite, args.profile, parse_set(args.set or []), data_dir=args.data_dir)
     only = [p.strip() for item in (args.only or []) for p in item.split(",") if p.strip()]
     if args.only is not None and not only:  # `--only ''` would otherwise run everything

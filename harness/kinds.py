@@ -7,11 +7,12 @@ Adding a kind = one module that builds a ``SuiteKind`` and one line below.
 from __future__ import annotations
 
 from .approx.kind import KIND as APPROXIMATION
+from .forecast.kind import KIND as FORECASTING
 from .lra.kind import KIND as ACCURACY
 from .spec import Axis, SuiteKind
 from .speed.kind import KIND as SPEED
 
-KINDS: dict[str, SuiteKind] = {kind.name: kind for kind in (SPEED, ACCURACY, APPROXIMATION)}
+KINDS: dict[str, SuiteKind] = {kind.name: kind for kind in (SPEED, ACCURACY, APPROXIMATION, FORECASTING)}
 DEFAULT_KIND = SPEED.name
 
 

@@ -156,7 +156,7 @@ class Suite:
     fixed: dict[str, Any] = field(default_factory=dict)
     metrics: tuple[str, ...] = ()
     timing: dict[str, Any] = field(default_factory=dict)
-    # accuracy
+    # accuracy (and forecasting: data, train)
     data: dict[str, Any] = field(default_factory=dict)
     train: dict[str, Any] = field(default_factory=dict)
     tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -166,6 +166,10 @@ class Suite:
     # approximation
     inputs: dict[str, dict[str, Any]] = field(default_factory=dict)
     budgets: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
+    # forecasting
+    model: dict[str, Any] = field(default_factory=dict)
+    model_config: dict[str, dict[str, Any]] = field(default_factory=dict)
+    datasets: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def report_options(self) -> dict[str, Any]:
         """What the reports need to know besides the cells (stored with each run for ``attnbench report``)."""

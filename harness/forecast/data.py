@@ -200,6 +200,13 @@ class Windows(torch.utils.data.Dataset):
         mid, end = s + self.input_len, s + self.input_len + self.horizon
         return self.values[s:mid], self.marks[s:mid], self.values[mid:end], self.marks[mid:end]
 
+    def batch(self, starts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The windows starting at ``starts`` [B], stacked: x [B, L, C], x_mark [B, L, F], y [B, H, C], y_mark."""
+        rows = starts[:, None] + torch.arange(self.input_len + self.horizon)  # [B, L + H]
+        values, marks = self.values[rows], self.marks[rows]  # [B, L + H, C], [B, L + H, F]
+        return (values[:, : self.input_len], marks[:, : self.input_len], values[:, self.input_len:],
+                marks[:, self.input_len:])
+
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Offline generators (the smoke and quick profiles): the same CSV layout, so generated data goes through read_series

@@ -47,10 +47,12 @@ class S3ForecasterConfig:
     dropout: float = 0.05
     n_harm: int = 8
     attention: dict[str, Any] = field(default_factory=dict)  # overrides of the s3attention config (r, s1, s2, ...)
+    name: str = "s3attention"  # the zoo variant of the layers (``s3attention_released`` for the released preset)
 
 
 class S3Forecaster(nn.Module):
-    """x [B, L, C] and its time features x_mark [B, L, F] -> the forecast [B, horizon, C] (Algorithms 3–4)."""
+    """x [B, L, C] and its time features x_mark [B, L, F] -> the forecast [B, horizon, C] (Algorithms 3–4). The
+    horizon's time features ``y_mark``, which the encoder-decoder baselines read, are not used."""
 
     def __init__(self, cfg: S3ForecasterConfig) -> None:
         super().__init__()
@@ -58,13 +60,13 @@ class S3Forecaster(nn.Module):
         self.embed = DataEmbedding(cfg.variables, cfg.d_model, cfg.marks, cfg.dropout)
         overrides = {"smoother_dropout": cfg.dropout, **cfg.attention}
         self.layers = nn.ModuleList(
-            attentions.build("s3attention", dim=cfg.d_model, heads=cfg.heads, max_seq_len=cfg.input_len,
+            attentions.build(cfg.name, dim=cfg.d_model, heads=cfg.heads, max_seq_len=cfg.input_len,
                              dropout=cfg.dropout, **overrides)
             for _ in range(cfg.layers))
         self.post = nn.Linear(cfg.d_model, cfg.variables)
         self.extrapolate = FourierExtrapolation(cfg.input_len, cfg.n_harm, cfg.horizon)
 
-    def forward(self, x: Tensor, x_mark: Tensor) -> Tensor:
+    def forward(self, x: Tensor, x_mark: Tensor, y_mark: Tensor | None = None) -> Tensor:
         mean = x.mean(dim=1, keepdim=True)  # [B, 1, C]
         std = torch.sqrt(x.var(dim=1, keepdim=True) + 1.0)  # [B, 1, C]
         h = self.embed((x - mean) / std, x_mark)  # [B, L, d_model]

@@ -201,7 +201,7 @@ def evaluate(model: Classifier, split: Split, *, batch_size: int, device: torch.
     return loss_sum / max(n, 1), correct / max(n, 1)
 
 
-def _batch_indices(n_train: int, batch_size: int, step: int, seed: int) -> Tensor:
+def batch_indices(n_train: int, batch_size: int, step: int, seed: int) -> Tensor:
     """Indices of the examples of ``step``: one seeded permutation per epoch, so resuming needs no state."""
     per_epoch = math.ceil(n_train / batch_size)
     epoch, offset = divmod(step, per_epoch)
@@ -250,7 +250,8 @@ def train_and_evaluate(
     total = cfg.total_steps(len(data.train))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, _schedule(cfg.warmup_steps, total))
     ckpt = Path(checkpoint_path) if checkpoint_path else None
-    state = _load_checkpoint(ckpt, model, opt, sched, device) if ckpt is not None and ckpt.is_file() else _new_state()
+    state = {**_new_state(), **(load_checkpoint(ckpt, model, opt, sched, device)
+                                if ckpt is not None and ckpt.is_file() else {})}
     resumed_from = state["step"]
     started = time.perf_counter()
     while state["step"] < total:
@@ -260,7 +261,7 @@ def train_and_evaluate(
         if ckpt is not None and cfg.checkpoint_every and state["step"] % cfg.checkpoint_every == 0:
             state["elapsed_s"] += time.perf_counter() - started
             started = time.perf_counter()
-            _save_checkpoint(ckpt, model, opt, sched, state)
+            save_checkpoint(ckpt, model, opt, sched, state)
     state["elapsed_s"] += time.perf_counter() - started
     analysis = analyse(model, data) if analyse is not None else {}
     if state["best_weights"] is not None:
@@ -286,7 +287,7 @@ def _train_step(state: dict[str, Any], model: Classifier, opt: torch.optim.Optim
                 device: torch.device) -> None:
     """One optimiser step on the batch of ``state["step"]``; the running train loss and accuracy are updated."""
     step = state["step"]
-    idx = _batch_indices(len(train), cfg.batch_size, step, seed)
+    idx = batch_indices(len(train), cfg.batch_size, step, seed)
     logits = _logits(model, train, idx, device).float()
     y = train.y[idx].to(device)
     loss = F.cross_entropy(logits, y)
@@ -320,8 +321,8 @@ def _evaluate_into(state: dict[str, Any], model: Classifier, data: TaskData, cfg
         state["best_weights"] = copy.deepcopy(model.state_dict())
 
 
-def _save_checkpoint(path: Path, model: nn.Module, opt: torch.optim.Optimizer,
-                     sched: torch.optim.lr_scheduler.LRScheduler, state: dict[str, Any]) -> None:
+def save_checkpoint(path: Path, model: nn.Module, opt: torch.optim.Optimizer,
+                    sched: torch.optim.lr_scheduler.LRScheduler, state: dict[str, Any]) -> None:
     def write(tmp: Path) -> None:
         torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
                     "rng": torch.get_rng_state(), "state": state}, tmp)
@@ -330,9 +331,9 @@ def _save_checkpoint(path: Path, model: nn.Module, opt: torch.optim.Optimizer,
     atomic_write(path, write)  # a kill mid-write leaves the previous checkpoint intact
 
 
-def _load_checkpoint(path: Path, model: nn.Module, opt: torch.optim.Optimizer,
-                     sched: torch.optim.lr_scheduler.LRScheduler, device: torch.device) -> dict[str, Any]:
-    """Restore a run from its checkpoint; returns its state."""
+def load_checkpoint(path: Path, model: nn.Module, opt: torch.optim.Optimizer,
+                    sched: torch.optim.lr_scheduler.LRScheduler, device: torch.device) -> dict[str, Any]:
+    """Restore a run from its checkpoint (shared by the accuracy and forecasting trainers); returns its state."""
     # weights_only: a checkpoint holds tensors, numbers and containers only, so loading one never runs code from a
     # file someone could have put in the output directory
     saved = torch.load(path, map_location=device, weights_only=True)
@@ -340,4 +341,4 @@ def _load_checkpoint(path: Path, model: nn.Module, opt: torch.optim.Optimizer,
     opt.load_state_dict(saved["opt"])
     sched.load_state_dict(saved["sched"])
     torch.set_rng_state(saved["rng"])
-    return {**_new_state(), **saved["state"]}
+    return saved["state"]

@@ -12,7 +12,7 @@ import torch
 import harness.faults
 import harness.lra.training
 from harness.lra.tasks import Split, TaskData
-from harness.lra.training import TrainConfig, _batch_indices, train_and_evaluate
+from harness.lra.training import TrainConfig, batch_indices, train_and_evaluate
 
 
 def _split(n: int, seq_len: int, seed: int) -> Split:
@@ -80,9 +80,9 @@ def test_kill_and_resume_equals_uninterrupted(tmp_path: Path, monkeypatch: pytes
 
 
 def test_epoch_permutations_cover_the_data_once() -> None:
-    seen = torch.cat([_batch_indices(100, 16, step, seed=0) for step in range(7)])  # ceil(100/16) = 7 batches
+    seen = torch.cat([batch_indices(100, 16, step, seed=0) for step in range(7)])  # ceil(100/16) = 7 batches
     assert sorted(seen.tolist()) == list(range(100))
-    assert not torch.equal(_batch_indices(100, 16, 0, seed=0), _batch_indices(100, 16, 7, seed=0))  # new epoch
+    assert not torch.equal(batch_indices(100, 16, 0, seed=0), batch_indices(100, 16, 7, seed=0))  # new epoch
 
 
 def test_epochs_convert_to_steps() -> None:

@@ -1,0 +1,243 @@
+"""The ``forecasting`` suite kind (the paper's Table 2): each cell trains and tests one attention's forecaster
+(:mod:`harness.forecast.models`: S3Attention's own, or the baseline built around that attention) on one dataset and
+horizon with one seed, resumably; reported as Table 2 with forecast figures and ``claims.md``
+(:mod:`harness.report.table2`).
+
+Keys of a forecasting suite file, besides the common ones:
+- ``data``: ``dir`` (the directory holding the distributed CSV files; ``--data-dir`` sets it) — when null, every
+  dataset is generated from its ``generate`` settings (offline, cached).
+- ``model``: :class:`~harness.forecast.blocks.ForecastConfig` sizes for every model; ``model_config``: per attention
+  pattern, overrides of them (e.g. S3Attention's d_model 32 from the released script).
+- ``train``: :class:`~harness.forecast.training.ForecastTrain` settings.
+- ``datasets``: per dataset of :data:`~harness.forecast.data.DATASETS`: ``input_len`` and ``horizons`` (the paper's
+  unless given) and ``generate`` (a :class:`~harness.forecast.data.Synthetic` spec: kind, rows, variables, periods).
+
+The ``horizon`` axis lists horizons; a dataset is trained at those of its own ``horizons`` (ILI's 24–60, the others'
+96–720), other combinations are not cells.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .. import faults
+from ..cell import Cell, CellResult, Context, classify_exception, memory_cap, time_limit
+from ..errors import SuiteError
+from ..files import atomic_write_text
+from ..lra.cell import checkpoint_path, drop_checkpoint
+from ..report.format import shown_env
+from ..report.table2 import write_forecast_reports
+from ..spec import (
+    Axis,
+    Suite,
+    SuiteKind,
+    apply_patterns,
+    attention_config,
+    capability_reason,
+    check_keys,
+    identity,
+    is_nonneg_int,
+    is_positive_int,
+    mapping,
+    resolve_or_fail,
+)
+from ..store import Store
+from .blocks import ForecastConfig
+from .data import DATASETS, DatasetSpec, Split, Synthetic, load_dataset, read_series, split_series, synthetic_csv
+from .training import ForecastTrain, train_forecaster
+
+TABLES = ("table2",)
+MODEL_FIELDS = {f.name for f in dataclasses.fields(ForecastConfig)} - {"input_len", "horizon", "variables", "marks",
+                                                                       "attention"}
+TRAIN_FIELDS = {f.name for f in dataclasses.fields(ForecastTrain)}
+DATASET_KEYS = {"input_len", "horizons", "generate"}
+GENERATE_KEYS = {f.name for f in dataclasses.fields(Synthetic)}
+EXAMPLE_DIR = "forecasts"
+
+AXES = {
+    "dataset": Axis(lambda v: v in DATASETS, f"one of {', '.join(DATASETS)}"),
+    "horizon": Axis(is_positive_int, "positive integers (steps forecast)"),
+    "seed": Axis(is_nonneg_int, "non-negative integers"),
+}
+
+
+def parse(path: Path, doc: dict[str, Any]) -> dict[str, Any]:
+    """The forecasting fields of a suite, validated."""
+    data = {"dir": None, **mapping(path, "data", doc.get("data"))}
+    check_keys(path, "data", data, {"dir"})
+    if data["dir"] is not None and not Path(str(data["dir"])).is_dir():
+        raise SuiteError(path, "data.dir", f"{data['dir']} is not a directory; give the directory of the CSV files")
+    model = mapping(path, "model", doc.get("model"))
+    check_keys(path, "model", model, MODEL_FIELDS)
+    model_config = mapping(path, "model_config", doc.get("model_config"))
+    for pattern, overrides in model_config.items():
+        check_keys(path, f"model_config.{pattern}", mapping(path, f"model_config.{pattern}", overrides), MODEL_FIELDS)
+    train = mapping(path, "train", doc.get("train"))
+    check_keys(path, "train", train, TRAIN_FIELDS)
+    try:
+        ForecastTrain(**train)
+    except ValueError as exc:
+        raise SuiteError(path, "train", str(exc)) from None
+    return {"data": data, "model": model, "model_config": model_config, "train": train,
+            "datasets": _datasets(path, doc.get("datasets"))}
+
+
+def _datasets(path: Path, value: Any) -> dict[str, dict[str, Any]]:
+    out = {}
+    for name, ddoc in mapping(path, "datasets", value).items():
+        where = f"datasets.{name}"
+        if name not in DATASETS:
+            raise SuiteError(path, where, f"unknown dataset; valid: {', '.join(DATASETS)}")
+        ddoc = mapping(path, where, ddoc)
+        check_keys(path, where, ddoc, DATASET_KEYS)
+        if "input_len" in ddoc and not is_positive_int(ddoc["input_len"]):
+            raise SuiteError(path, f"{where}.input_len", f"must be a positive integer, got {ddoc['input_len']!r}")
+        horizons = ddoc.get("horizons", [])
+        if not isinstance(horizons, list) or not all(is_positive_int(h) for h in horizons):
+            raise SuiteError(path, f"{where}.horizons", f"must be a list of positive integers, got {horizons!r}")
+        gen = mapping(path, f"{where}.generate", ddoc.get("generate"))
+        check_keys(path, f"{where}.generate", gen, GENERATE_KEYS)
+        if gen:
+            try:
+                Synthetic(**{**gen, "periods": tuple(gen.get("periods", (24, 168)))}).frame().head(1)
+            except (TypeError, ValueError) as exc:
+                raise SuiteError(path, f"{where}.generate", str(exc)) from None
+        out[name] = ddoc
+    return out
+
+
+def dataset_spec(suite: Suite, name: str) -> DatasetSpec:
+    """The dataset's spec with the suite's input length and horizons."""
+    ddoc, spec = suite.datasets.get(name, {}), DATASETS[name]
+    return dataclasses.replace(spec, input_len=int(ddoc.get("input_len", spec.input_len)),
+                               horizons=tuple(ddoc.get("horizons", spec.horizons)))
+
+
+def validate(suite: Suite) -> None:
+    """Every dataset has data (a directory or a generator); every cell's attention config resolves."""
+    for name in suite.axes["dataset"]:
+        if suite.data["dir"] is None and not suite.datasets.get(name, {}).get("generate"):
+            raise SuiteError(suite.path, f"datasets.{name}.generate",
+                             "no data: give --data-dir (the CSV files' directory) or a generator for this dataset")
+    for name in suite.attentions():
+        for dataset in suite.axes["dataset"]:
+            params = {"attention": name, "dataset": dataset, "horizon": dataset_spec(suite, dataset).horizons[0],
+                      "seed": 0}
+            resolve_or_fail(suite.path, "model_config", f"{name} on {dataset}",
+                            lambda params=params: make_cell(suite, params, "cpu"))
+
+
+def make_cell(suite: Suite, params: dict[str, Any], device: str) -> Cell | None:
+    spec = dataset_spec(suite, params["dataset"])
+    if params["horizon"] not in spec.horizons:
+        return None  # not one of this dataset's horizons (ILI's are 24-60, the others' 96-720)
+    name = params["attention"]
+    model = {**suite.model, **apply_patterns({}, suite.model_config, name), "input_len": spec.input_len,
+             "horizon": params["horizon"]}
+    cfg = ForecastConfig(variables=1, **model)
+    overrides = suite.config_for(name)
+    generate = None if suite.data["dir"] is not None else suite.datasets.get(spec.name, {}).get("generate")
+    # the horizons this suite trains: every split must hold a window of the longest
+    horizons = [h for h in spec.horizons if h in suite.axes["horizon"]]
+    data = {"dataset": spec.name, "dir": suite.data["dir"], "generate": generate, "input_len": spec.input_len,
+            "horizons": horizons}
+    reason = next(filter(None, (capability_reason(name, n, padded=False) for n in (cfg.input_len, cfg.decoder_len))),
+                  None)
+    return Cell(
+        suite=suite.name, params=params, metrics=("test_mse", "test_mae"), timing={}, device=device,
+        fixed={"model": model, "train": dataclasses.asdict(ForecastTrain(**suite.train)), "data": data,
+               "attention": overrides},
+        config=attention_config(name, overrides, dim=cfg.d_model, heads=cfg.heads, seq_len=cfg.input_len),
+        kind=suite.kind.name, label=" ".join(f"{k}={v}" if k != "attention" else str(v) for k, v in params.items()),
+        skip_reason=suite.skip_reason(params) or reason, **identity(suite, name),
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Running cells
+
+_LOADED: dict[str, dict[str, Split]] = {}
+
+
+def splits_of(data: Mapping[str, Any], cache_dir: Path | None) -> dict[str, Split]:
+    """The dataset's scaled splits (read, or generated into ``cache_dir``), once per process."""
+    key = json.dumps(data, sort_keys=True, default=str)
+    if key not in _LOADED:
+        spec = dataclasses.replace(DATASETS[data["dataset"]], input_len=data["input_len"],
+                                   horizons=tuple(data["horizons"]))
+        if data["dir"] is not None:
+            _LOADED[key] = load_dataset(spec, data["dir"])
+        else:
+            gen = Synthetic(**{**data["generate"], "periods": tuple(data["generate"].get("periods", (24, 168)))})
+            path = synthetic_csv(gen, cache_dir if cache_dir is not None else Path(".data_cache"))
+            # generated stand-ins are cut 70/10/20 whatever the real file's split (ETT's 12/4/4 months need 20
+            # months of rows)
+            _LOADED[key] = split_series(read_series(path, spec.freq), dataclasses.replace(spec, split="ratio"))
+    return _LOADED[key]
+
+
+def prepare(cells: list[Cell], ctx: Context) -> None:
+    """Read or generate every dataset before the first cell: a bad file is an exit-2 error up front."""
+    for cell in cells:
+        splits_of(cell.fixed["data"], ctx.cache_dir)
+
+
+def check_inputs(cells: list[Cell]) -> None:
+    """Read every real dataset the cells name before anything is written under ``--out``."""
+    for cell in cells:
+        if cell.fixed["data"]["dir"] is not None:
+            splits_of(cell.fixed["data"], None)
+
+
+def run(cell: Cell, ctx: Context) -> CellResult:
+    """Train and test the cell's forecaster, resuming from its checkpoint if any."""
+    faults.point("forecasting.cell", cell.label)
+    if cell.skip_reason:
+        return CellResult("unsupported", cell.skip_reason)
+    try:
+        splits = splits_of(cell.fixed["data"], ctx.cache_dir)
+        cfg = ForecastConfig(variables=splits["train"].values.shape[1], marks=splits["train"].marks.shape[1],
+                             attention=cell.fixed["attention"], **cell.fixed["model"])
+        with time_limit(ctx.timeout_s), memory_cap(cell.device):
+            result = train_forecaster(cell.params["attention"], splits, cfg, ForecastTrain(**cell.fixed["train"]),
+                                      seed=cell.params["seed"], device=cell.device,
+                                      checkpoint_path=checkpoint_path(ctx.workdir, cell))
+    except Exception as exc:  # a failed training run is a result, never the end of the sweep
+        return classify_exception(exc)
+    try:  # the figure's window; losing it must not cost the result
+        atomic_write_text(ctx.workdir / EXAMPLE_DIR / f"{cell.key}.json", json.dumps(result.example))
+    except OSError as exc:
+        print(f"attnbench: warning: {cell.label}: forecast example not written ({exc})", file=sys.stderr)
+    return CellResult("ok", "", result.metrics(), curve=result.curve)
+
+
+def describe(result: CellResult) -> str:
+    if result.status != "ok":
+        return f"{result.status} {result.message}".strip()
+    m = result.metrics
+    return (f"ok test MSE {m['test_mse']:.4f} MAE {m['test_mae']:.4f} (best val {m['best_val_mse']:.4f} at step "
+            f"{m['best_step']}), {m['steps_per_s']:.3g} steps/s")
+
+
+def write_reports(store: Store, name: str, options: Mapping[str, Any], keys: list[str] | None) -> list:
+    df = store.dataframe(keys)
+    return write_forecast_reports(df, store.path.parent, env=shown_env(store.runs(set(df["run_id"]))), suite=name,
+                                  options=options)
+
+
+KIND = SuiteKind(
+    name="forecasting", axes=AXES, optional_axes={},
+    keys=frozenset({"data", "model", "model_config", "train", "datasets"}), tables=TABLES, reads_data=True,
+    parse=parse, validate=validate, make_cell=make_cell, run=run, prepare=prepare, check_inputs=check_inputs,
+    finished=drop_checkpoint, describe=describe, write_reports=write_reports,
+    code=("harness.cell", "harness.lra.training", "harness.forecast.kind", "harness.forecast.training",
+          "harness.forecast.data", "harness.forecast.blocks", "harness.forecast.models", "harness.forecast.embed",
+          "harness.forecast.fourier", "harness.forecast.s3_forecaster", "harness.forecast.fedformer",
+          "harness.forecast.autoformer", "harness.forecast.informer", "harness.forecast.logtrans",
+          "harness.forecast.reformer"),
+)
