@@ -25,6 +25,8 @@ ACCURACY_COLUMNS = ["key", "attention", "task", "seed", "device", "status", "mes
                     "best_dev_acc_pct", "steps_per_s", "best_step", "steps"]
 APPROXIMATION_COLUMNS = ["key", "attention", "budget", "input", "seq_len", "device", "status", "message", "rel_fro",
                          "max_abs", "cos_mean", "cos_min", "time_ms_median"]
+FORECAST_COLUMNS = ["key", "attention", "dataset", "horizon", "seed", "device", "status", "message", "test_mse",
+                    "test_mae", "best_val_mse", "best_step", "steps", "steps_per_s"]
 METRIC_COLUMNS = {
     "time": ["time_ms_median", "time_ms_iqr"],
     "memory": ["peak_mem_bytes"],
@@ -59,6 +61,9 @@ def test_smoke_profile_runs_and_resumes(cli: Callable[..., CliResult], tmp_path:
     elif suite.kind.name == "approximation":
         required = list(APPROXIMATION_COLUMNS)
         n_base = required.index("rel_fro")
+    elif suite.kind.name == "forecasting":
+        required = list(FORECAST_COLUMNS)
+        n_base = required.index("test_mse")
     else:
         required, n_base = list(BASE_COLUMNS), len(BASE_COLUMNS)
         for metric in suite.metrics:
@@ -96,6 +101,13 @@ def test_smoke_profile_runs_and_resumes(cli: Callable[..., CliResult], tmp_path:
         for name in ("approximation.md", "approximation.tex", "approximation.csv"):
             assert (directory / name).stat().st_size > 0, name
         assert list(directory.glob("pareto_*.png")) and list(directory.glob("pareto_*.pdf"))
+    elif suite.kind.name == "forecasting":
+        # Table 2 in every format, a forecast figure per dataset, the claims, no checkpoints left
+        for name in ("table2.md", "table2.tex", "table2.csv", "claims.md"):
+            assert (directory / name).stat().st_size > 0, name
+        for dataset in suite.axes["dataset"]:
+            assert (directory / f"forecast_{dataset}.png").is_file(), dataset
+        assert not list((directory / "checkpoints").glob("*.pt"))
     else:
         assert list(directory.glob("table4_*.md")) and list(directory.glob("table4_*.tex"))
     if suite.kind.name == "speed" and "time" in suite.metrics:

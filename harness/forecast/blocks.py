@@ -65,6 +65,28 @@ class ForecastConfig:
     attention: dict[str, Any] = field(default_factory=dict)
     n_harm: int = 8
 
+    def __post_init__(self) -> None:
+        def bad(name: str, valid: str) -> ValueError:
+            return ValueError(f"{name} must be {valid}, got {getattr(self, name)!r}")
+
+        for name in ("input_len", "horizon", "variables", "marks", "d_model", "heads", "e_layers", "d_layers", "d_ff",
+                     "n_harm"):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+                raise bad(name, "a positive integer")
+        for name in ("label_len", "moving_avg"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+                raise bad(name, "a positive integer or null (the model's default)")
+        if self.label_len is not None and self.label_len > self.input_len:
+            raise bad("label_len", f"at most input_len = {self.input_len}")
+        if not (isinstance(self.dropout, int | float) and not isinstance(self.dropout, bool) and 0 <= self.dropout < 1):
+            raise bad("dropout", "a number in [0, 1)")
+        if self.activation not in ("gelu", "relu"):
+            raise bad("activation", "gelu or relu")
+        if self.d_model % self.heads:
+            raise bad("heads", f"a divisor of d_model = {self.d_model}")
+
     @property
     def start(self) -> int:
         """label_len, resolved."""

@@ -72,11 +72,10 @@ def parse(path: Path, doc: dict[str, Any]) -> dict[str, Any]:
     check_keys(path, "data", data, {"dir"})
     if data["dir"] is not None and not Path(str(data["dir"])).is_dir():
         raise SuiteError(path, "data.dir", f"{data['dir']} is not a directory; give the directory of the CSV files")
-    model = mapping(path, "model", doc.get("model"))
-    check_keys(path, "model", model, MODEL_FIELDS)
+    model = _model(path, "model", doc.get("model"), {})
     model_config = mapping(path, "model_config", doc.get("model_config"))
     for pattern, overrides in model_config.items():
-        check_keys(path, f"model_config.{pattern}", mapping(path, f"model_config.{pattern}", overrides), MODEL_FIELDS)
+        model_config[pattern] = _model(path, f"model_config.{pattern}", overrides, model)
     train = mapping(path, "train", doc.get("train"))
     check_keys(path, "train", train, TRAIN_FIELDS)
     try:
@@ -85,6 +84,18 @@ def parse(path: Path, doc: dict[str, Any]) -> dict[str, Any]:
         raise SuiteError(path, "train", str(exc)) from None
     return {"data": data, "model": model, "model_config": model_config, "train": train,
             "datasets": _datasets(path, doc.get("datasets"))}
+
+
+def _model(path: Path, where: str, value: Any, base: dict[str, Any]) -> dict[str, Any]:
+    """Model settings (over ``base``), each checked as ForecastConfig checks it."""
+    model = mapping(path, where, value)
+    check_keys(path, where, model, MODEL_FIELDS)
+    try:
+        ForecastConfig(input_len=10_000, horizon=1, variables=1, **{**base, **model})
+    except ValueError as exc:
+        field_name = str(exc).split(" ", 1)[0]
+        raise SuiteError(path, f"{where}.{field_name}" if field_name in MODEL_FIELDS else where, str(exc)) from None
+    return model
 
 
 def _datasets(path: Path, value: Any) -> dict[str, dict[str, Any]]:
@@ -226,8 +237,8 @@ def describe(result: CellResult) -> str:
 
 def write_reports(store: Store, name: str, options: Mapping[str, Any], keys: list[str] | None) -> list:
     df = store.dataframe(keys)
-    return write_forecast_reports(df, store.path.parent, env=shown_env(store.runs(set(df["run_id"]))), suite=name,
-                                  options=options)
+    return write_forecast_reports(df, store.curves(keys), store.path.parent,
+                                  env=shown_env(store.runs(set(df["run_id"]))), suite=name, options=options)
 
 
 KIND = SuiteKind(

@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,8 @@ class ForecastTrain:
             value = getattr(self, name)
             if not (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
                 raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+        if not isinstance(self.halve_every_epoch, bool):
+            raise ValueError(f"halve_every_epoch must be true or false, got {self.halve_every_epoch!r}")
         if not (isinstance(self.batch_size, int) and self.batch_size >= 1):
             raise ValueError(f"batch_size must be a positive integer, got {self.batch_size!r}")
         for name in ("epochs", "lr"):
@@ -82,6 +85,10 @@ class ForecastResult:
     stopped_early: bool
     train_windows: int
     test_windows: int
+    naive_last_mse: float  # the same test windows forecast by repeating the history's last value
+    naive_last_mae: float
+    naive_mean_mse: float  # ... and by the history's mean
+    naive_mean_mae: float
     steps_per_s: float
     wall_s: float
     curve: list[dict[str, float]] = field(default_factory=list)
@@ -98,19 +105,37 @@ def spread(count: int, cap: int) -> Tensor:
     return torch.linspace(0, count - 1, cap).round().long().unique()
 
 
+def repeat_last(x: Tensor, x_mark: Tensor, y_mark: Tensor) -> Tensor:
+    """The naive forecast: the history's last value at every step of the horizon. [B, H, C]"""
+    return x[:, -1:].expand(-1, y_mark.shape[1], -1)
+
+
+def window_mean(x: Tensor, x_mark: Tensor, y_mark: Tensor) -> Tensor:
+    """The history's mean at every step of the horizon. [B, H, C]"""
+    return x.mean(dim=1, keepdim=True).expand(-1, y_mark.shape[1], -1)
+
+
 @torch.no_grad()
-def evaluate(model: nn.Module, windows: Windows, starts: Tensor, batch_size: int,
+def evaluate(model: Callable[[Tensor, Tensor, Tensor], Tensor], windows: Windows, starts: Tensor, batch_size: int,
              device: torch.device) -> tuple[float, float]:
-    """(MSE, MAE) of the model's forecasts of the windows at ``starts``, over every step and variable."""
-    was_training = model.training
-    model.eval()
+    """(MSE, MAE) of the forecasts of the windows at ``starts``, over every step and variable; ``model`` is a
+    module (evaluated in eval mode) or a naive forecaster."""
+    was_training = isinstance(model, nn.Module) and model.training
+    if isinstance(model, nn.Module):
+        model.eval()
     sq, ab, n = 0.0, 0.0, 0
     for chunk in starts.split(batch_size):
         x, x_mark, y, y_mark = (t.to(device) for t in windows.batch(chunk))
         err = (model(x, x_mark, y_mark).float() - y).double()
         sq, ab, n = sq + err.square().sum().item(), ab + err.abs().sum().item(), n + err.numel()
-    model.train(was_training)
+    if was_training:
+        model.train()
     return sq / max(n, 1), ab / max(n, 1)
+
+
+def halving(per_epoch: int, enabled: bool) -> Callable[[int], float]:
+    """The learning-rate factor at a step: 0.5 per completed epoch (released ``lradj type1``), or 1."""
+    return lambda step: 0.5 ** (step // per_epoch) if enabled else 1.0
 
 
 def _new_state() -> dict[str, Any]:
@@ -139,8 +164,7 @@ def train_forecaster(attention: str, splits: dict[str, Split], model_cfg: Foreca
     per_epoch = math.ceil(n_train / cfg.batch_size)
     total = cfg.steps or max(1, math.ceil(cfg.epochs * per_epoch))
     eval_every = cfg.eval_every or per_epoch
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: 0.5 ** (s // per_epoch) if cfg.halve_every_epoch else 1.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, halving(per_epoch, cfg.halve_every_epoch))
     ckpt = Path(checkpoint_path) if checkpoint_path else None
     state = {**_new_state(), **(load_checkpoint(ckpt, model, opt, sched, device)
                                 if ckpt is not None and ckpt.is_file() else {})}
@@ -170,10 +194,14 @@ def train_forecaster(attention: str, splits: dict[str, Split], model_cfg: Foreca
         model.load_state_dict(state["best_weights"])
     test_starts = spread(len(windows["test"]), cfg.test_max_windows)
     mse, mae = evaluate(model, windows["test"], test_starts, cfg.batch_size, device)
+    naive = {name: evaluate(fn, windows["test"], test_starts, cfg.batch_size, device)
+             for name, fn in (("last", repeat_last), ("mean", window_mean))}
     return ForecastResult(
         test_mse=mse, test_mae=mae, best_val_mse=state["best_val_mse"], best_step=state["best_step"],
         steps=state["step"], stopped_early=state["stopped_early"], train_windows=n_train,
-        test_windows=len(test_starts), steps_per_s=state["step"] / max(state["elapsed_s"], 1e-9),
+        test_windows=len(test_starts), naive_last_mse=naive["last"][0], naive_last_mae=naive["last"][1],
+        naive_mean_mse=naive["mean"][0], naive_mean_mae=naive["mean"][1],
+        steps_per_s=state["step"] / max(state["elapsed_s"], 1e-9),
         wall_s=state["elapsed_s"], curve=state["curve"], example=_example(model, windows["test"], device))
 
 

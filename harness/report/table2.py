@@ -20,6 +20,7 @@ import pandas as pd
 
 from ..files import atomic_write
 from ..forecast.data import DATASETS
+from ..forecast.models import ARCHITECTURES, architecture
 from .claims import (
     CONTRADICTED,
     INCONCLUSIVE,
@@ -31,7 +32,7 @@ from .claims import (
     sign_verdict,
     write_claims,
 )
-from .format import display_name, mark, render_table, write_csv, write_table_files
+from .format import display_name, mark, render_table, write_csv, write_raw, write_table_files
 from .plots import plt
 from .stats import Interval, t_interval
 
@@ -40,6 +41,9 @@ S3, FEDFORMER = "s3attention", "fedformer_fourier"
 #: The paper's column order; other attentions follow in name order.
 PAPER_ORDER = (S3, FEDFORMER, "autocorrelation", "probsparse", "logsparse", "reformer")
 EXAMPLE_DIR = "forecasts"
+#: Forecasts without a model, measured by every cell on its test windows: column label -> metric prefix.
+NAIVE = {"Repeat last": "naive_last", "Window mean": "naive_mean"}
+NO_SKILL = "‡"
 
 
 def summary(df: pd.DataFrame) -> pd.DataFrame:
@@ -50,6 +54,9 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     out = ok.groupby(["attention", "dataset", "horizon"])[list(METRICS)].agg(["mean", "std", "count"])
     out.columns = [f"{m}_{s}" for m, s in out.columns]
+    naive = [c for p in NAIVE.values() for c in (f"{p}_mse", f"{p}_mae") if c in ok]
+    if naive:  # the same windows for every cell of a (dataset, horizon): one value, whichever cell measured it
+        out = out.join(ok.groupby(["dataset", "horizon"])[naive].mean(), on=["dataset", "horizon"])
     out = out.reset_index()
     rank = {a: i for i, a in enumerate(PAPER_ORDER)}
     out["_a"] = out["attention"].map(lambda a: (rank.get(a, len(rank)), a))
@@ -65,28 +72,45 @@ def _cell(stats: pd.DataFrame, key: tuple[str, str, int], metric: str) -> tuple[
     return f"{mean:.3f}" + ("" if pd.isna(std) else f"({std:.3f})"), round(float(mean), 3)
 
 
-def table2_rows(s: pd.DataFrame, order: Sequence[str], fmt: str) -> tuple[list[list[str]], dict[str, int]]:
-    """The table's rows (dataset, horizon, then MSE and MAE per attention, the lowest shown mean of each metric
-    bold) and each attention's count of first places (ties count for each)."""
+def table2_rows(s: pd.DataFrame, order: Sequence[str], fmt: str) -> tuple[list[list[str]], dict[str, int], int]:
+    """The table's rows (dataset, horizon, MSE and MAE per attention with the lowest shown mean of each metric bold,
+    then the naive forecasts'), each attention's count of first places (ties count for each), and how many model
+    means do not beat the better naive forecast (marked ‡)."""
     stats = s.set_index(["attention", "dataset", "horizon"])
-    firsts = dict.fromkeys(order, 0)
+    naive = [p for p in NAIVE.values() if f"{p}_mse" in s]
+    firsts, no_skill = dict.fromkeys(order, 0), 0
     rows = []
     for dataset in dict.fromkeys(s["dataset"]):
         for horizon in sorted(set(s.loc[s["dataset"] == dataset, "horizon"])):
+            here = s[(s["dataset"] == dataset) & (s["horizon"] == horizon)].iloc[0]
             texts: dict[tuple[str, str], str] = {}
             for metric in METRICS:
                 cells = {a: _cell(stats, (a, dataset, horizon), metric) for a in order}
                 best = min((v for _, v in cells.values() if v is not None), default=None)
+                floor = min((round(float(here[f"{p}{metric[4:]}"]), 3) for p in naive), default=None)
                 for a, (text, value) in cells.items():
                     first = value is not None and value == best
                     firsts[a] += first
-                    texts[(a, metric)] = mark(text, 0 if first else None, fmt)
-            rows.append([str(dataset), str(horizon)] + [texts[(a, m)] for a in order for m in METRICS])
-    return rows, firsts
+                    unskilled = value is not None and floor is not None and value >= floor
+                    no_skill += unskilled
+                    texts[(a, metric)] = mark(text, 0 if first else None, fmt) + (NO_SKILL if unskilled else "")
+            rows.append([str(dataset), str(horizon)] + [texts[(a, m)] for a in order for m in METRICS]
+                        + [f"{here[f'{p}{m[4:]}']:.3f}" for p in naive for m in METRICS])
+    return rows, firsts, no_skill
 
 
-def _header(order: Sequence[str], names: Mapping[str, str] | None) -> list[str]:
-    return ["Dataset", "H"] + [f"{display_name(a, names)} {m}" for a in order for m in ("MSE", "MAE")]
+def model_name(attention: str, names: Mapping[str, str] | None = None) -> str:
+    """A Table 2 column's name: ``report.row_names``, else the model (FEDformer for ``fedformer_fourier``), with the
+    attention in brackets where the model is not that attention's own (a preset, or the Transformer)."""
+    if names and attention in names:
+        return names[attention]
+    model = architecture(attention)[0]
+    return model if attention in ARCHITECTURES else f"{model} ({display_name(attention)})"
+
+
+def _header(order: Sequence[str], names: Mapping[str, str] | None, naive: Sequence[str]) -> list[str]:
+    return (["Dataset", "H"] + [f"{model_name(a, names)} {m}" for a in order for m in ("MSE", "MAE")]
+            + [f"{label} {m}" for label in naive for m in ("MSE", "MAE")])
 
 
 def paired(df: pd.DataFrame, a: str, b: str, dataset: str, horizon: int, metric: str) -> pd.Series:
@@ -156,7 +180,8 @@ def forecast_figure(df: pd.DataFrame, out_dir: Path, dataset: str, names: Mappin
     if ok.empty:
         return None
     first = ok[(ok["horizon"] == ok["horizon"].min()) & (ok["seed"] == ok["seed"].min())]
-    examples = {a: out_dir / EXAMPLE_DIR / f"{k}.json" for a, k in zip(first["attention"], first["key"], strict=True)}
+    keys = sorted(zip(first["attention"], first["key"], strict=True), key=lambda ak: _paper_rank(ak[0]))
+    examples = {a: out_dir / EXAMPLE_DIR / f"{k}.json" for a, k in keys}
     examples = {a: json.loads(p.read_text()) for a, p in examples.items() if p.is_file()}
     if not examples:
         return None
@@ -167,7 +192,7 @@ def forecast_figure(df: pd.DataFrame, out_dir: Path, dataset: str, names: Mappin
     ax.plot(t_hist, history, color="black", lw=1, label="history")
     ax.plot(t_future, truth, color="black", lw=1, ls="--", label="truth")
     for attention, example in examples.items():
-        ax.plot(t_future, example["forecast"], lw=1, label=display_name(attention, names))
+        ax.plot(t_future, example["forecast"], lw=1, label=model_name(attention, names))
     ax.axvline(0, color="grey", lw=0.5)
     ax.set(title=f"{dataset}: one test window (last variable, scaled), horizon {len(truth)}", xlabel="step")
     ax.legend(fontsize=7, ncol=4)
@@ -178,24 +203,34 @@ def forecast_figure(df: pd.DataFrame, out_dir: Path, dataset: str, names: Mappin
     return path
 
 
-def write_forecast_reports(df: pd.DataFrame, out_dir: Path, *, env: Mapping[str, object], suite: str,
-                           options: Mapping[str, Any]) -> list[Path]:
-    """``table2.{csv,md,tex}``, ``forecast_<dataset>.png`` and ``claims.md`` beside the store."""
+def _paper_rank(attention: str) -> tuple[int, str]:
+    return (PAPER_ORDER.index(attention) if attention in PAPER_ORDER else len(PAPER_ORDER), attention)
+
+
+def write_forecast_reports(df: pd.DataFrame, curves: pd.DataFrame, out_dir: Path, *, env: Mapping[str, object],
+                           suite: str, options: Mapping[str, Any]) -> list[Path]:
+    """``results.csv``, ``curves.csv`` (validation MSE as ``dev_loss``), ``table2.{csv,md,tex}``,
+    ``forecast_<dataset>.png`` and ``claims.md`` beside the store."""
+    files = write_raw(df, out_dir, env) + [write_csv(curves, out_dir / "curves.csv")]
     s = summary(df)
     if s.empty:
-        return []
+        return files
     names = options.get("row_names")
-    order = sorted(dict.fromkeys(s["attention"]), key=lambda a: (PAPER_ORDER.index(a) if a in PAPER_ORDER else 99, a))
-    files = [write_csv(s, out_dir / "table2.csv")]
+    order = sorted(dict.fromkeys(s["attention"]), key=_paper_rank)
+    naive = [label for label, p in NAIVE.items() if f"{p}_mse" in s]
+    files.append(write_csv(s, out_dir / "table2.csv"))
     bodies = {}
     for fmt in ("md", "tex"):
-        rows, firsts = table2_rows(s, order, fmt)
-        rows.append(["1st Count", ""] + [str(firsts[a]) if k == 0 else "" for a in order for k in range(2)])
-        bodies[fmt] = render_table(_header(order, names), rows, fmt)
+        rows, firsts, no_skill = table2_rows(s, order, fmt)
+        rows.append(["1st Count", ""] + [str(firsts[a]) if k == 0 else "" for a in order for k in range(2)]
+                    + [""] * (2 * len(naive)))
+        bodies[fmt] = render_table(_header(order, names, naive), rows, fmt)
     seeds = int(df.loc[df["status"] == "ok", "seed"].nunique())
     failed = df[df["status"] != "ok"]
     note = (f"Test MSE and MAE on the standardised series, mean(std) over {seeds} seed(s); lower is better, the "
             f"lowest mean of each metric bold. 1st Count: first places over both metrics."
+            + (f" {NO_SKILL}: no lower than the better of the naive forecasts on the same windows (the history's last "
+               f"value repeated; the history's mean), {no_skill} of {2 * len(s)} model means." if naive else "")
             + (f" {len(failed)} cell(s) did not finish ({', '.join(sorted(set(failed['status'])))}); see the CSV."
                if len(failed) else ""))
     files += write_table_files(out_dir, "table2", title=f"Table 2 — multivariate long-term forecasting ({suite})",
