@@ -137,7 +137,8 @@ def load_suite(
         merged["axes"] = {**mapping(path, "axes", merged.get("axes")), **overrides}
     if data_dir is not None:
         if not kind.reads_data:
-            readers = " and ".join(k.name for k in KINDS.values() if k.reads_data)
+            names = [k.name for k in KINDS.values() if k.reads_data]
+            readers = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
             raise SuiteError("--data-dir", str(data_dir),
                              f"only {readers} suites read data; {path} is a {kind.name} suite")
         merged["data"] = {**mapping(path, "data", merged.get("data")), "dir": str(Path(data_dir).resolve())}

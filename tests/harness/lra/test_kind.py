@@ -89,7 +89,7 @@ def test_cli_data_dir_errors(cli: Callable[..., CliResult], write_yaml: Callable
     missing = cli("run", path, "--out", tmp_path / "o", "--device", "cpu", "--data-dir", tmp_path / "nope")
     assert missing.code == 2 and len(missing.err_lines) == 1 and "--data-dir" in missing.err
     speed = cli("run", tiny_suite, "--out", tmp_path / "o", "--device", "cpu", "--data-dir", tmp_path)
-    assert speed.code == 2 and "accuracy and approximation suites read data" in speed.err
+    assert speed.code == 2 and "accuracy, approximation and forecasting suites read data" in speed.err
     empty = tmp_path / "empty"
     empty.mkdir()
     # an existing directory without LRA files: refused before any training, naming the file and the format
