@@ -29,6 +29,7 @@ from .. import faults
 from ..lra.training import batch_indices, load_checkpoint, save_checkpoint
 from .blocks import ForecastConfig
 from .data import Split, Windows
+from .fourier import FourierExtrapolation
 from .models import build_forecaster
 
 
@@ -85,17 +86,14 @@ class ForecastResult:
     stopped_early: bool
     train_windows: int
     test_windows: int
-    naive_last_mse: float  # the same test windows forecast by repeating the history's last value
-    naive_last_mae: float
-    naive_mean_mse: float  # ... and by the history's mean
-    naive_mean_mae: float
     steps_per_s: float
     wall_s: float
     curve: list[dict[str, float]] = field(default_factory=list)
     example: dict[str, list[float]] = field(default_factory=dict)  # one test window: history, truth, forecast
+    naive: dict[str, float] = field(default_factory=dict)  # naive_<name>_{mse,mae} on the same test windows
 
     def metrics(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if k not in ("curve", "example")}
+        return {**{k: v for k, v in asdict(self).items() if k not in ("curve", "example", "naive")}, **self.naive}
 
 
 def spread(count: int, cap: int) -> Tensor:
@@ -113,6 +111,15 @@ def repeat_last(x: Tensor, x_mark: Tensor, y_mark: Tensor) -> Tensor:
 def window_mean(x: Tensor, x_mark: Tensor, y_mark: Tensor) -> Tensor:
     """The history's mean at every step of the horizon. [B, H, C]"""
     return x.mean(dim=1, keepdim=True).expand(-1, y_mark.shape[1], -1)
+
+
+def naive_forecasts(cfg: ForecastConfig) -> dict[str, Callable[[Tensor, Tensor, Tensor], Tensor]]:
+    """The forecasts without a model that every cell scores on its test windows: the last value, the window's mean,
+    and the window's own Fourier extrapolation with S3Attention's ``n_harm`` harmonics (Algorithm 4 on the raw
+    history: what S3Attention's forecaster would give if its layers passed the window through unchanged)."""
+    fourier = FourierExtrapolation(cfg.input_len, cfg.n_harm, cfg.horizon)
+    return {"last": repeat_last, "mean": window_mean,
+            "fourier": lambda x, x_mark, y_mark: fourier.to(x.device)(x)[:, cfg.input_len:]}
 
 
 @torch.no_grad()
@@ -194,15 +201,14 @@ def train_forecaster(attention: str, splits: dict[str, Split], model_cfg: Foreca
         model.load_state_dict(state["best_weights"])
     test_starts = spread(len(windows["test"]), cfg.test_max_windows)
     mse, mae = evaluate(model, windows["test"], test_starts, cfg.batch_size, device)
-    naive = {name: evaluate(fn, windows["test"], test_starts, cfg.batch_size, device)
-             for name, fn in (("last", repeat_last), ("mean", window_mean))}
+    naive = {f"naive_{name}_{metric}": value for name, fn in naive_forecasts(model_cfg).items()
+             for metric, value in zip(("mse", "mae"), evaluate(fn, windows["test"], test_starts, cfg.batch_size,
+                                                               device), strict=True)}
     return ForecastResult(
         test_mse=mse, test_mae=mae, best_val_mse=state["best_val_mse"], best_step=state["best_step"],
         steps=state["step"], stopped_early=state["stopped_early"], train_windows=n_train,
-        test_windows=len(test_starts), naive_last_mse=naive["last"][0], naive_last_mae=naive["last"][1],
-        naive_mean_mse=naive["mean"][0], naive_mean_mae=naive["mean"][1],
-        steps_per_s=state["step"] / max(state["elapsed_s"], 1e-9),
-        wall_s=state["elapsed_s"], curve=state["curve"], example=_example(model, windows["test"], device))
+        test_windows=len(test_starts), steps_per_s=state["step"] / max(state["elapsed_s"], 1e-9),
+        wall_s=state["elapsed_s"], curve=state["curve"], example=_example(model, windows["test"], device), naive=naive)
 
 
 def _validate(state: dict[str, Any], model: nn.Module, val: Windows, starts: Tensor, cfg: ForecastTrain,

@@ -109,17 +109,31 @@ def test_a_split_shorter_than_one_window_is_named() -> None:
         train_forecaster("vanilla", splits, MODEL, TRAIN, seed=0)
 
 
+def _fourier_continuation(x: np.ndarray, n_harm: int, horizon: int) -> np.ndarray:
+    """Algorithm 4 in numpy: the window's mean and n_harm lowest frequencies (with their negative twins), summed as
+    sinusoids at the next ``horizon`` steps. x [L, C] -> [H, C]."""
+    n = len(x)
+    spectrum, freqs = np.fft.fft(x, axis=0), np.fft.fftfreq(n)
+    kept = sorted(range(n), key=lambda i: abs(freqs[i]))[: 1 + 2 * n_harm]
+    t = np.arange(n, n + horizon)[:, None]
+    return sum(np.real(spectrum[k][None, :] * np.exp(2j * np.pi * freqs[k] * t)) for k in kept) / n
+
+
 def test_the_naive_forecasts_are_scored_on_the_same_test_windows() -> None:
-    """Repeat-last and window-mean errors against their definition, window by window in numpy."""
+    """Repeat-last, window-mean and Fourier-extrapolation errors against their definitions, window by window in
+    numpy."""
     splits = _splits()
     result = train_forecaster("vanilla", splits, MODEL, replace(TRAIN, steps=1, test_max_windows=0), seed=0)
     test = splits["test"].values.astype(np.float64)
     L, H = MODEL.input_len, MODEL.horizon
     windows = [(test[s:s + L], test[s + L:s + L + H]) for s in range(len(test) - L - H + 1)]
-    last = np.concatenate([y - x[-1] for x, y in windows])
-    mean = np.concatenate([y - x.mean(axis=0) for x, y in windows])
+    errors = {"last": np.concatenate([y - x[-1] for x, y in windows]),
+              "mean": np.concatenate([y - x.mean(axis=0) for x, y in windows]),
+              "fourier": np.concatenate([y - _fourier_continuation(x, MODEL.n_harm, H) for x, y in windows])}
     assert result.test_windows == len(windows)
-    np.testing.assert_allclose([result.naive_last_mse, result.naive_last_mae],
-                               [np.mean(last ** 2), np.abs(last).mean()], rtol=1e-5)
-    np.testing.assert_allclose([result.naive_mean_mse, result.naive_mean_mae],
-                               [np.mean(mean ** 2), np.abs(mean).mean()], rtol=1e-5)
+    metrics = result.metrics()
+    for name, err in errors.items():
+        np.testing.assert_allclose([metrics[f"naive_{name}_mse"], metrics[f"naive_{name}_mae"]],
+                                   [np.mean(err ** 2), np.abs(err).mean()], rtol=1e-4)
+    # the sine's period (12) divides the window (24): its Fourier continuation is the sine, off by the noise only
+    assert metrics["naive_fourier_mse"] < 0.01 < metrics["naive_mean_mse"]

@@ -81,3 +81,19 @@ def test_failed_cells_are_left_out_and_counted(tmp_path: Path, status: str) -> N
     df.loc[0, "status"] = status
     write_forecast_reports(df, pd.DataFrame(), tmp_path, env={}, suite="t", options={})
     assert f"1 cell(s) did not finish ({status})" in (tmp_path / "table2.md").read_text()
+
+
+def test_results_no_better_than_a_naive_forecast_are_marked(tmp_path: Path) -> None:
+    """Repeat-last scores 0.95 on Exchange (a random walk: persistence is hard to beat) and 5.0 elsewhere: on
+    Exchange FEDformer's 1.0x are marked, S3Attention's 0.6x are not; the note counts them."""
+    df = _results({"ETTm2": 0.8, "Electricity": 1.2, "Exchange": 0.6, "Traffic": 1.2, "Weather": 0.9, "ILI": 1.1})
+    for prefix, value in (("naive_last", 5.0), ("naive_mean", 7.0), ("naive_fourier", 6.0)):
+        df[f"{prefix}_mse"] = df[f"{prefix}_mae"] = value
+    df.loc[df["dataset"] == "Exchange", ["naive_last_mse", "naive_last_mae"]] = 0.95
+    write_forecast_reports(df, pd.DataFrame(), tmp_path, env={}, suite="t", options={})
+    md = (tmp_path / "table2.md").read_text()
+    exchange = [line for line in md.splitlines() if line.startswith("| Exchange")]
+    assert len(exchange) == 2 and all(line.count("‡") == 2 for line in exchange)  # FEDformer's MSE and MAE
+    assert [c.strip() for c in exchange[0].strip("|").split("|")][-6:] == ["0.950", "0.950", "7.000", "7.000",
+                                                                           "6.000", "6.000"]
+    assert "4 of 48 model means" in md
