@@ -128,8 +128,9 @@ class SelfAttention(nn.Module):
 
     def __init__(self, name: str, cfg: ForecastConfig, length: int) -> None:
         super().__init__()
+        # the model's dropout unless the suite sets the attention's own (``config: {dropout: ...}``)
         self.attention = attentions.build(name, dim=cfg.d_model, heads=cfg.heads, max_seq_len=length,
-                                          dropout=cfg.dropout, **cfg.attention)
+                                          **{"dropout": cfg.dropout, **cfg.attention})
 
     def forward(self, x: Tensor, cross: Tensor | None = None) -> Tensor:
         return self.attention(x)

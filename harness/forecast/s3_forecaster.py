@@ -58,10 +58,9 @@ class S3Forecaster(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.embed = DataEmbedding(cfg.variables, cfg.d_model, cfg.marks, cfg.dropout)
-        overrides = {"smoother_dropout": cfg.dropout, **cfg.attention}
+        overrides = {"dropout": cfg.dropout, "smoother_dropout": cfg.dropout, **cfg.attention}
         self.layers = nn.ModuleList(
-            attentions.build(cfg.name, dim=cfg.d_model, heads=cfg.heads, max_seq_len=cfg.input_len,
-                             dropout=cfg.dropout, **overrides)
+            attentions.build(cfg.name, dim=cfg.d_model, heads=cfg.heads, max_seq_len=cfg.input_len, **overrides)
             for _ in range(cfg.layers))
         self.post = nn.Linear(cfg.d_model, cfg.variables)
         self.extrapolate = FourierExtrapolation(cfg.input_len, cfg.n_harm, cfg.horizon)

@@ -67,3 +67,13 @@ def test_each_row_is_forecast_from_its_own_window(name: str) -> None:
         torch.manual_seed(5)
         alone = model(x[2:3], x_mark[2:3], y_mark[2:3])
     torch.testing.assert_close(alone, together[2:3], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_suites_attention_config_reaches_the_attention(name: str) -> None:
+    """A suite's `config` (here the attention's own dropout) overrides the model's for the attention layers."""
+    cfg = ForecastConfig(input_len=48, horizon=24, variables=2, d_model=16, heads=2, d_ff=32, dropout=0.05,
+                         attention={"dropout": 0.3})
+    model = build_forecaster(name, cfg)
+    configs = [m.cfg for m in model.modules() if hasattr(m, "cfg") and hasattr(m.cfg, "max_seq_len")]
+    assert configs and all(c.dropout == 0.3 for c in configs)
