@@ -113,6 +113,18 @@ def fast_runner(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(harness.run.runner, "measure_memory_bandwidth_gbs", lambda device: 10.0)
 
 
+def kill_in_step(monkeypatch: pytest.MonkeyPatch, step: int) -> None:
+    """Make a training loop (accuracy or forecasting) die in ``step``, after its optimiser step, through its fault
+    point, as a killed process would; ``monkeypatch.undo()`` lets the next run live."""
+    import harness.faults
+
+    def kill(name: str, detail: str = "") -> None:
+        if name == "training.step" and detail == f"step {step}":
+            raise KeyboardInterrupt(f"killed in step {step}")
+
+    monkeypatch.setattr(harness.faults, "point", kill)
+
+
 def patch_kind(monkeypatch: pytest.MonkeyPatch, kind: str, **changes: Any) -> None:
     """Replace parts of a suite kind (e.g. ``run=`` the function that runs one cell) for one test.
 

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import torch
 
-import harness.faults
 import harness.forecast.training as training
 from harness.forecast.blocks import ForecastConfig
 from harness.forecast.data import Split
 from harness.forecast.training import ForecastTrain, spread, train_forecaster
+from tests.conftest import kill_in_step
 
 MODEL = ForecastConfig(input_len=24, horizon=12, variables=2, d_model=16, heads=2, d_ff=32, e_layers=1)
 TRAIN = ForecastTrain(steps=12, batch_size=8, lr=1e-3, eval_every=4, eval_max_windows=20, test_max_windows=30,
@@ -55,12 +55,7 @@ def test_same_seed_same_result_and_another_seed_differs() -> None:
 def test_kill_and_resume_equals_uninterrupted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, killed_in: int) -> None:
     reference = train_forecaster("s3attention", _splits(), MODEL, TRAIN, seed=5)
     ckpt = tmp_path / "cell.pt"
-
-    def kill(name: str, detail: str = "") -> None:
-        if name == "training.step" and detail == f"step {killed_in}":
-            raise KeyboardInterrupt(f"killed in step {killed_in}")
-
-    monkeypatch.setattr(harness.faults, "point", kill)
+    kill_in_step(monkeypatch, killed_in)
     with pytest.raises(KeyboardInterrupt):
         train_forecaster("s3attention", _splits(), MODEL, TRAIN, seed=5, checkpoint_path=ckpt)
     monkeypatch.undo()

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
-import harness.faults
 import harness.lra.training
 from harness.lra.tasks import Split, TaskData
 from harness.lra.training import TrainConfig, batch_indices, train_and_evaluate
+from tests.conftest import kill_in_step
 
 
 def _split(n: int, seq_len: int, seed: int) -> Split:
@@ -61,12 +61,7 @@ def test_kill_and_resume_equals_uninterrupted(tmp_path: Path, monkeypatch: pytes
     and final training loss as a run that was never stopped."""
     reference = train_and_evaluate("s3attention", _task(), CFG, seed=5)
     ckpt = tmp_path / "cell.pt"
-
-    def kill(name: str, detail: str = "") -> None:
-        if name == "training.step" and detail == f"step {killed_in}":
-            raise KeyboardInterrupt(f"killed in step {killed_in}")
-
-    monkeypatch.setattr(harness.faults, "point", kill)
+    kill_in_step(monkeypatch, killed_in)
     with pytest.raises(KeyboardInterrupt):
         train_and_evaluate("s3attention", _task(), CFG, seed=5, checkpoint_path=ckpt)
     monkeypatch.undo()
