@@ -130,15 +130,21 @@ def dataset_spec(suite: Suite, name: str) -> DatasetSpec:
 
 
 def validate(suite: Suite) -> None:
-    """Every dataset has data (a directory or a generator); every cell's attention config resolves."""
-    for name in suite.axes["dataset"]:
-        if suite.data["dir"] is None and not suite.datasets.get(name, {}).get("generate"):
-            raise SuiteError(suite.path, f"datasets.{name}.generate",
+    """Every dataset has a horizon on the axis and data (a directory or a generator); every cell's attention config
+    resolves."""
+    for dataset in suite.axes["dataset"]:
+        horizons = dataset_spec(suite, dataset).horizons
+        if not set(horizons) & set(suite.axes["horizon"]):
+            raise SuiteError(suite.path, "axes.horizon", f"none of {dataset}'s horizons {list(horizons)} is on the "
+                             "axis, so it would have no cells; add one or drop the dataset")
+    for dataset in suite.axes["dataset"]:
+        if suite.data["dir"] is None and not suite.datasets.get(dataset, {}).get("generate"):
+            raise SuiteError(suite.path, f"datasets.{dataset}.generate",
                              "no data: give --data-dir (the CSV files' directory) or a generator for this dataset")
     for name in suite.attentions():
         for dataset in suite.axes["dataset"]:
-            params = {"attention": name, "dataset": dataset, "horizon": dataset_spec(suite, dataset).horizons[0],
-                      "seed": 0}
+            horizon = next(h for h in dataset_spec(suite, dataset).horizons if h in suite.axes["horizon"])
+            params = {"attention": name, "dataset": dataset, "horizon": horizon, "seed": 0}
             resolve_or_fail(suite.path, "model_config", f"{name} on {dataset}",
                             lambda params=params: make_cell(suite, params, "cpu"))
 

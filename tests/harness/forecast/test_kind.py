@@ -46,6 +46,7 @@ def test_a_dataset_is_trained_at_its_own_horizons_only() -> None:
     ({"datasets": {"ILI": {"generate": {"kind": "chaos", "rows": 100, "variables": 2}}}}, "datasets.ILI.generate"),
     ({"datasets": {"ILI": {"horizons": [24, "long"]}}}, "datasets.ILI.horizons"),
     ({"datasets": {}, "profiles": {"smoke": {}, "quick": {}, "paper": {}}}, "datasets.ETTm2.generate"),
+    ({"axes": {"attention": ["vanilla"], "dataset": ["ILI"], "horizon": [96], "seed": [0]}}, "axes.horizon"),
 ])
 def test_bad_keys_name_their_place(tmp_path: Path, changes: dict, where: str) -> None:
     with pytest.raises(SuiteError) as exc:
