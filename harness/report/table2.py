@@ -43,7 +43,7 @@ PAPER_ORDER = (S3, FEDFORMER, "autocorrelation", "probsparse", "logsparse", "ref
 EXAMPLE_DIR = "forecasts"
 #: Forecasts without a model, measured by every cell on its test windows: column label -> metric prefix.
 NAIVE = {"Repeat last": "naive_last", "Window mean": "naive_mean", "Fourier extrap.": "naive_fourier"}
-NO_SKILL = "‡"
+NO_SKILL: dict[str, str] = {"md": "‡", "tex": r"$^\ddagger$"}
 
 
 def summary(df: pd.DataFrame) -> pd.DataFrame:
@@ -93,7 +93,7 @@ def table2_rows(s: pd.DataFrame, order: Sequence[str], fmt: str) -> tuple[list[l
                     firsts[a] += first
                     unskilled = value is not None and floor is not None and value >= floor
                     no_skill += unskilled
-                    texts[(a, metric)] = mark(text, 0 if first else None, fmt) + (NO_SKILL if unskilled else "")
+                    texts[(a, metric)] = mark(text, 0 if first else None, fmt) + (NO_SKILL[fmt] if unskilled else "")
             rows.append([str(dataset), str(horizon)] + [texts[(a, m)] for a in order for m in METRICS]
                         + [f"{here[f'{p}{m[4:]}']:.3f}" for p in naive for m in METRICS])
     return rows, firsts, no_skill
@@ -229,8 +229,8 @@ def write_forecast_reports(df: pd.DataFrame, curves: pd.DataFrame, out_dir: Path
     failed = df[df["status"] != "ok"]
     note = (f"Test MSE and MAE on the standardised series, mean(std) over {seeds} seed(s); lower is better, the "
             f"lowest mean of each metric bold. 1st Count: first places over both metrics."
-            + (f" {NO_SKILL}: no lower than the best naive forecast on the same windows (the history's last value "
-               f"repeated; the history's mean; the history's Fourier extrapolation with S3Attention's harmonics, "
+            + (f" {NO_SKILL['md']}: no lower than the best naive forecast on the same windows (the history's last "
+               f"value repeated; the history's mean; the history's Fourier extrapolation with S3Attention's harmonics, "
                f"Algorithm 4 without a model), {no_skill} of {2 * len(s)} model means." if naive else "")
             + (f" {len(failed)} cell(s) did not finish ({', '.join(sorted(set(failed['status'])))}); see the CSV."
                if len(failed) else ""))

@@ -97,3 +97,4 @@ def test_results_no_better_than_a_naive_forecast_are_marked(tmp_path: Path) -> N
     assert [c.strip() for c in exchange[0].strip("|").split("|")][-6:] == ["0.950", "0.950", "7.000", "7.000",
                                                                            "6.000", "6.000"]
     assert "4 of 48 model means" in md
+    assert r"1.010(0.010)$^\ddagger$" in (tmp_path / "table2.tex").read_text()
