@@ -169,12 +169,17 @@ def split_series(series: Series, spec: DatasetSpec) -> dict[str, Split]:
     ranges = borders(spec, len(series.values))
     scaler = Scaler.fit(series.values[slice(*ranges["train"])])
     splits = {name: Split(scaler.transform(series.values[a:b]), series.marks[a:b]) for name, (a, b) in ranges.items()}
-    longest = max(spec.horizons)
-    for name, split in splits.items():
-        if split.windows(spec.input_len, longest) < 1:
-            raise UserError(f"{series.source}: the {name} split has {len(split.values)} rows, too few for one "
-                            f"window of {spec.input_len} history + {longest} horizon rows")
+    check_windows(splits, spec.input_len, max(spec.horizons), series.source)
     return splits
+
+
+def check_windows(splits: dict[str, Split], input_len: int, horizon: int, source: str) -> None:
+    """Every split holds at least one window of ``input_len`` history and ``horizon`` future rows, or a UserError
+    names the split and its size."""
+    for name, split in splits.items():
+        if split.windows(input_len, horizon) < 1:
+            raise UserError(f"{source}: the {name} split has {len(split.values)} rows, too few for one "
+                            f"window of {input_len} history + {horizon} horizon rows")
 
 
 def load_dataset(spec: DatasetSpec, data_dir: str | Path) -> dict[str, Split]:

@@ -48,7 +48,17 @@ from ..spec import (
 )
 from ..store import Store
 from .blocks import ForecastConfig
-from .data import DATASETS, DatasetSpec, Split, Synthetic, load_dataset, read_series, split_series, synthetic_csv
+from .data import (
+    DATASETS,
+    DatasetSpec,
+    Split,
+    Synthetic,
+    check_windows,
+    load_dataset,
+    read_series,
+    split_series,
+    synthetic_csv,
+)
 from .training import ForecastTrain, train_forecaster
 
 TABLES = ("table2",)
@@ -159,10 +169,8 @@ def make_cell(suite: Suite, params: dict[str, Any], device: str) -> Cell | None:
     cfg = ForecastConfig(variables=1, **model)
     overrides = suite.config_for(name)
     generate = None if suite.data["dir"] is not None else suite.datasets.get(spec.name, {}).get("generate")
-    # the horizons this suite trains: every split must hold a window of the longest
-    horizons = [h for h in spec.horizons if h in suite.axes["horizon"]]
-    data = {"dataset": spec.name, "dir": suite.data["dir"], "generate": generate, "input_len": spec.input_len,
-            "horizons": horizons}
+    # what the data is, not which horizons the suite trains on it: a cell's key does not change with the axis
+    data = {"dataset": spec.name, "dir": suite.data["dir"], "generate": generate, "input_len": spec.input_len}
     reason = next(filter(None, (capability_reason(name, n, padded=False) for n in (cfg.input_len, cfg.decoder_len))),
                   None)
     return Cell(
@@ -185,8 +193,8 @@ def splits_of(data: Mapping[str, Any], cache_dir: Path | None) -> dict[str, Spli
     """The dataset's scaled splits (read, or generated into ``cache_dir``), once per process."""
     key = json.dumps(data, sort_keys=True, default=str)
     if key not in _LOADED:
-        spec = dataclasses.replace(DATASETS[data["dataset"]], input_len=data["input_len"],
-                                   horizons=tuple(data["horizons"]))
+        # one-step windows checked here; the cells' longest horizon by _load_each
+        spec = dataclasses.replace(DATASETS[data["dataset"]], input_len=data["input_len"], horizons=(1,))
         if data["dir"] is not None:
             _LOADED[key] = load_dataset(spec, data["dir"])
         else:
@@ -198,17 +206,28 @@ def splits_of(data: Mapping[str, Any], cache_dir: Path | None) -> dict[str, Spli
     return _LOADED[key]
 
 
+def _load_each(cells: list[Cell], cache_dir: Path | None) -> None:
+    """Load every dataset the cells name and check that each of its splits holds a window of the longest horizon
+    trained on it (a UserError, exit 2, naming the file or the generator)."""
+    longest: dict[str, int] = {}
+    for cell in cells:
+        key = json.dumps(cell.fixed["data"], sort_keys=True, default=str)
+        longest[key] = max(longest.get(key, 0), int(cell.params["horizon"]))
+    for key, horizon in longest.items():
+        data = json.loads(key)
+        source = (str(Path(data["dir"]) / DATASETS[data["dataset"]].file) if data["dir"] is not None
+                  else f"the generated {data['dataset']} stand-in (datasets.{data['dataset']}.generate)")
+        check_windows(splits_of(data, cache_dir), data["input_len"], horizon, source)
+
+
 def prepare(cells: list[Cell], ctx: Context) -> None:
     """Read or generate every dataset before the first cell: a bad file is an exit-2 error up front."""
-    for cell in cells:
-        splits_of(cell.fixed["data"], ctx.cache_dir)
+    _load_each(cells, ctx.cache_dir)
 
 
 def check_inputs(cells: list[Cell]) -> None:
     """Read every real dataset the cells name before anything is written under ``--out``."""
-    for cell in cells:
-        if cell.fixed["data"]["dir"] is not None:
-            splits_of(cell.fixed["data"], None)
+    _load_each([c for c in cells if c.fixed["data"]["dir"] is not None], None)
 
 
 def run(cell: Cell, ctx: Context) -> CellResult:

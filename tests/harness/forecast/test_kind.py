@@ -100,3 +100,22 @@ def test_a_malformed_file_is_refused_before_anything_is_written(cli: Callable[..
     assert result.code == 2
     assert len(result.err_lines) == 1 and "exchange_rate.csv" in result.err_lines[0], result.err
     assert not (out / "forecasting").exists()
+
+
+def test_a_cells_key_does_not_depend_on_the_other_horizons_of_the_axis() -> None:
+    """Running one horizon first and the rest later reuses the first run's cells."""
+    one = load_suite(SUITE, "quick", {"horizon": [96, 24]}).expand("cpu")
+    every = {c.key for c in load_suite(SUITE, "quick").expand("cpu")}
+    assert one and {c.key for c in one} <= every
+
+
+@pytest.mark.usefixtures("fast_runner")
+def test_a_series_too_short_for_a_horizon_stops_the_run(cli: Callable[..., CliResult], tmp_path: Path) -> None:
+    """Smoke's 1,200-row Exchange stand-in holds no validation window of 96 + 720 rows: exit 2 before training,
+    one line naming the generator and the split."""
+    out = tmp_path / "out"
+    result = cli("run", SUITE, "--profile", "smoke", "--out", out, "--device", "cpu", "--set", "dataset=Exchange",
+                 "--set", "horizon=720")
+    assert result.code == 2 and len(result.err_lines) == 1, result.err
+    assert "generated Exchange stand-in" in result.err and "too few for one window of 96 history + 720" in result.err
+    assert not list(out.glob("forecasting/smoke/checkpoints/*.pt"))
