@@ -220,6 +220,11 @@ def attention_config(name: str, overrides: Mapping[str, Any], *, dim: int, heads
     return {k: v for k, v in dataclasses.asdict(cfg).items() if k not in SHAPE_FIELDS}
 
 
+def axis_label(params: Mapping[str, Any]) -> str:
+    """A cell's progress label from its axis values: the attention, then ``axis=value`` for the others."""
+    return " ".join(f"{k}={v}" if k != "attention" else str(v) for k, v in params.items())
+
+
 def identity(suite: Suite, name: str) -> dict[str, Any]:
     """The Cell fields that say what code and how many threads measure attention ``name`` in this suite."""
     return {"code": code_identity(name, suite.kind.code), "threads": torch.get_num_threads()}

@@ -38,6 +38,7 @@ from ..spec import (
     SuiteKind,
     apply_patterns,
     attention_config,
+    axis_label,
     capability_reason,
     check_keys,
     identity,
@@ -178,7 +179,7 @@ def make_cell(suite: Suite, params: dict[str, Any], device: str) -> Cell | None:
         fixed={"model": model, "train": dataclasses.asdict(ForecastTrain(**suite.train)), "data": data,
                "attention": overrides},
         config=attention_config(name, overrides, dim=cfg.d_model, heads=cfg.heads, seq_len=cfg.input_len),
-        kind=suite.kind.name, label=" ".join(f"{k}={v}" if k != "attention" else str(v) for k, v in params.items()),
+        kind=suite.kind.name, label=axis_label(params),
         skip_reason=suite.skip_reason(params) or reason, **identity(suite, name),
     )
 

@@ -16,19 +16,11 @@ import attentions
 
 from . import autoformer, blocks, fedformer, informer, logtrans, reformer, s3_forecaster
 from .blocks import ForecastConfig, SelfAttention, TransformerForecaster
-from .s3_forecaster import S3Forecaster, S3ForecasterConfig
-
-
-def _s3(cfg: ForecastConfig, name: str) -> nn.Module:
-    return S3Forecaster(S3ForecasterConfig(
-        input_len=cfg.input_len, horizon=cfg.horizon, variables=cfg.variables, marks=cfg.marks, d_model=cfg.d_model,
-        layers=cfg.e_layers, heads=cfg.heads, dropout=cfg.dropout, n_harm=cfg.n_harm, attention=cfg.attention,
-        name=name))
-
+from .s3_forecaster import S3Forecaster
 
 #: attention family -> (model name, its module, its builder (cfg, attention name) -> model)
 ARCHITECTURES: dict[str, tuple[str, str, Callable[[ForecastConfig, str], nn.Module]]] = {
-    "s3attention": ("S3Attention", s3_forecaster.__name__, _s3),
+    "s3attention": ("S3Attention", s3_forecaster.__name__, S3Forecaster),
     "fedformer_fourier": ("FEDformer", fedformer.__name__, fedformer.build),
     "autocorrelation": ("Autoformer", autoformer.__name__, autoformer.build),
     "probsparse": ("Informer", informer.__name__, informer.build),

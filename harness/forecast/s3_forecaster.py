@@ -16,52 +16,34 @@ Choices and deviations (the pseudo-code is the only specification; the released 
   +1 keeps near-constant windows finite; it also makes the model shift- but not scale-equivariant.
 - ``post`` is a linear map d_model -> variables; the forecast is the last ``horizon`` steps of the extrapolation
   (the first ``input_len`` reconstruct the window), as the released training loop slices ``[:, -pred_len:]``.
-- Defaults d_model 32, 2 layers: the released run script's S3 (``SKTFORMER``) lines; n_harm 8: Algorithm 4.
+- Sizes from :class:`~harness.forecast.blocks.ForecastConfig` (``e_layers`` layers); the released run script's S3
+  (``SKTFORMER``) lines use d_model 32 and 2 layers (the forecasting suite's ``model_config``); n_harm 8: Algorithm 4.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 import attentions
 
+from .blocks import ForecastConfig
 from .embed import DataEmbedding
 from .fourier import FourierExtrapolation
-
-
-@dataclass(frozen=True)
-class S3ForecasterConfig:
-    """Sizes of one forecaster: the window, the horizon, the variables and time features, and the model."""
-
-    input_len: int
-    horizon: int
-    variables: int
-    marks: int = 4
-    d_model: int = 32
-    layers: int = 2
-    heads: int = 2
-    dropout: float = 0.05
-    n_harm: int = 8
-    attention: dict[str, Any] = field(default_factory=dict)  # overrides of the s3attention config (r, s1, s2, ...)
-    name: str = "s3attention"  # the zoo variant of the layers (``s3attention_released`` for the released preset)
 
 
 class S3Forecaster(nn.Module):
     """x [B, L, C] and its time features x_mark [B, L, F] -> the forecast [B, horizon, C] (Algorithms 3–4). The
     horizon's time features ``y_mark``, which the encoder-decoder baselines read, are not used."""
 
-    def __init__(self, cfg: S3ForecasterConfig) -> None:
+    def __init__(self, cfg: ForecastConfig, name: str = "s3attention") -> None:
         super().__init__()
         self.cfg = cfg
         self.embed = DataEmbedding(cfg.variables, cfg.d_model, cfg.marks, cfg.dropout)
         overrides = {"dropout": cfg.dropout, "smoother_dropout": cfg.dropout, **cfg.attention}
         self.layers = nn.ModuleList(
-            attentions.build(cfg.name, dim=cfg.d_model, heads=cfg.heads, max_seq_len=cfg.input_len, **overrides)
-            for _ in range(cfg.layers))
+            attentions.build(name, dim=cfg.d_model, heads=cfg.heads, max_seq_len=cfg.input_len, **overrides)
+            for _ in range(cfg.e_layers))
         self.post = nn.Linear(cfg.d_model, cfg.variables)
         self.extrapolate = FourierExtrapolation(cfg.input_len, cfg.n_harm, cfg.horizon)
 

@@ -186,10 +186,11 @@ def train_forecaster(attention: str, splits: dict[str, Split], model_cfg: Foreca
         opt.step()
         sched.step()
         faults.point("training.step", f"step {state['step'] + 1}")
-        if not math.isfinite(loss.item()):
+        loss_value = loss.item()  # one device sync per step
+        if not math.isfinite(loss_value):
             raise FloatingPointError(f"non-finite training loss at step {state['step'] + 1}")
         state["step"] += 1
-        state["loss_sum"], state["seen"] = state["loss_sum"] + loss.item(), state["seen"] + 1
+        state["loss_sum"], state["seen"] = state["loss_sum"] + loss_value, state["seen"] + 1
         if state["step"] % eval_every == 0 or state["step"] == total:
             _validate(state, model, windows["val"], val_starts, cfg, device)
             if ckpt is not None and cfg.checkpoint_every and state["evals"] % cfg.checkpoint_every == 0:

@@ -27,6 +27,7 @@ from ..spec import (
     SuiteKind,
     apply_patterns,
     attention_config,
+    axis_label,
     capability_reason,
     check_keys,
     identity,
@@ -235,10 +236,6 @@ def attention_overrides(suite: Suite, name: str, task: str, variant: str | None 
     return {**out, **(suite.variants[variant] if variant is not None else {})}
 
 
-def label(params: Mapping[str, Any]) -> str:
-    return " ".join(f"{k}={v}" if k != "attention" else str(v) for k, v in params.items())
-
-
 def make_cell(suite: Suite, params: dict[str, Any], device: str) -> Cell:
     train, data = task_settings(suite, params["task"])
     if "noise_on" in params:
@@ -250,7 +247,7 @@ def make_cell(suite: Suite, params: dict[str, Any], device: str) -> Cell:
     return Cell(
         suite=suite.name, params=params, fixed=fixed, metrics=("accuracy",), timing={}, device=device,
         config=attention_config(name, overrides, dim=train["dim"], heads=train["heads"], seq_len=data["seq_len"]),
-        kind=suite.kind.name, label=label(params), **identity(suite, name),
+        kind=suite.kind.name, label=axis_label(params), **identity(suite, name),
         # LRA sequences are right-padded to the task's length and masked
         skip_reason=suite.skip_reason(params) or capability_reason(name, data["seq_len"], padded=True),
     )

@@ -6,14 +6,15 @@ import copy
 
 import torch
 
+from harness.forecast.blocks import ForecastConfig
 from harness.forecast.embed import DataEmbedding, sinusoidal_positions
-from harness.forecast.s3_forecaster import S3Forecaster, S3ForecasterConfig
+from harness.forecast.s3_forecaster import S3Forecaster
 
 
 def _model(**overrides: object) -> S3Forecaster:
     torch.manual_seed(0)
-    cfg = S3ForecasterConfig(**{"input_len": 48, "horizon": 24, "variables": 3, "d_model": 16, "heads": 2,
-                                "layers": 2, "dropout": 0.0, **overrides})
+    cfg = ForecastConfig(**{"input_len": 48, "horizon": 24, "variables": 3, "d_model": 16, "heads": 2,
+                            "e_layers": 2, "dropout": 0.0, **overrides})
     return S3Forecaster(cfg).eval()
 
 
@@ -30,7 +31,7 @@ def test_a_window_becomes_a_forecast_of_the_horizon() -> None:
 
 def test_one_layer_equals_algorithm_3_transcribed() -> None:
     """The journal's Algorithm 3 with one encoder layer (where every reading of its loop agrees), line by line."""
-    model = _model(layers=1)
+    model = _model(e_layers=1)
     x_in, marks = _inputs()
     B1, H1, C1 = x_in.shape
     tmp_mean = torch.mean(x_in[:, :, :], dim=1, keepdim=True)
