@@ -76,11 +76,14 @@ class S3Config(AttentionConfig):
         return self.r if self.segment_average else self.dim
 
 
+@torch.library.custom_op("attnbench::s3_transpose12", mutates_args=())
 def _transposed_copy(t: Tensor) -> Tensor:
-    """[B, P, Q] -> [B, Q, P] contiguous, one 2-D copy per batch element.
+    """[B, P, Q] -> [B, Q, P] contiguous, one 2-D copy per batch element; an op torch.compile cannot see into.
 
     Why per element: ATen copies a contiguous 2-D matrix into its transpose with a cache-blocked kernel, but a 3-D
-    transposed copy goes element by element (n = 4096, B 4, D 64, one thread: 0.6 ms against 3.0 ms).
+    transposed copy goes element by element (n = 4096, B 4, D 64, one thread: 0.6 ms against 3.0 ms). Why opaque:
+    Inductor's own kernel for this transpose took 3.9 ms of a compiled fwd+bwd step at n = 4096 (Intel CPU, one
+    thread; torch 2.13).
     """
     t = t.contiguous()
     out = t.new_empty(t.shape[0], t.shape[2], t.shape[1])
@@ -89,23 +92,19 @@ def _transposed_copy(t: Tensor) -> Tensor:
     return out
 
 
-class _TransposedCopy(torch.autograd.Function):
-    """[B, P, Q] -> [B, Q, P] contiguous by ``_transposed_copy``; backward the same copy the other way."""
+@_transposed_copy.register_fake
+def _(t: Tensor) -> Tensor:
+    return t.new_empty(t.shape[0], t.shape[2], t.shape[1])
 
-    @staticmethod
-    def forward(ctx: torch.autograd.function.FunctionCtx, t: Tensor) -> Tensor:
-        return _transposed_copy(t)
 
-    @staticmethod
-    def backward(ctx: torch.autograd.function.FunctionCtx, grad: Tensor) -> Tensor:
-        return _transposed_copy(grad)
+_transposed_copy.register_autograd(lambda ctx, grad: _transposed_copy(grad))
 
 
 def _transpose12(t: Tensor) -> Tensor:
-    """[B, P, Q] -> [B, Q, P] contiguous: by ``_TransposedCopy`` in eager CPU code; elsewhere by the framework's copy,
-    which a compiler fuses into the kernel that reads it and CUDA's copy kernel tiles."""
-    if t.device.type == "cpu" and not torch.compiler.is_compiling():
-        return _TransposedCopy.apply(t)
+    """[B, P, Q] -> [B, Q, P] contiguous: by ``_transposed_copy`` on the CPU; on CUDA by the framework's copy, which
+    its copy kernel tiles and a compiler fuses into the kernel that reads it."""
+    if t.device.type == "cpu":
+        return _transposed_copy(t)
     return t.transpose(1, 2).contiguous()
 
 
@@ -231,19 +230,70 @@ class Smoother(nn.Module):
 
     def stem_conv(self, s: Tensor) -> Tensor:
         """``self.conv`` (Conv1d over the sequence, "same" zero padding) on s [B, N, C] -> [B, N, D], in the
-        tokens-major layout the layer works in, without a transposed copy.
+        tokens-major layout the layer works in, without a transposed copy (``_conv_tokens_major``). On the CPU the
+        weight gradient is taken by ``_StemConv``'s GEMMs; on CUDA by the framework's convolution backward."""
+        if s.device.type == "cpu":
+            return _StemConv.apply(s, self.conv.weight, self.conv.bias)
+        return _conv_tokens_major(s, self.conv.weight, self.conv.bias)
 
-        [B, N, C] seen as [B, C, 1, N] is exactly the channels-last layout of a 2-D convolution with a 1 x k kernel,
-        which oneDNN convolves as it lies and answers in the same layout, i.e. [B, N, D] contiguous, in backward
-        too. ``self.conv(s.transpose(1, 2))`` instead reads a strided input and leaves a channels-first output whose
-        transpose made the BatchNorm over positions that follows read a strided tensor (profiled at n = 4096 on this
-        CPU: convolution and BatchNorm with their copies took 45% of S3's eager fwd+bwd; this path takes the
-        convolution from 73 to 29 ms, fwd+bwd, B 4, one thread). Same weights, same function.
-        """
-        k = self.conv.kernel_size[0]
-        x = s.transpose(1, 2).unsqueeze(2)  # [B, C, 1, N], channels-last strides
-        h = F.conv2d(x, self.conv.weight.unsqueeze(2), self.conv.bias, padding=(0, k // 2))  # [B, D, 1, N]
-        return h.squeeze(2).transpose(1, 2)  # [B, N, D]
+
+def _first_tokens(t: Tensor, n: int) -> Tensor:
+    """t[:, :n], and t itself when that is all of it: the slice's backward would zero-fill a [B, N, D] buffer and copy
+    the gradient into it (0.9 ms of a 40 ms fwd+bwd step at n = 4096, two threads)."""
+    return t if t.shape[1] == n else t[:, :n]
+
+
+def _conv_tokens_major(s: Tensor, weight: Tensor, bias: Tensor | None, transposed: bool = False) -> Tensor:
+    """A stride-1 "same" Conv1d (``transposed``: its transpose, i.e. its gradient with respect to the input) on
+    s [B, N, C] -> [B, N, D], weight [D, C, k] ([C, D, k] when transposed), as oneDNN's 1 x k 2-D convolution.
+
+    [B, N, C] seen as [B, C, 1, N] is exactly the channels-last layout of a 2-D convolution with a 1 x k kernel,
+    which oneDNN convolves as it lies and answers in the same layout, i.e. [B, N, D] contiguous, in backward too.
+    ``conv(s.transpose(1, 2))`` instead reads a strided input and leaves a channels-first output whose transpose made
+    the BatchNorm over positions that follows read a strided tensor (profiled at n = 4096 on the AMD CPU: convolution
+    and BatchNorm with their copies took 45% of S3's eager fwd+bwd; this path takes the convolution from 73 to 29 ms,
+    fwd+bwd, B 4, one thread). Same weights, same function.
+    """
+    k = weight.shape[-1]
+    x = s.transpose(1, 2).unsqueeze(2)  # [B, C, 1, N], channels-last strides
+    conv = F.conv_transpose2d if transposed else F.conv2d
+    h = conv(x, weight.unsqueeze(2), bias, padding=(0, k // 2))  # [B, D, 1, N], channels-last
+    return h.squeeze(2).transpose(1, 2)  # [B, N, D]
+
+
+class _StemConv(torch.autograd.Function):
+    """``_conv_tokens_major`` whose backward takes the weight gradient as k batched GEMMs, one per kernel tap.
+
+    Why: oneDNN's backward-weights kernel for this 1 x k channels-last convolution ran at a third of the GEMM rate on
+    the Intel CPU (n = 4096, B 4, C 128, D 64, k 3, one thread: 14.2 ms, where the forward takes 5.8 ms for the same
+    FLOPs; these GEMMs take 6.5 ms, and 3.2 against 7.3 ms at two threads). Tap j's gradient is the sum over tokens of
+    grad[t] ⊗ s[t + j - k//2] over the tokens t whose input t + j - k//2 lies inside the sequence (zero padding adds
+    nothing). The input gradient is the transposed convolution, as the framework's backward computes it.
+    """
+
+    @staticmethod
+    def forward(ctx: torch.autograd.function.FunctionCtx, s: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+        ctx.save_for_backward(s, weight)
+        ctx.has_bias = bias is not None
+        return _conv_tokens_major(s, weight, bias)
+
+    @staticmethod
+    def backward(ctx: torch.autograd.function.FunctionCtx, grad: Tensor) -> tuple[Tensor | None, ...]:
+        s, weight = ctx.saved_tensors
+        grad = grad.contiguous()  # [B, N, D]
+        n, k = s.shape[1], weight.shape[-1]
+        grad_s = _conv_tokens_major(grad, weight, None, transposed=True) if ctx.needs_input_grad[0] else None
+        grad_w = grad_b = None
+        if ctx.needs_input_grad[1]:
+            taps = []
+            for j in range(k):
+                o = j - k // 2  # tap j reads token t + o for output token t
+                lo, hi = max(0, -o), n - max(0, o)  # the output tokens whose input lies inside the sequence
+                taps.append(torch.bmm(grad[:, lo:hi].transpose(1, 2), s[:, lo + o:hi + o]).sum(0))  # [D, C]
+            grad_w = torch.stack(taps, dim=-1)  # [D, C, k]
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            grad_b = grad.sum((0, 1))
+        return grad_s, grad_w, grad_b
 
 
 @register(
@@ -307,9 +357,9 @@ class S3Attention(nn.Module):
             k2, v2 = kv2  # [B, N, H*s2] each: the sampled columns of every head
             terms.append(self.ln_col(self._col(q, k2, v2, mask, p)))
         if len(terms) == 1:
-            return self.out(terms[0][:, :n_in])
+            return self.out(_first_tokens(terms[0], n_in))
         # the paper's (row + col) / 2, with the 1/2 on the output projection's weight rather than on [B, N, D]
-        return F.linear((terms[0] + terms[1])[:, :n_in], self.out.weight * 0.5, self.out.bias)
+        return F.linear(_first_tokens(terms[0] + terms[1], n_in), self.out.weight * 0.5, self.out.bias)
 
     def _projected_rows(self) -> Tensor:
         """Rows of ``qkv.weight`` projected at every token: Q's, then (column attention) the sampled column j of

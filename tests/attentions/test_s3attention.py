@@ -214,6 +214,7 @@ def test_tuned_layer_equals_the_layer_before_tuning(case: str, train: bool, padd
 def test_compiled_layer_has_eager_values_and_the_opaque_stem_relu(backend: str) -> None:
     """Compiled on the CPU, the layer's output and every gradient are as accurate as eager's, against the layer in
     float64 (the bound of the tuned-layer test below), and the stem's ReLU is the opaque op; eager never calls it.
+    The stem convolution's backward (``_StemConv``) is the same in both.
 
     Why the gradients are checked: Inductor (torch 2.13) once computed a wrong Fourier-weight gradient here (error
     2.2 on a scale of 1.5) for a layout of the FFTs that eager computes exactly; the compiled path avoids it.
@@ -241,7 +242,9 @@ def test_compiled_layer_has_eager_values_and_the_opaque_stem_relu(backend: str) 
         grads = {k.removeprefix("_orig_mod."): p.grad for k, p in module.named_parameters()}
         results[name] = {"output": y.detach(), "input": xi.grad, **grads}
     assert "attnbench::s3_stem_relu" in ops["compiled"]
-    assert not any(op.startswith("attnbench::") for op in ops["eager"])
+    assert "attnbench::s3_stem_relu" not in ops["eager"]
+    # the blocked transposed copy stays one opaque op in both (Inductor's own transpose kernel was 6x slower)
+    assert "attnbench::s3_transpose12" in ops["compiled"] and "attnbench::s3_transpose12" in ops["eager"]
     assert results["compiled"].keys() == results["eager"].keys() == results["truth"].keys()
     for key, want in results["truth"].items():
         err_eager = float((results["eager"][key].double() - want).abs().max())
