@@ -94,7 +94,7 @@ def _train(path: Path, where: str, value: Any) -> dict[str, Any]:
     train = mapping(path, where, value)
     check_keys(path, where, train, TRAIN_FIELDS)
     try:
-        TrainConfig.from_settings(train)
+        TrainConfig(**train)
     except TrainConfigError as exc:
         raise SuiteError(path, f"{where}.{exc.field}", str(exc)) from None
     return train
@@ -222,7 +222,7 @@ def _check_tables(suite: Suite) -> None:
 def task_settings(suite: Suite, task: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """(resolved TrainConfig fields, data settings incl. the sequence length) of one task of an accuracy suite."""
     tdoc = suite.tasks.get(task, {})
-    train = dataclasses.asdict(TrainConfig.from_settings({**suite.train, **tdoc.get("train", {})}))
+    train = dataclasses.asdict(TrainConfig(**{**suite.train, **tdoc.get("train", {})}))
     seq_len = int(tdoc.get("seq_len") or LRA_SEQ_LEN[task])
     data = {**suite.data, "task": task, "seq_len": seq_len, "gen": tdoc.get("gen", {}),
             "sizes": list(tdoc.get("sizes", suite.data["sizes"]))}

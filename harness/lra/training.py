@@ -30,9 +30,11 @@ POOLINGS = ("mean", "cls", "mean_all")
 #: default (PyTorch's N(0, 1) embeddings, AdamW eps 1e-8, gradient clipping at 1.0, mean over the real tokens);
 #: ``released`` follows the S3Attention authors' released LRA trainer where it differs from ours: embeddings
 #: N(0, 0.02), AdamW eps 1e-6, no gradient clipping, mean over all positions (padding included). Both select the
-#: checkpoint with the best dev accuracy.
+#: checkpoint with the best dev accuracy. A field a recipe fixes is left unset (None) in :class:`TrainConfig`'s
+#: signature and filled from the config's recipe at construction, so ``TrainConfig(recipe="released")`` is the
+#: released recipe and a field given explicitly wins over it.
 RECIPES: dict[str, dict[str, Any]] = {
-    "harness": {},
+    "harness": {"embed_init_std": 0.0, "adam_eps": 1e-8, "grad_clip": 1.0, "pooling": "mean"},
     "released": {"embed_init_std": 0.02, "adam_eps": 1e-6, "grad_clip": 0.0, "pooling": "mean_all"},
 }
 
@@ -99,7 +101,8 @@ class TrainConfig:
         embed_init_std: std of the normal initialisation of the token and position embeddings (0 = PyTorch's
             default N(0, 1)).
         adam_eps: AdamW epsilon.
-        recipe: the named recipe (:data:`RECIPES`) the other fields were resolved from (:meth:`from_settings`).
+        recipe: the named recipe (:data:`RECIPES`) that sets ``grad_clip``, ``pooling``, ``embed_init_std`` and
+            ``adam_eps`` where they are not given (None); after construction every field holds its value.
     """
 
     steps: int = 0
@@ -108,7 +111,7 @@ class TrainConfig:
     lr: float = 1e-4
     weight_decay: float = 0.0
     warmup_steps: int = 100
-    grad_clip: float = 1.0
+    grad_clip: float | None = None  # from the recipe when not given
     eval_every: int = 100
     eval_max_examples: int = 0
     checkpoint_every: int = 100
@@ -117,20 +120,17 @@ class TrainConfig:
     layers: int = 2
     mlp_dim: int = 128
     dropout: float = 0.1
-    pooling: str = "mean"
-    embed_init_std: float = 0.0
-    adam_eps: float = 1e-8
+    pooling: str | None = None  # from the recipe when not given
+    embed_init_std: float | None = None  # from the recipe when not given
+    adam_eps: float | None = None  # from the recipe when not given
     recipe: str = "harness"
 
-    @classmethod
-    def from_settings(cls, settings: dict[str, Any]) -> TrainConfig:
-        """A config from a suite's ``train`` settings: the ``recipe``'s values, the explicit settings over them."""
-        recipe = settings.get("recipe", "harness")
-        if recipe not in RECIPES:
-            raise TrainConfigError("recipe", f"must be one of {', '.join(RECIPES)}, got {recipe!r}")
-        return cls(**{**RECIPES[recipe], **settings})
-
     def __post_init__(self) -> None:
+        if self.recipe not in RECIPES:
+            raise TrainConfigError("recipe", f"must be one of {', '.join(RECIPES)}, got {self.recipe!r}")
+        for name, value in RECIPES[self.recipe].items():
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, value)  # frozen: set once, here
         for name, (check, valid) in _TRAIN_RULES.items():
             value = getattr(self, name)
             if not check(value):

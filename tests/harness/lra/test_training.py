@@ -3,6 +3,7 @@ checkpoint ends exactly like an uninterrupted one."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import replace
 from pathlib import Path
 
@@ -104,18 +105,21 @@ def test_non_finite_loss_raises(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_recipes_fill_what_a_suite_leaves_unset() -> None:
-    released = TrainConfig.from_settings({"recipe": "released", "steps": 10})
+    released = TrainConfig(recipe="released", steps=10)  # the constructor applies the recipe (it once only named it)
     assert (released.embed_init_std, released.adam_eps, released.grad_clip, released.pooling) == (
         0.02, 1e-6, 0.0, "mean_all")
-    assert TrainConfig.from_settings({"recipe": "released", "grad_clip": 0.5}).grad_clip == 0.5  # explicit wins
-    assert TrainConfig.from_settings({}) == TrainConfig()  # the harness recipe is the dataclass defaults
+    assert TrainConfig(recipe="released", grad_clip=0.5).grad_clip == 0.5  # explicit wins
+    harness_cfg = TrainConfig()
+    assert (harness_cfg.embed_init_std, harness_cfg.adam_eps, harness_cfg.grad_clip, harness_cfg.pooling) == (
+        0.0, 1e-8, 1.0, "mean")
+    assert TrainConfig(**dataclasses.asdict(released)) == released  # a stored cell's settings rebuild it
     with pytest.raises(harness.lra.training.TrainConfigError, match="recipe"):
-        TrainConfig.from_settings({"recipe": "paper"})
+        TrainConfig(recipe="paper")
 
 
 def test_released_recipe_initialises_embeddings_and_pools_over_padding() -> None:
     torch.manual_seed(0)
-    cfg = TrainConfig.from_settings({"recipe": "released", "dim": 32, "heads": 2, "layers": 1, "mlp_dim": 64})
+    cfg = TrainConfig(recipe="released", dim=32, heads=2, layers=1, mlp_dim=64)
     model = harness.lra.training.build_model("vanilla", _task(seq_len=64), cfg, {})
     std = model.encoder.tok.weight.std().item()
     assert 0.015 < std < 0.025 and 0.015 < model.encoder.pos.weight.std().item() < 0.025
