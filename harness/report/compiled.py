@@ -12,9 +12,22 @@ from pathlib import Path
 
 import pandas as pd
 
-from .format import MISSING, Fmt, display_name, escape, length_label, render_table, sig2, write_csv, write_table_files
+from .format import (
+    MISSING,
+    REFAULT_MARK,
+    Fmt,
+    display_name,
+    escape,
+    length_label,
+    refaults,
+    render_table,
+    sig2,
+    write_csv,
+    write_table_files,
+)
 
-COLUMNS = ("attention", "seq_len", "time_ms_eager", "time_ms_compiled", "compile_speedup", "compile_s",
+COLUMNS = ("attention", "seq_len", "time_ms_eager", "time_ms_compiled", "refaults_eager", "refaults_compiled",
+           "compile_speedup", "compile_s",
            "compile_graphs", "compile_graph_breaks", "compile_rel_err", "compile_check", "status_compiled",
            "message_compiled")
 
@@ -30,8 +43,10 @@ def compile_comparison(df: pd.DataFrame) -> pd.DataFrame:
     def part(compiled: bool) -> pd.DataFrame:
         cells = df[(df["compile"] != "eager") == compiled].reindex(columns=[
             "attention", "seq_len", "status", "time_ms_median", "threads", "compile_s", "compile_graphs",
-            "compile_graph_breaks", "compile_rel_err", "compile_check", "message"])
-        return cells.assign(time_ms_median=cells["time_ms_median"].where(cells["status"] == "ok"))
+            "compile_graph_breaks", "compile_rel_err", "compile_check", "message", "page_faults_per_call",
+            "peak_mem_bytes"])
+        return cells.assign(time_ms_median=cells["time_ms_median"].where(cells["status"] == "ok"),
+                            refaults=[refaults(c) for c in cells.to_dict("records")])
 
     both = part(False).merge(part(True), on=["attention", "seq_len"], suffixes=("_eager", "_compiled"))
     same_threads = (both["threads_eager"] == both["threads_compiled"]) | (
@@ -39,6 +54,7 @@ def compile_comparison(df: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame({
         "attention": both["attention"], "seq_len": both["seq_len"].astype(int),
         "time_ms_eager": both["time_ms_median_eager"], "time_ms_compiled": both["time_ms_median_compiled"],
+        "refaults_eager": both["refaults_eager"], "refaults_compiled": both["refaults_compiled"],
         "compile_speedup": (both["time_ms_median_eager"] / both["time_ms_median_compiled"]).where(same_threads),
         "compile_s": both["compile_s_compiled"], "compile_graphs": both["compile_graphs_compiled"],
         "compile_graph_breaks": both["compile_graph_breaks_compiled"],
@@ -64,10 +80,12 @@ def comparison_table(cmp: pd.DataFrame, fmt: Fmt) -> str:
                 row.append(escape(str(c["status_compiled"]), fmt))
             else:
                 ratio = f" ({sig2(c['compile_speedup'])}{times})" if pd.notna(c["compile_speedup"]) else ""
-                eager = f"{c['time_ms_eager']:.3g} {arrow} " if pd.notna(c["time_ms_eager"]) else ""
+                eager = (f"{c['time_ms_eager']:.3g}{REFAULT_MARK[fmt] if c['refaults_eager'] else ''} {arrow} "
+                         if pd.notna(c["time_ms_eager"]) else "")
                 took = f" [{c['compile_s']:.3g} s]" if pd.notna(c["compile_s"]) else ""
                 unchecked = UNCHECKED[fmt] if str(c.get("compile_check", "")).startswith("not compared") else ""
-                row.append(f"{eager}{c['time_ms_compiled']:.3g}{unchecked}{ratio}{took}")
+                refaulted = REFAULT_MARK[fmt] if c["refaults_compiled"] else ""
+                row.append(f"{eager}{c['time_ms_compiled']:.3g}{unchecked}{refaulted}{ratio}{took}")
         rows.append(row)
     return render_table(["Attention", *(length_label(n) for n in lengths)], rows, fmt)
 
@@ -86,7 +104,8 @@ def write_compile_comparison(df: pd.DataFrame, out_dir: Path, *, group_columns: 
             "unpaired, the two were timed in different groups) [compile time: the first call, cold Inductor cache]. "
             "A status in place of a value: the compiled cell failed (message in compile.csv), `error` also where its "
             "output or gradients differ from eager's on the same weights and inputs (compile_rel_err in compile.csv). "
-            "†: not compared with eager, the forward draws random numbers.")
+            "†: not compared with eager, the forward draws random numbers. §: the time includes faulting at least a "
+            "tenth of the cell's peak memory in again on every call (see Table 4).")
     for key, group in df.groupby(by, sort=True):
         g = dict(zip(by, key, strict=True))
         cmp = compile_comparison(group)

@@ -28,6 +28,35 @@ MISSING: dict[str, str] = {"md": "—", "tex": "---"}
 TIMES: dict[str, str] = {"md": "×", "tex": r"$\times$"}
 PLUS_MINUS: dict[str, str] = {"md": "±", "tex": r"$\pm$"}
 NOISY_MARK: dict[str, str] = {"md": "†", "tex": r"$^\dagger$"}
+#: The mark of a CPU time that includes faulting memory in again on every call (:func:`refaults`).
+REFAULT_MARK: dict[str, str] = {"md": "§", "tex": r"$^\S$"}
+#: Bytes of a page fault: the 4 KiB pages of the x86-64 and arm64 Linux machines this harness runs on.
+PAGE_BYTES = 4096
+#: A timed cell re-faults its memory when the pages it faults in per call add up to this share of its peak memory
+#: (or, without a memory measurement, to REFAULT_MIN_BYTES): memory the allocator gave back to the OS after each call
+#: and the next call touched afresh. Measured on the Intel CPU: `vanilla` at n = 4096 fwd+bwd faults 1.5 GiB per call
+#: (about 0.4 M faults, 4.7 s against 0.9 s when its memory is kept), Scatterbrain at 4K 90 MiB (28% of its peak);
+#: every other cell of the quick and compiled runs under 4 MiB per call (`vanilla` at 2K: 0.8% of its peak).
+REFAULT_MIN_FRACTION = 0.1
+REFAULT_MIN_BYTES = 64 * 2**20
+
+
+def refaults(cell: Mapping[str, object]) -> bool:
+    """Whether a timed cell's time includes faulting much of its memory in again on every call (its
+    ``page_faults_per_call``; CPU cells only): the time then depends on the allocator and the VM, not the layer."""
+    faults = cell.get("page_faults_per_call")
+    if not is_finite(faults):
+        return False
+    peak = cell.get("peak_mem_bytes")
+    limit = REFAULT_MIN_FRACTION * float(peak) if is_finite(peak) and float(peak) > 0 else REFAULT_MIN_BYTES
+    return float(faults) * PAGE_BYTES >= limit
+
+
+def is_finite(value: object) -> bool:
+    """Whether ``value`` is a finite int or float (a missing cell is NaN or None)."""
+    return isinstance(value, int | float) and math.isfinite(value)
+
+
 FAILED_NOTE = "OOM = out of memory; — = failed or not run."
 #: The mark of an accuracy that does not beat the no-mixing control (``attentions/none.py``) by its seed spread.
 BELOW_CONTROL: dict[str, str] = {"md": "°", "tex": r"$^\circ$"}

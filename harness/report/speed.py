@@ -26,6 +26,7 @@ from .format import (
     MODE_NAMES,
     NOISY_MARK,
     PLUS_MINUS,
+    REFAULT_MARK,
     THROUGHPUT,
     TIME,
     TIMES,
@@ -37,9 +38,11 @@ from .format import (
     env_summary,
     escape,
     format_value,
+    is_finite,
     length_label,
     md_table,
     metrics_for,
+    refaults,
     render_table,
     sig2,
     suite_title,
@@ -115,23 +118,21 @@ def _format_cell(cells: _Cells, attention: str, seq_len: int, metric: Metric, ba
         return MISSING[fmt]
     text = format_value(value)
     if metric.kind == "time":
-        if _finite(cell.get("time_ms_iqr")) and cell["time_ms_median"] > 0:
+        if is_finite(cell.get("time_ms_iqr")) and cell["time_ms_median"] > 0:
             pct = "%" if fmt == "md" else r"\%"
             text += f" {PLUS_MINUS[fmt]}{sig2(50 * cell['time_ms_iqr'] / cell['time_ms_median'])}{pct}"
         if cell.get("noisy") is True:
             text += NOISY_MARK[fmt]
+        if refaults(cell):
+            text += REFAULT_MARK[fmt]
     if attention == baseline:
         return text
     ratio = cell.get("speedup") if metric.kind == "time" else None  # paired, from attach_speedups
-    if not _finite(ratio):
+    if not is_finite(ratio):
         base = _metric_value(cells, baseline, seq_len, metric)
         ratio = None if base is None or base <= 0 or value <= 0 else (
             value / base if metric.higher_is_better else base / value)
-    return text if not _finite(ratio) else f"{text} ({sig2(ratio)}{TIMES[fmt]})"
-
-
-def _finite(value: object) -> bool:
-    return isinstance(value, int | float) and math.isfinite(value)
+    return text if not is_finite(ratio) else f"{text} ({sig2(ratio)}{TIMES[fmt]})"
 
 
 def attach_speedups(df: pd.DataFrame, samples: Mapping[tuple[str, str], list[float]], baseline: str) -> pd.DataFrame:
@@ -243,7 +244,10 @@ def _table4_md(df_group: pd.DataFrame, group: Mapping[str, object], *, suite: st
         f"Multipliers are relative to `{baseline}`; above 1× is better (faster, higher throughput or less memory); "
         "time multipliers are medians of per-round ratios of interleaved timings (95% intervals in ratios.md). "
         "± = half the interquartile range of the timing rounds, relative to the median; † = timed while other "
-        "processes kept the machine busy (noisy_reason in results.csv). OOM = out of memory; — = failed, "
+        "processes kept the machine busy (noisy_reason in results.csv); § = the time includes faulting at least a "
+        "tenth of the cell's peak memory in again on every call (page_faults_per_call in results.csv: memory the "
+        "allocator gave back to the OS after each call), so it measures the allocator and the VM as much as the "
+        "layer. OOM = out of memory; — = failed, "
         "unsupported or not run.\n\n"
         f"_Environment: {env_summary(env)}_\n"
     )
@@ -297,7 +301,8 @@ def _table4_tex(df_group: pd.DataFrame, group: Mapping[str, object], *, suite: s
     # Comments rather than a caption: the fragment is meant to be \input into a table float. Two lines: what it is,
     # and where it was measured (a newline inside a value would end the comment and leak text into the document).
     comments = [f"Table 4 — {suite}: {group_title(group)}. Multipliers vs {display_name(baseline, row_names)} "
-                "(above 1x is better); bold = best per column; spreads = half the IQR of the timing rounds.",
+                "(above 1x is better); bold = best per column; spreads = half the IQR of the timing rounds; "
+                "dagger = timed on a busy machine; section sign = re-faults its memory on every call.",
                 env_summary(env)]
     return "\n".join([*(tex_comment(c) for c in comments),
                       table4_tex(df_group, baseline=baseline, row_names=row_names)]) + "\n"
@@ -312,7 +317,7 @@ def ratios_table(df: pd.DataFrame, baseline: str, fmt: Fmt) -> str:
         row = [escape(name, fmt)]
         for n in lengths:
             c = cells.get((name, n), {})
-            if not _finite(c.get("speedup")):
+            if not is_finite(c.get("speedup")):
                 row.append(MISSING[fmt])
             elif c.get("speedup_paired") is True:
                 row.append(f"{sig2(c['speedup'])} [{sig2(c['speedup_lo'])}, {sig2(c['speedup_hi'])}]")

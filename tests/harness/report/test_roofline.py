@@ -74,3 +74,19 @@ def test_compile_comparison_pairs_each_compiled_cell_with_its_eager_one() -> Non
     assert cmp.loc["b", "status_compiled"] == "error" and pd.isna(cmp.loc["b", "compile_speedup"])
     md = comparison_table(compile_comparison(df), "md")
     assert "| 30 → 20 (1.5×) [4 s] |" in md and " error |" in md and " 8 → 4† (2.0×) [2 s] |" in md
+
+
+def test_compile_comparison_marks_a_time_that_refaults_its_memory() -> None:
+    """`vanilla` at 4K on the Intel CPU: the eager call faulted its 1.5 GiB in again every time, the compiled one
+    less than a tenth of its peak; only the eager time gets the mark."""
+    gib = 2**30
+    df = pd.DataFrame([
+        _cell("vanilla", 4096, intensity=1, gflops_per_s=1, time_ms=4740.0, page_faults_per_call=402_709.0,
+              peak_mem_bytes=1.51 * gib),
+        _cell("vanilla", 4096, intensity=1, gflops_per_s=1, time_ms=919.0, compile_="inductor", compile_s=7.0,
+              page_faults_per_call=20_000.0, peak_mem_bytes=1.02 * gib),
+    ])
+    cmp = compile_comparison(df)
+    assert cmp["refaults_eager"].tolist() == [True] and cmp["refaults_compiled"].tolist() == [False]
+    assert "| 4.74e+03§ → 919 (5.2×) [7 s] |" in comparison_table(cmp, "md")
+    assert r"4.74e+03$^\S$ $\to$ 919" in comparison_table(cmp, "tex")

@@ -110,6 +110,26 @@ def test_markdown_table_markers_and_multipliers() -> None:
     assert s3[4] == "40.0 ±5.0%" and s3[8] == "32.0"  # baseline OOM at 4K: value without multiplier
 
 
+@pytest.mark.parametrize(("faults", "peak_mib", "marked"), [
+    (0.0, 64, False),
+    (1600.0, 64, False),  # 6.25 MiB per call: under a tenth of the 64 MiB peak
+    (1700.0, 64, True),  # 6.6 MiB: over a tenth
+    (400_000.0, 1548, True),  # vanilla at 4K on the Intel CPU: 1.5 GiB per call
+    (20_000.0, None, True),  # no memory measured: 78 MiB per call is over the 64 MiB floor
+    (10_000.0, None, False),
+    (None, 64, False),  # a CUDA cell or an older store: no count, no mark
+])
+def test_a_time_that_refaults_its_memory_is_marked(faults: float | None, peak_mib: float | None, marked: bool) -> None:
+    df = make_results(lengths=(1024,))
+    s3 = df["attention"] == "s3attention"
+    df.loc[s3, "page_faults_per_call"] = math.nan if faults is None else faults
+    df.loc[s3, "peak_mem_bytes"] = math.nan if peak_mib is None else peak_mib * MIB
+    _, s3_md = (_md_cells(line) for line in table4(df, baseline="vanilla", fmt="md").splitlines()[2:])
+    assert ("§" in s3_md[1]) is marked and "§" not in s3_md[2]  # the time only, never the memory
+    s3_tex = next(r for r in _body_rows(table4_tex(df, baseline="vanilla")) if r.startswith("S3"))
+    assert (r"$^\S$" in s3_tex) is marked
+
+
 def test_table_without_baseline_has_no_multipliers() -> None:
     df = make_results()
     md = table4(df[df["attention"] != "vanilla"], baseline="vanilla", fmt="md")
