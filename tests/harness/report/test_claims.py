@@ -132,3 +132,16 @@ def test_speed_claims_and_claims_file(tmp_path: Path) -> None:
     text = path.read_text()
     assert text.startswith("### The paper's claims — speed") and "2 reproduced, 2 contradicted" in text
     assert write_claims(tmp_path / "none", [], suite="x") == []
+
+
+def test_a_speedup_whose_baseline_refaults_its_memory_says_so() -> None:
+    """vanilla at 4K faulting its 1.5 GiB in again on every call: the figure is kept, with the § note beside it."""
+    rows = []
+    for n, faults in ((1024, 400.0), (4096, 400_000.0)):
+        rows += [{"attention": "vanilla", "seq_len": n, "status": "ok", "peak_mem_bytes": 1.5 * 2**30,
+                  "page_faults_per_call": faults, "speedup": 1.0, "speedup_lo": 1.0, "speedup_hi": 1.0},
+                 {"attention": "s3attention", "seq_len": n, "status": "ok", "peak_mem_bytes": 40.0 * 2**20,
+                  "page_faults_per_call": 0.0, "speedup": n / 300, "speedup_lo": n / 310, "speedup_hi": n / 290}]
+    (claim, _) = speed_claims(pd.DataFrame(rows), "vanilla")
+    first, last = claim.measured.split("; n=4096")
+    assert "§" not in first and "§: a time at n=4096" in last and claim.verdict == REPRODUCED
