@@ -102,7 +102,8 @@ class TrainConfig:
             default N(0, 1)).
         adam_eps: AdamW epsilon.
         recipe: the named recipe (:data:`RECIPES`) that sets ``grad_clip``, ``pooling``, ``embed_init_std`` and
-            ``adam_eps`` where they are not given (None); after construction every field holds its value.
+            ``adam_eps`` where they are not given (None); after construction every field holds its value, so
+            ``dataclasses.replace(cfg, recipe=...)`` keeps the old recipe's values: build a new config instead.
     """
 
     steps: int = 0
