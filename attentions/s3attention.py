@@ -274,7 +274,6 @@ class _StemConv(torch.autograd.Function):
     @staticmethod
     def forward(ctx: torch.autograd.function.FunctionCtx, s: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
         ctx.save_for_backward(s, weight)
-        ctx.has_bias = bias is not None
         return _conv_tokens_major(s, weight, bias)
 
     @staticmethod
@@ -291,7 +290,7 @@ class _StemConv(torch.autograd.Function):
                 lo, hi = max(0, -o), n - max(0, o)  # the output tokens whose input lies inside the sequence
                 taps.append(torch.bmm(grad[:, lo:hi].transpose(1, 2), s[:, lo + o:hi + o]).sum(0))  # [D, C]
             grad_w = torch.stack(taps, dim=-1)  # [D, C, k]
-        if ctx.has_bias and ctx.needs_input_grad[2]:
+        if ctx.needs_input_grad[2]:  # False when there is no bias
             grad_b = grad.sum((0, 1))
         return grad_s, grad_w, grad_b
 

@@ -143,9 +143,11 @@ def dataset_spec(suite: Suite, name: str) -> DatasetSpec:
 def validate(suite: Suite) -> None:
     """Every dataset has a horizon on the axis and data (a directory or a generator); every cell's attention config
     resolves."""
+    trained = {}  # dataset -> its horizons on the axis (the first one stands for all in the config check)
     for dataset in suite.axes["dataset"]:
         horizons = dataset_spec(suite, dataset).horizons
-        if not set(horizons) & set(suite.axes["horizon"]):
+        trained[dataset] = [h for h in horizons if h in suite.axes["horizon"]]
+        if not trained[dataset]:
             raise SuiteError(suite.path, "axes.horizon", f"none of {dataset}'s horizons {list(horizons)} is on the "
                              "axis, so it would have no cells; add one or drop the dataset")
     for dataset in suite.axes["dataset"]:
@@ -154,8 +156,7 @@ def validate(suite: Suite) -> None:
                              "no data: give --data-dir (the CSV files' directory) or a generator for this dataset")
     for name in suite.attentions():
         for dataset in suite.axes["dataset"]:
-            horizon = next(h for h in dataset_spec(suite, dataset).horizons if h in suite.axes["horizon"])
-            params = {"attention": name, "dataset": dataset, "horizon": horizon, "seed": 0}
+            params = {"attention": name, "dataset": dataset, "horizon": trained[dataset][0], "seed": 0}
             resolve_or_fail(suite.path, "model_config", f"{name} on {dataset}",
                             lambda params=params: make_cell(suite, params, "cpu"))
 
@@ -210,12 +211,12 @@ def splits_of(data: Mapping[str, Any], cache_dir: Path | None) -> dict[str, Spli
 def _load_each(cells: list[Cell], cache_dir: Path | None) -> None:
     """Load every dataset the cells name and check that each of its splits holds a window of the longest horizon
     trained on it (a UserError, exit 2, naming the file or the generator)."""
-    longest: dict[str, int] = {}
+    longest: dict[str, tuple[Mapping[str, Any], int]] = {}  # data key -> (the data, its longest horizon)
     for cell in cells:
-        key = json.dumps(cell.fixed["data"], sort_keys=True, default=str)
-        longest[key] = max(longest.get(key, 0), int(cell.params["horizon"]))
-    for key, horizon in longest.items():
-        data = json.loads(key)
+        data, horizon = cell.fixed["data"], int(cell.params["horizon"])
+        key = json.dumps(data, sort_keys=True, default=str)
+        longest[key] = (data, max(longest.get(key, (data, 0))[1], horizon))
+    for data, horizon in longest.values():
         source = (str(Path(data["dir"]) / DATASETS[data["dataset"]].file) if data["dir"] is not None
                   else f"the generated {data['dataset']} stand-in (datasets.{data['dataset']}.generate)")
         check_windows(splits_of(data, cache_dir), data["input_len"], horizon, source)

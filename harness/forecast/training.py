@@ -113,13 +113,14 @@ def window_mean(x: Tensor, x_mark: Tensor, y_mark: Tensor) -> Tensor:
     return x.mean(dim=1, keepdim=True).expand(-1, y_mark.shape[1], -1)
 
 
-def naive_forecasts(cfg: ForecastConfig) -> dict[str, Callable[[Tensor, Tensor, Tensor], Tensor]]:
+def naive_forecasts(cfg: ForecastConfig, device: torch.device | str = "cpu"
+                    ) -> dict[str, Callable[[Tensor, Tensor, Tensor], Tensor]]:
     """The forecasts without a model that every cell scores on its test windows: the last value, the window's mean,
     and the window's own Fourier extrapolation with S3Attention's ``n_harm`` harmonics (Algorithm 4 on the raw
     history: what S3Attention's forecaster would give if its layers passed the window through unchanged)."""
-    fourier = FourierExtrapolation(cfg.input_len, cfg.n_harm, cfg.horizon)
+    fourier = FourierExtrapolation(cfg.input_len, cfg.n_harm, cfg.horizon).to(device)  # on the windows' device
     return {"last": repeat_last, "mean": window_mean,
-            "fourier": lambda x, x_mark, y_mark: fourier.to(x.device)(x)[:, cfg.input_len:]}
+            "fourier": lambda x, x_mark, y_mark: fourier(x)[:, cfg.input_len:]}
 
 
 @torch.no_grad()
@@ -202,7 +203,7 @@ def train_forecaster(attention: str, splits: dict[str, Split], model_cfg: Foreca
         model.load_state_dict(state["best_weights"])
     test_starts = spread(len(windows["test"]), cfg.test_max_windows)
     mse, mae = evaluate(model, windows["test"], test_starts, cfg.batch_size, device)
-    naive = {f"naive_{name}_{metric}": value for name, fn in naive_forecasts(model_cfg).items()
+    naive = {f"naive_{name}_{metric}": value for name, fn in naive_forecasts(model_cfg, device).items()
              for metric, value in zip(("mse", "mae"), evaluate(fn, windows["test"], test_starts, cfg.batch_size,
                                                                device), strict=True)}
     return ForecastResult(

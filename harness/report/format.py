@@ -18,6 +18,7 @@ from typing import Literal
 import pandas as pd
 
 from ..files import atomic_write, atomic_write_text
+from ..spec import is_finite_number
 
 Fmt = Literal["md", "tex"]
 MIB = 2**20
@@ -45,16 +46,11 @@ def refaults(cell: Mapping[str, object]) -> bool:
     """Whether a timed cell's time includes faulting much of its memory in again on every call (its
     ``page_faults_per_call``; CPU cells only): the time then depends on the allocator and the VM, not the layer."""
     faults = cell.get("page_faults_per_call")
-    if not is_finite(faults):
+    if not is_finite_number(faults):
         return False
     peak = cell.get("peak_mem_bytes")
-    limit = REFAULT_MIN_FRACTION * float(peak) if is_finite(peak) and float(peak) > 0 else REFAULT_MIN_BYTES
+    limit = REFAULT_MIN_FRACTION * float(peak) if is_finite_number(peak) and float(peak) > 0 else REFAULT_MIN_BYTES
     return float(faults) * PAGE_BYTES >= limit
-
-
-def is_finite(value: object) -> bool:
-    """Whether ``value`` is a finite int or float (a missing cell is NaN or None)."""
-    return isinstance(value, int | float) and math.isfinite(value)
 
 
 FAILED_NOTE = "OOM = out of memory; — = failed or not run."

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..files import atomic_write_text
-from ..spec import SKIPPED_BY_RULE
+from ..spec import SKIPPED_BY_RULE, is_finite_number
 from .claims import speed_claims, write_claims
 from .compiled import write_compile_comparison
 from .crossover import crossover_baselines, group_crossovers, plot_marks, write_crossover
@@ -38,7 +38,6 @@ from .format import (
     env_summary,
     escape,
     format_value,
-    is_finite,
     length_label,
     md_table,
     metrics_for,
@@ -118,7 +117,7 @@ def _format_cell(cells: _Cells, attention: str, seq_len: int, metric: Metric, ba
         return MISSING[fmt]
     text = format_value(value)
     if metric.kind == "time":
-        if is_finite(cell.get("time_ms_iqr")) and cell["time_ms_median"] > 0:
+        if is_finite_number(cell.get("time_ms_iqr")) and cell["time_ms_median"] > 0:
             pct = "%" if fmt == "md" else r"\%"
             text += f" {PLUS_MINUS[fmt]}{sig2(50 * cell['time_ms_iqr'] / cell['time_ms_median'])}{pct}"
         if cell.get("noisy") is True:
@@ -128,11 +127,11 @@ def _format_cell(cells: _Cells, attention: str, seq_len: int, metric: Metric, ba
     if attention == baseline:
         return text
     ratio = cell.get("speedup") if metric.kind == "time" else None  # paired, from attach_speedups
-    if not is_finite(ratio):
+    if not is_finite_number(ratio):
         base = _metric_value(cells, baseline, seq_len, metric)
         ratio = None if base is None or base <= 0 or value <= 0 else (
             value / base if metric.higher_is_better else base / value)
-    return text if not is_finite(ratio) else f"{text} ({sig2(ratio)}{TIMES[fmt]})"
+    return text if not is_finite_number(ratio) else f"{text} ({sig2(ratio)}{TIMES[fmt]})"
 
 
 def attach_speedups(df: pd.DataFrame, samples: Mapping[tuple[str, str], list[float]], baseline: str) -> pd.DataFrame:
@@ -317,7 +316,7 @@ def ratios_table(df: pd.DataFrame, baseline: str, fmt: Fmt) -> str:
         row = [escape(name, fmt)]
         for n in lengths:
             c = cells.get((name, n), {})
-            if not is_finite(c.get("speedup")):
+            if not is_finite_number(c.get("speedup")):
                 row.append(MISSING[fmt])
             elif c.get("speedup_paired") is True:
                 row.append(f"{sig2(c['speedup'])} [{sig2(c['speedup_lo'])}, {sig2(c['speedup_hi'])}]")
