@@ -283,6 +283,39 @@ def test_retrieval_pairs_share_a_dialect_iff_related() -> None:
         assert len(da) == len(db) == 1 and (da == db) == bool(label)
 
 
+@pytest.mark.parametrize(("num_dialects", "p"), [(2, 0.7), (2, 0.5), (3, 0.6), (3, 1 / 3), (2, 1.0)])
+def test_related_pairs_favour_dialect_1_by_their_prior(num_dialects: int, p: float) -> None:
+    first, second, labels = g.generate_retrieval(1200, seed=1, length=200, num_dialects=num_dialects,
+                                                 related_dialect_p=p)
+    dialects = g.dialect_lexicons(num_dialects, 64)
+    d0 = np.array([_content_dialects(a, dialects).pop() for a in first])
+    d1 = np.array([_content_dialects(b, dialects).pop() for b in second])
+    assert ((d0 == d1) == (labels == 1)).all()  # the label is the match whatever the prior
+    related, unrelated = d0[labels == 1], d0[labels == 0]
+    se = (0.25 / 600) ** 0.5
+    assert abs((related == 1).mean() - p) < 4 * se
+    assert abs((unrelated == 1).mean() - 1 / num_dialects) < 4 * se  # unrelated pairs: uniform first dialect
+    # The other dialects share what dialect 1 leaves, evenly.
+    for d in range(num_dialects):
+        if d != 1:
+            assert abs((related == d).mean() - (1 - p) / (num_dialects - 1)) < 4 * se
+
+
+def test_the_retrieval_prior_gives_one_document_a_cue_only_when_it_is_not_uniform() -> None:
+    """The docstring's figures: at 0.7 (2 dialects) a first document in dialect 1 is related 58% of the time and one
+    in dialect 0 38%; at 0.5 both are 50% (a pure XOR: no single document says anything)."""
+    dialects = g.dialect_lexicons(2, 64)
+    for p, (in_1, in_0) in ((0.7, (0.35 / 0.6, 0.15 / 0.4)), (0.5, (0.5, 0.5))):
+        first, _, labels = g.generate_retrieval(3000, seed=2, length=200, related_dialect_p=p)
+        d0 = np.array([_content_dialects(a, dialects) == {1} for a in first])
+        assert abs(labels[d0].mean() - in_1) < 0.04 and abs(labels[~d0].mean() - in_0) < 0.04
+
+
+def test_an_out_of_range_retrieval_prior_is_refused() -> None:
+    with pytest.raises(UserError, match="related_dialect_p"):
+        g.generate_retrieval(4, length=64, related_dialect_p=1.5)
+
+
 def _byte_histograms(docs: list[bytes]) -> np.ndarray:
     """[S, 256]: byte frequencies of each document (a bag of tokens: order thrown away)."""
     return np.stack([np.bincount(np.frombuffer(d, dtype=np.uint8), minlength=256) / max(len(d), 1) for d in docs])
