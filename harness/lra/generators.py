@@ -349,7 +349,7 @@ def generate_retrieval(
     """
     _check_document_params(length, content_rate)
     if not 0.0 <= related_dialect_p <= 1.0:
-        raise UserError(f"related_dialect_p must be a probability in [0, 1], got {related_dialect_p!r}")
+        raise UserError(f"retrieval: related_dialect_p must be a probability in [0, 1], got {related_dialect_p!r}")
     rng = np.random.default_rng(seed)
     labels = balanced_labels(rng, n, 2)
     dialects = dialect_lexicons(num_dialects, lexicon_size)
