@@ -167,6 +167,12 @@ def generate_listops(
 # Shared helpers
 
 
+def check_probability(task: str, name: str, value: float) -> None:
+    """A UserError naming ``task`` and the parameter ``name`` unless ``value`` is in [0, 1]."""
+    if not 0.0 <= value <= 1.0:
+        raise UserError(f"{task}: {name} must be in [0, 1], got {value!r}")
+
+
 def balanced_labels(rng: np.random.Generator, n: int, k: int) -> np.ndarray:
     """Labels 0..k-1 in consecutive blocks of k, each block a random permutation: any block-aligned cut is balanced."""
     blocks = -(-n // k)
@@ -348,22 +354,23 @@ def generate_retrieval(
         (first documents, second documents, labels): two lists of ``n`` byte strings, int64 [n] in {0, 1}.
     """
     _check_document_params(length, content_rate)
-    if not 0.0 <= related_dialect_p <= 1.0:
-        raise UserError(f"retrieval: related_dialect_p must be a probability in [0, 1], got {related_dialect_p!r}")
+    check_probability("retrieval", "related_dialect_p", related_dialect_p)
     rng = np.random.default_rng(seed)
     labels = balanced_labels(rng, n, 2)
     dialects = dialect_lexicons(num_dialects, lexicon_size)
     first: list[bytes] = []
     second: list[bytes] = []
+
+    def other(d: int) -> int:
+        """A dialect other than ``d``, uniformly: shift by 1..K-1 modulo K."""
+        return (d + int(rng.integers(1, num_dialects))) % num_dialects
+
     for label in labels.tolist():
-        if label == 1:
-            # Dialect 1 with probability related_dialect_p, else another one: shift 1 by 1..K-1 modulo K.
-            favoured = rng.random() < related_dialect_p
-            d0 = d1 = 1 if favoured else (1 + int(rng.integers(1, num_dialects))) % num_dialects
+        if label == 1:  # dialect 1 with probability related_dialect_p, else another one
+            d0 = d1 = 1 if rng.random() < related_dialect_p else other(1)
         else:
             d0 = int(rng.integers(num_dialects))
-            # A different dialect: shift by 1..K-1 modulo K.
-            d1 = (d0 + int(rng.integers(1, num_dialects))) % num_dialects
+            d1 = other(d0)
         first.append(_dialect_document(rng, dialects[d0], length, content_rate, min_fill))
         second.append(_dialect_document(rng, dialects[d1], length, content_rate, min_fill))
     return first, second, labels

@@ -11,7 +11,7 @@ import itertools
 import numpy as np
 
 from ..errors import UserError
-from .generators import balanced_labels
+from .generators import balanced_labels, check_probability
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Pathfinder
@@ -276,8 +276,7 @@ def generate_images(
     """
     if size < _STRIP + 1:
         raise UserError(f"image: size must be at least {_STRIP + 1}, got {size}")
-    if not 0.0 <= vertical_p <= 1.0:
-        raise UserError(f"image: vertical_p must be in [0, 1], got {vertical_p!r}")
+    check_probability("image", "vertical_p", vertical_p)
     if strips is not None and strips < 1:
         raise UserError(f"image: strips must be a positive integer (or null for size^2 / 40), got {strips}")
     k = max(1, size * size // 40) if strips is None else strips
