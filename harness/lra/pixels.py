@@ -177,6 +177,13 @@ def generate_pathfinder(
     contour stays at distance >= 3 from every other one, so the label is exactly "the two markers are in the same
     component". Placements that would break this are rejected and resampled.
 
+    A known cue besides connectivity: the geometry is drawn the same way for both labels, but positives mark the two
+    ends of one contour (at least ``min_marker_distance`` apart) and negatives one end of each contour, so the
+    distance between the markers has a different distribution per label (at 12x12 with two 3-dash contours, 300
+    images per label: Chebyshev distance 7 in 83% of positives and 48% of negatives). It is not a bag-of-pixels
+    cue (every image has two markers), but a model without token mixing partly reads it from pooled position
+    features on small images (README, "What the quick stand-ins show").
+
     Args:
         n: number of images.
         seed: seed of the random stream.
