@@ -185,7 +185,7 @@ def balanced_labels(rng: np.random.Generator, n: int, k: int) -> np.ndarray:
 
 _LEXICON_SEED = 20201  # the lexicons are part of the task definition, not of a dataset's seed
 _LETTERS = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz", dtype=np.uint8)
-_MAX_OFFSET = 16  # a document starts this many bytes (at most) into its word stream: word starts carry no position
+_MIN_BUDGET = 16  # the shortest document budget in bytes: room for a word or two
 
 
 @functools.lru_cache(maxsize=4)
@@ -263,19 +263,35 @@ def _fill(draw: Callable[[int], np.ndarray], words: Sequence[bytes], lens: np.nd
 
 def _dialect_document(rng: np.random.Generator, dialect: Sequence[bytes], length: int, content_rate: float,
                       min_fill: float) -> bytes:
-    """One document: words from ``dialect`` (each with probability ``content_rate``) or neutral ones, cut so that it
-    starts 0..15 bytes into its first word (uniformly) and holds a budget uniform in [min_fill * length, length]."""
+    """One document: a window of ``budget`` bytes (uniform in [min_fill * length, length], at least 16) cut at a
+    uniformly random point of an endless stream of space-separated words, each from ``dialect`` with probability
+    ``content_rate``, else neutral.
+
+    Why a window at a random point of the stream: a document must look the same at every position whatever its
+    dialect, so that only the order of its bytes tells the dialect. A stream seen from a uniformly random point is
+    stationary: the word under the first byte is drawn with probability proportional to the bytes it takes (a
+    length-biased draw) and the window starts uniformly inside it, so the byte at every position (the first and the
+    last included) has the same distribution in both dialects (every word has the same letters in each). Documents
+    that begin on a word's first letter and end on a word's last letter, as before, leak the dialect: those letters
+    are a word's lowest or highest in the alphabet. A model without token mixing read that from the bytes near the
+    start (55% on Text, 54% on Retrieval, README).
+    """
     words, lens = _document_words(tuple(dialect))
     n_neutral = len(words) - len(dialect)
-    offset = int(rng.integers(0, _MAX_OFFSET))
-    budget = max(int(rng.integers(int(min_fill * length), length + 1)), _MAX_OFFSET)  # room for a word or two
+    budget = max(int(rng.integers(int(min_fill * length), length + 1)), _MIN_BUDGET)  # room for a word or two
 
     def draw(k: int) -> np.ndarray:
         content = rng.random(k) < content_rate
         return np.where(content, rng.integers(0, len(dialect), k), len(dialect) + rng.integers(0, n_neutral, k))
 
-    text = b" ".join(_fill(draw, words, lens, budget + offset))
-    return text[min(offset, len(text) // 2):]  # a short text keeps at least half of itself
+    while True:  # the length-biased first word: accept word i with probability lens[i] / max(lens)
+        first = int(draw(1)[0])
+        if rng.random() * lens.max() < lens[first]:
+            break
+    start = int(rng.integers(0, lens[first]))  # the window's first byte: a letter of that word or its space
+    # _fill keeps whole words within its budget, so ask for one longest word more than the window needs.
+    rest = _fill(draw, words, lens, budget + start - int(lens[first]) + int(lens.max()))
+    return b" ".join([words[first], *rest])[start : start + budget]
 
 
 def generate_text(
@@ -291,9 +307,10 @@ def generate_text(
 
     Label 1 documents write the content words of :func:`dialect_lexicons` in dialect 1 (letters descending), label 0
     in dialect 0 (ascending): the two spell every word with the same letters, so the byte histogram of a document
-    has the same distribution under both labels, and since documents start at a random offset into their first
-    word, so does the byte at each position. The label is carried by which letters follow which (bigrams), all along the
-    document: a model must relate neighbouring bytes, which a model without token mixing cannot.
+    has the same distribution under both labels, and since a document is a window cut at a random point of a word
+    stream (:func:`_dialect_document`), so does the byte at each position. The label is carried by which letters
+    follow which (bigrams), all along the document: a model must relate neighbouring bytes, which a model without
+    token mixing cannot.
 
     Args:
         n: number of documents, balanced in consecutive pairs.
@@ -387,7 +404,7 @@ def generate_retrieval(
 
 
 def _check_document_params(length: int, content_rate: float) -> None:
-    if length < 2 * _MAX_OFFSET:
-        raise UserError(f"length must be at least {2 * _MAX_OFFSET} bytes (a few words), got {length}")
+    if length < 2 * _MIN_BUDGET:
+        raise UserError(f"length must be at least {2 * _MIN_BUDGET} bytes (a few words), got {length}")
     if not 0.0 < content_rate <= 1.0:
         raise UserError(f"content_rate must be in (0, 1], got {content_rate!r}")

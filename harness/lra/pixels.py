@@ -85,9 +85,20 @@ def _square(centre: tuple[int, int], radius: int) -> tuple[slice, slice]:
     return slice(max(r - radius, 0), r + radius + 1), slice(max(c - radius, 0), c + radius + 1)
 
 
-def _dash_cells(chain: list[tuple[int, int]], dash: int, period: int) -> list[tuple[int, int]]:
-    """The lit pixels of a chain: ``dash`` on, ``period - dash`` off, starting and ending on a dash."""
-    return [p for i, p in enumerate(chain) if i % period < dash]
+def _pieces_apart(chain: list[tuple[int, int]], cut: int, dash: int, period: int, dot: int) -> bool:
+    """Whether removing dash number ``cut`` splits the contour into two pieces that the linking rule keeps apart:
+    every lit pixel before the cut at Chebyshev distance > _LINK from every lit pixel after it, counting a
+    (2 ``dot`` + 1)-pixel marker square around each end when ``dot`` > 0."""
+    def piece(indices: range, end: tuple[int, int]) -> np.ndarray:
+        cells = [chain[i] for i in indices if i % period < dash]
+        if dot:
+            r, c = end
+            cells += [(r + dr, c + dc) for dr in range(-dot, dot + 1) for dc in range(-dot, dot + 1)]
+        return np.array(cells)  # [cells, 2]
+
+    before = piece(range(cut * period), chain[0])
+    after = piece(range((cut + 1) * period, len(chain)), chain[-1])
+    return bool(np.abs(before[:, None] - after[None]).max(-1).min() > _LINK)  # [before, after, 2] -> min distance
 
 
 def _pathfinder_image(
@@ -106,44 +117,48 @@ def _pathfinder_image(
     min_marker_distance: int,
     max_tries: int,
 ) -> np.ndarray | None:
-    """One image, or None when the contours could not be placed (the caller resamples)."""
+    """One image, or None when the contours could not be placed (the caller resamples).
+
+    Contour 0 is marked at both ends; one dash inside contour 0 (label 0) or contour 1 (label 1) is left out, and
+    both contours are drawn so that either can lose it and fall apart. Everything but which one is broken is drawn
+    the same way for both labels.
+    """
     period = dash_length + dash_gap
     canvas = _Canvas(size)
     # Marker dots must fit inside the padding, so contour ends stay marker_radius further in; chains use the rest.
     lo, hi = padding, size - 1 - padding
     img = np.zeros((size, size), dtype=np.uint8)
-    mains: list[list[tuple[int, int]]] = []
     lengths = [contour_length] * 2 + [distractor_length] * num_distractors
     for k, n_dashes in enumerate(lengths):
         n_px = n_dashes * period - dash_gap
+        dot = marker_radius if k == 0 else 0
+        cut = int(rng.integers(1, n_dashes - 1)) if k < 2 else -1  # an inner dash: the two ends stay on
         for _ in range(max_tries):
             chain = _walk(rng, canvas, n_px, period, turn_p=turn_prob, lo=lo, hi=hi)
             if chain is None:
                 continue
             ends = [chain[0], chain[-1]]
-            if k < 2:
-                # Both ends of both main contours get room for a marker whatever the label, so the geometry of the
-                # two classes is the same; only where the markers are drawn differs.
-                inner = all(lo + marker_radius <= v <= hi - marker_radius for e in ends for v in e)
+            if k == 0:
+                inner = all(lo + dot <= v <= hi - dot for e in ends for v in e)
                 far = max(abs(ends[0][0] - ends[1][0]), abs(ends[0][1] - ends[1][1])) >= min_marker_distance
-                if not (inner and far) or any(canvas.blocked[_square(e, marker_radius)].any() for e in ends):
+                if not (inner and far) or any(canvas.blocked[_square(e, dot)].any() for e in ends):
                     continue
-                mains.append(chain)
+            if k < 2 and not _pieces_apart(chain, cut, dash_length, period, dot):
+                continue
             break
         else:
             return None
-        for r, c in _dash_cells(chain, dash_length, period):
-            img[r, c] = PATHFINDER_DASH
+        broken = k == label  # label 1: contour 1 loses a dash; label 0: contour 0 (the marked one)
+        for i, (r, c) in enumerate(chain):
+            if i % period < dash_length and not (broken and i // period == cut):
+                img[r, c] = PATHFINDER_DASH
         # Everything within _LINK of this contour (and of its marker room) is off limits to later contours, which
         # therefore stay at Chebyshev distance >= _LINK + 1 and never link to it.
-        room = marker_radius if k < 2 else 0
         canvas.block_around(chain, _LINK)
-        canvas.block_around(ends, _LINK + room)
-    # Positive: both ends of contour A; negative: a random end of A and a random end of B.
-    a, b = mains
-    pick_a, pick_b = rng.integers(0, 2, size=2) * -1  # index 0 or -1
-    markers = [a[0], a[-1]] if label == 1 else [a[pick_a], b[pick_b]]
-    for end in markers:
+        canvas.block_around(ends, _LINK + dot)
+        if k == 0:
+            marked = ends
+    for end in marked:
         img[_square(end, marker_radius)] = PATHFINDER_MARKER
     return img
 
@@ -163,38 +178,43 @@ def generate_pathfinder(
     turn_prob: float = 0.8,
     min_marker_distance: int = 4,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Pathfinder images: two marked dashed contours plus distractors; label 1 iff the markers share a contour.
+    """Pathfinder images: two dashed contours plus distractors, two marker dots; label 1 iff the dots are connected.
 
     Defaults are LRA's pathfinder32 ``curv_contour_length_14`` settings where a pixel grid can express them:
     contour_length 14 dashes, distractor_length 14 // 3 = 4 dashes, 20 // 4 = 5 distractors, paddle_length 2
     (dash_length), paddle_margin 1 (dash_gap), padding 1, marker_radius 1.5 (a 3x3 dot: the pixels within 1.5 of
     the centre), paddle_contrast 0.75 (dash intensity 191, markers 255, background 0). LRA's antialiasing,
     paddle_thickness 0.5, continuity 1.0 and seed_distance 7 are not reproduced; instead each dash may turn by
-    45 degrees with probability ``turn_prob`` and the two ends of a main contour are ``min_marker_distance`` apart.
+    45 degrees with probability ``turn_prob`` and the two ends of the marked contour are ``min_marker_distance``
+    apart.
+
+    How a negative differs from a positive (a deviation from LRA, where a negative marks one end of each of two
+    contours): every image has two main contours of ``contour_length`` dashes, the markers always sit on both ends
+    of the first, and one inner dash is left out of one of them: of the unmarked contour in a positive, of the
+    marked one in a negative, which then falls apart into two pieces, one under each marker. Both contours are drawn
+    so that losing that dash splits them (the pieces stay farther apart than the linking rule reaches), whatever the
+    label. So both labels have the same marker positions, the same distance between the markers, the same lit pixel
+    count and the same number of pieces; only whether the path between the markers is whole differs. LRA's way gives
+    the labels different marker distances: on this generator at 12x12 with two 3-dash contours, the markers were 7
+    apart (Chebyshev) in 83% of positives and 48% of negatives, and a model without token mixing read it (62% test).
 
     Connectivity: lit pixels (> 0) within Chebyshev distance 2 of each other are linked (8-connectivity after closing
-    gaps of one pixel). Each contour, its markers included, is one component (dash gaps are one pixel), and every
-    contour stays at distance >= 3 from every other one, so the label is exactly "the two markers are in the same
-    component". Placements that would break this are rejected and resampled.
-
-    A known cue besides connectivity: the geometry is drawn the same way for both labels, but positives mark the two
-    ends of one contour (at least ``min_marker_distance`` apart) and negatives one end of each contour, so the
-    distance between the markers has a different distribution per label (at 12x12 with two 3-dash contours, 300
-    images per label: Chebyshev distance 7 in 83% of positives and 48% of negatives). It is not a bag-of-pixels
-    cue (every image has two markers), but a model without token mixing partly reads it from pooled position
-    features on small images (README, "What the quick stand-ins show").
+    gaps of one pixel). Each contour, its markers included, is one component (dash gaps are one pixel), a broken one
+    two, and every contour stays at distance >= 3 from every other one, so the label is exactly "the two markers
+    are in the same component". Placements that would break this are rejected and resampled.
 
     Args:
         n: number of images.
         seed: seed of the random stream.
         size: image side in pixels.
-        contour_length, distractor_length: dashes per main contour and per distractor.
+        contour_length, distractor_length: dashes per main contour (at least 3: one inner dash to leave out) and per
+            distractor.
         num_distractors: unmarked distractor contours.
         dash_length, dash_gap: pixels on and off along a contour (a gap of 0 or 1 keeps a contour linked).
         marker_radius: marker dots are (2 r + 1) x (2 r + 1) squares centred on a contour end.
         padding: blank border in pixels.
         turn_prob: probability that a dash turns by 45 degrees (left or right equally).
-        min_marker_distance: minimum Chebyshev distance between the two ends of a main contour.
+        min_marker_distance: minimum Chebyshev distance between the two ends of the marked contour.
 
     Returns:
         (images, labels): uint8 [n, size, size] and int64 [n], balanced in consecutive pairs.
@@ -202,10 +222,11 @@ def generate_pathfinder(
     Raises:
         UserError: parameters that break the connectivity rule or do not fit in the image.
     """
-    if dash_gap not in (0, 1) or dash_length < 1 or marker_radius < 1:
+    if dash_gap not in (0, 1) or dash_length < 1 or marker_radius < 1 or contour_length < 3:
         raise UserError(
-            f"pathfinder: need dash_gap 0 or 1 (the linking rule closes one-pixel gaps), dash_length >= 1 and "
-            f"marker_radius >= 1, got dash_gap={dash_gap}, dash_length={dash_length}, marker_radius={marker_radius}"
+            f"pathfinder: need dash_gap 0 or 1 (the linking rule closes one-pixel gaps), dash_length >= 1, "
+            f"marker_radius >= 1 and contour_length >= 3, got dash_gap={dash_gap}, dash_length={dash_length}, "
+            f"marker_radius={marker_radius}, contour_length={contour_length}"
         )
     rng = np.random.default_rng(seed)
     labels = balanced_labels(rng, n, 2)
