@@ -275,9 +275,9 @@ def _dialect_document(rng: np.random.Generator, dialect: Sequence[bytes], length
     stationary: the word under the first byte is drawn with probability proportional to the bytes it takes (a
     length-biased draw) and the window starts uniformly inside it, so the byte at every position (the first and the
     last included) has the same distribution in both dialects (every word has the same letters in each). Documents
-    that begin on a word's first letter and end on a word's last letter, as before, leak the dialect: those letters
-    are a word's lowest or highest in the alphabet. A model without token mixing read that from the bytes near the
-    start (55% on Text, 54% on Retrieval, README).
+    that end on a word's last letter, as before, leak the dialect: that letter is a word's highest in the alphabet in
+    one dialect and its lowest in the other (total variation 0.49 between Text's labels at the last byte). A model
+    without token mixing read it (54.75% on Text, 54.00% on Retrieval, README).
     """
     words, lens = _document_words(tuple(dialect))
     n_neutral = len(words) - len(dialect)
@@ -287,13 +287,14 @@ def _dialect_document(rng: np.random.Generator, dialect: Sequence[bytes], length
         content = rng.random(k) < content_rate
         return np.where(content, rng.integers(0, len(dialect), k), len(dialect) + rng.integers(0, n_neutral, k))
 
-    while True:  # the length-biased first word: accept word i with probability lens[i] / max(lens)
+    longest = int(lens.max())
+    while True:  # the length-biased first word: accept word i with probability lens[i] / longest
         first = int(draw(1)[0])
-        if rng.random() * lens.max() < lens[first]:
+        if rng.random() * longest < lens[first]:
             break
     start = int(rng.integers(0, lens[first]))  # the window's first byte: a letter of that word or its space
     # _fill keeps whole words within its budget, so ask for one longest word more than the window needs.
-    rest = _fill(draw, words, lens, budget + start - int(lens[first]) + int(lens.max()))
+    rest = _fill(draw, words, lens, budget + start - int(lens[first]) + longest)
     return b" ".join([words[first], *rest])[start : start + budget]
 
 
@@ -369,9 +370,9 @@ def generate_retrieval(
 
     Why every word is a content word by default (``content_rate`` 1, as in Text): the cue above reaches each tower
     through the label only weakly, and vanilla attention (learned absolute positions) needs every word's evidence to
-    find it within the CPU budget. Measured with 2 x 32-byte windows (quick settings): vanilla leaves chance after
-    5,250 steps (seed 0) and 4,000 (seed 1, 99.8 test after 9,000), the no-mixing control stays at 50.5 (6,000
-    steps); with 2 x 64 bytes vanilla stayed at chance for 6,000 steps (51.0).
+    find it within the CPU budget. Measured with 2 x 48-byte windows (quick settings, 9,000 steps): vanilla leaves
+    chance after 5,250 steps (seed 0, 99.8 test), the no-mixing control stays at 50% dev; with 2 x 64 bytes vanilla
+    stayed at chance for 6,000 steps (51.0); with 2 x 32 the control read both documents' dialects (89%).
 
     Args:
         n: number of pairs, balanced in consecutive pairs.

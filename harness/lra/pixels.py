@@ -85,12 +85,17 @@ def _square(centre: tuple[int, int], radius: int) -> tuple[slice, slice]:
     return slice(max(r - radius, 0), r + radius + 1), slice(max(c - radius, 0), c + radius + 1)
 
 
+def _lit(i: int, dash: int, period: int) -> bool:
+    """Whether pixel ``i`` of a chain is on a dash (``dash`` on, ``period - dash`` off, from the chain's start)."""
+    return i % period < dash
+
+
 def _pieces_apart(chain: list[tuple[int, int]], cut: int, dash: int, period: int, dot: int) -> bool:
     """Whether removing dash number ``cut`` splits the contour into two pieces that the linking rule keeps apart:
     every lit pixel before the cut at Chebyshev distance > _LINK from every lit pixel after it, counting a
     (2 ``dot`` + 1)-pixel marker square around each end when ``dot`` > 0."""
     def piece(indices: range, end: tuple[int, int]) -> np.ndarray:
-        cells = [chain[i] for i in indices if i % period < dash]
+        cells = [chain[i] for i in indices if _lit(i, dash, period)]
         if dot:
             r, c = end
             cells += [(r + dr, c + dc) for dr in range(-dot, dot + 1) for dc in range(-dot, dot + 1)]
@@ -150,7 +155,7 @@ def _pathfinder_image(
             return None
         broken = k == label  # label 1: contour 1 loses a dash; label 0: contour 0 (the marked one)
         for i, (r, c) in enumerate(chain):
-            if i % period < dash_length and not (broken and i // period == cut):
+            if _lit(i, dash_length, period) and not (broken and i // period == cut):
                 img[r, c] = PATHFINDER_DASH
         # Everything within _LINK of this contour (and of its marker room) is off limits to later contours, which
         # therefore stay at Chebyshev distance >= _LINK + 1 and never link to it.
