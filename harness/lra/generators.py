@@ -17,8 +17,9 @@ profiles can shrink them. Every random draw comes from one ``numpy.random.Genera
 * **Pathfinder** (:func:`harness.lra.pixels.generate_pathfinder`): LRA's 32x32 ``curv_contour_length_14``
   parameters on a pixel grid. Connectivity rule: lit pixels (value > 0) are linked when their Chebyshev distance is
   <= 2, i.e. 8-connectivity after closing dash gaps of one pixel. Label 1 iff the two marker dots are in the same
-  component. The markers always sit on both ends of one contour; a negative leaves a dash out of it, a positive
-  out of the other main contour, so marker distances and pixel counts do not differ by label.
+  component. The markers sit on both ends of one of two alike main contours, chosen at random; a negative leaves a
+  dash out of it, a positive out of the other one, so marker distances, pixel counts and where pixels are lit do
+  not differ by label.
 * **Image** (:func:`harness.lra.pixels.generate_images`): ten classes of images made of four-pixel strips on a
   torus; the class is the order of the four intensities along every strip, so each class has the same intensity
   histogram and the same distribution at each pixel: only neighbouring pixels tell classes apart.

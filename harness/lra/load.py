@@ -40,7 +40,7 @@ from .tasks import (
 )
 
 #: Bumped whenever a generator's output changes, so that stale cache files are never reused.
-CACHE_VERSION = 4
+CACHE_VERSION = 5
 
 
 # ---------------------------------------------------------------------------------------------------------------------
