@@ -142,20 +142,21 @@ def _pathfinder_image(
     broken_k = marked_k if label == 0 else 1 - marked_k
     for k, n_dashes in enumerate(lengths):
         n_px = n_dashes * period - dash_gap
-        dot = marker_radius if k < 2 else 0  # both main contours keep room for markers: either may get them
-        cut = int(rng.integers(1, n_dashes - 1)) if k < 2 else -1  # an inner dash: the two ends stay on
+        main = k < 2  # a main contour (either may get the markers) rather than a distractor
+        dot = marker_radius if main else 0  # room for marker dots around both ends
+        cut = int(rng.integers(1, n_dashes - 1)) if main else -1  # an inner dash: the two ends stay on
         for _ in range(max_tries):
             chain = _walk(rng, canvas, n_px, period, turn_p=turn_prob, lo=lo, hi=hi)
             if chain is None:
                 continue
             ends = [chain[0], chain[-1]]
-            if k < 2:
+            if main:
                 inner = all(lo + dot <= v <= hi - dot for e in ends for v in e)
                 far = max(abs(ends[0][0] - ends[1][0]), abs(ends[0][1] - ends[1][1])) >= min_marker_distance
                 if not (inner and far) or any(canvas.blocked[_square(e, dot)].any() for e in ends):
                     continue
-            if k < 2 and not _pieces_apart(chain, cut, dash_length, period, dot):
-                continue
+                if not _pieces_apart(chain, cut, dash_length, period, dot):
+                    continue
             break
         else:
             return None
