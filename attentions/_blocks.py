@@ -185,7 +185,7 @@ def block_sparse_attention(
     real[n:] = False  # the dead block
     if key_mask is not None:
         real = real & F.pad(key_mask, (0, w), value=False)[:, None, :]  # [B, 1, N+w]
-    bias = key_bias_column(real[..., None], (b, h, n + w, 1), dt)  # [B, H, N+w, 1]
+    bias = key_bias_column(real[..., None], (b, h, n + w, 1), dt, q.device)  # [B, H, N+w, 1]
     kx = torch.cat([F.pad(k, (0, 0, 0, w)), bias], dim=-1)  # [B, H, N+w, d+1]
     vx = F.pad(v, (0, 1, 0, w))  # [B, H, N+w, d+1]
     kg = _gather(kx, slot, w).flatten(3, 4)  # [B, H, nb, m·w, d+1]
@@ -210,7 +210,7 @@ def block_sparse_attention(
             else:
                 raise ValueError("extra_mask must be [B, G] or broadcastable to [B, H, nb, 1, G] (per key)")
         eshape = torch.broadcast_shapes(ek.shape[:-1], (1, 1, 1, g) if ok is None else ok.shape)  # [.., G]
-        ebias = key_bias_column(None if ok is None else ok[..., None], (*eshape, 1), dt)  # [.., G, 1]
+        ebias = key_bias_column(None if ok is None else ok[..., None], (*eshape, 1), dt, q.device)  # [.., G, 1]
         ekx = torch.cat([ek.expand(*eshape, d), ebias], dim=-1)  # [.., G, d+1]
         evx = F.pad(ev, (0, 1)).expand(*eshape, d + 1)  # [.., G, d+1]
         kg = torch.cat([kg, ekx.expand(b, h, nb, g, d + 1)], dim=-2)  # [B, H, nb, m·w + G, d+1]

@@ -97,10 +97,13 @@ def key_bias_value(dtype: torch.dtype) -> float:
     return masked_fill_value(dtype) / 4
 
 
-def key_bias_column(valid: Tensor | None, shape: tuple[int, ...], dtype: torch.dtype) -> Tensor:
+def key_bias_column(
+    valid: Tensor | None, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device
+) -> Tensor:
     """An extra key column that carries a key mask into fused attention: 0 where ``valid`` (broadcastable to
-    ``shape``; None = all valid), ``key_bias_value(dtype)`` elsewhere. Matched by a column of ones in the queries."""
-    bias = torch.zeros(shape, dtype=dtype, device=None if valid is None else valid.device)
+    ``shape``; None = all valid), ``key_bias_value(dtype)`` elsewhere. Matched by a column of ones in the queries.
+    ``device`` is where the attention runs (given, not read from ``valid``, which may be None)."""
+    bias = torch.zeros(shape, dtype=dtype, device=device)
     if valid is None:
         return bias
     return bias.masked_fill(~valid.expand(shape), key_bias_value(dtype))
@@ -125,7 +128,9 @@ def softmax_reference(proj: QKVProjection, out: nn.Linear, x: Tensor, mask: Tens
     positions of x are zeroed first, as the variants do."""
     x = zero_padding(x, mask)
     q, k, v = proj(x)  # each [B, H, N, d]
-    bias = None if mask is None else key_bias_column(mask[:, None, None, :], (x.shape[0], 1, 1, x.shape[1]), q.dtype)
+    bias = None
+    if mask is not None:
+        bias = key_bias_column(mask[:, None, None, :], (x.shape[0], 1, 1, x.shape[1]), q.dtype, q.device)
     y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)  # [B, H, N, d]
     return out(merge_heads(y))
 

@@ -171,15 +171,22 @@ def _csr(crow: Tensor, cols: Tensor, values: Tensor, n_cols: int) -> Tensor:
         )
 
 
+# The sparse products below run with autocast off, in their inputs' dtype (float32 at least, see ``sparse_attention``):
+# autocast would lower the CSR matmul to bfloat16, which MKL's sparse kernels do not implement on CPU, and on CUDA it
+# would round every edge's score and weighted sum to bfloat16 where the layer promises float32.
+
+
 def _spmm(crow: Tensor, cols: Tensor, values: Tensor, dense: Tensor) -> Tensor:
     """CSR(crow, cols, values) @ dense, [len(crow) − 1, d]: per row, the value-weighted sum of dense rows."""
-    return _csr(crow, cols, values, dense.shape[0]) @ dense
+    with torch.autocast(dense.device.type, enabled=False):
+        return _csr(crow, cols, values, dense.shape[0]) @ dense
 
 
 def _sddmm(crow: Tensor, cols: Tensor, left: Tensor, right: Tensor) -> Tensor:
     """Per stored entry (r, c) of the CSR pattern, left[r] · right[c], in storage order: [nnz]."""
     pattern = _csr(crow, cols, left.new_zeros(cols.numel()), right.shape[0])
-    return torch.sparse.sampled_addmm(pattern, left, right.T, beta=0.0).values()
+    with torch.autocast(left.device.type, enabled=False):
+        return torch.sparse.sampled_addmm(pattern, left, right.T, beta=0.0).values()
 
 
 class _EdgeAttention(torch.autograd.Function):
@@ -391,9 +398,10 @@ class HiddenStateCross(nn.Module):
 class _CrossAttentionBase(nn.Module):
     """Shared parts of FAT and FSAT: the cross, Q = X W_Q, [K | V | extra] = C W (eq. 6), W_o."""
 
-    def __init__(self, cfg: FATConfig, extra_out: int = 0) -> None:
+    def __init__(self, cfg: FATConfig, extra_out: int = 0, float32_cross: bool = False) -> None:
         super().__init__()
         self.cfg = cfg
+        self.float32_cross = float32_cross
         d = cfg.dim
         self.cross = HiddenStateCross(cfg)
         self.q = nn.Linear(d, d)
@@ -402,11 +410,17 @@ class _CrossAttentionBase(nn.Module):
         self.out = nn.Linear(d, d)
 
     def _project(self, x: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """Q, K, V token-major [B, N, H, d] (views of the GEMM outputs); C's extra outputs [B, N, extra]."""
+        """Q, K, V token-major [B, N, H, d] (views of the GEMM outputs); C's extra outputs [B, N, extra].
+
+        With ``float32_cross``, C and its GEMM run with autocast off, in the weights' dtype (see FSAT's docstring).
+        """
         b, n, _ = x.shape
         d, h = self.cfg.dim, self.cfg.heads
-        c = self.cross(x, mask)  # [B, N, D]
-        ckv = self.ckv(c)  # [B, N, 2D + extra]
+        if self.float32_cross:
+            with torch.autocast(x.device.type, enabled=False):
+                ckv = self.ckv(self.cross(x.to(self.ckv.weight.dtype), mask))  # [B, N, 2D + extra]
+        else:
+            ckv = self.ckv(self.cross(x, mask))  # [B, N, 2D + extra]
         # split, not slicing: its backward is one concatenation, not a zero-filled gradient per slice.
         k, v, extra = ckv.split([d, d, ckv.shape[-1] - 2 * d], dim=-1)  # [B, N, D] x 2, [B, N, extra]
         q = self.q(x).view(b, n, h, -1)  # [B, N, H, d]
@@ -562,6 +576,13 @@ class FSATAttention(_CrossAttentionBase):
     - Implementation (no effect on the function): eq. 7 runs as CSR sparse products in float32 at least —
       SDDMM for the edge scores, SpMM for the weighted sums — with a scatter-softmax between them and a
       written-out backward (``_EdgeAttention``); the FFT cross also has a written-out backward.
+    - Numerical deviation under autocast: the cross C and the one GEMM on it (K, V and the index logits) run in
+      float32 with autocast off (the input cast to the weights' dtype), so only W_Q, W_o follow autocast. Why: ⌊Ī⌋
+      is discontinuous, and with C and the logits in bf16 Ī moved by up to 0.4 positions (L_max = 128), 7% of
+      the predicted indices flipped and the bf16 forward differed from the float32 one by 25% (relative, on real
+      positions; ``fsat_unnormalized``, dim 32, n = 128; ``fsat``'s 1/√(2πσ²) factor hides the same flips under
+      W_o's bias). With them in float32 no index flips and the difference is 0.3%. Eq. 7's sparse products run
+      with autocast off too (MKL has no bf16 sparse kernels; see ``_spmm``).
     - Padding: f₁(X), f₂(X) zeroed at padded positions (real rows of C equal the unpadded sequence's); padded
       keys emit no edges (they go to a discarded slot); predicted and random indices are clamped to the last
       real position. Real outputs never read padded content.
@@ -570,7 +591,8 @@ class FSATAttention(_CrossAttentionBase):
     """
 
     def __init__(self, cfg: FSATConfig) -> None:
-        super().__init__(cfg, extra_out=cfg.heads * cfg.m_per_key)
+        # The cross and the index logits read from it in float32 also under autocast (a bf16 Ī flips ⌊Ī⌋).
+        super().__init__(cfg, extra_out=cfg.heads * cfg.m_per_key, float32_cross=True)
         self.cfg: FSATConfig = cfg
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:

@@ -51,7 +51,10 @@ def _block_partial(q: Tensor, k: Tensor, v: Tensor, count: Tensor, dropout_p: fl
     their values) to the numerator and e^(s_ij)·count_j to the denominator; keys with count 0 get nothing.
     """
     valid = (count > 0).unsqueeze(-2)  # [B, 1, nb, 1, Nr]
-    s = (q @ k.transpose(-1, -2)).masked_fill(~valid, masked_fill_value(q.dtype))  # [B, H, nb, Nr, Nr]
+    s = q @ k.transpose(-1, -2)  # [B, H, nb, Nr, Nr]
+    # The fill value of the scores' own dtype: under autocast q is float32 (scaled by float counts) but the
+    # product is bf16, and float32's minimum does not fit in bf16.
+    s = s.masked_fill(~valid, masked_fill_value(s.dtype))
     m = s.amax(dim=-1)  # [B, H, nb, Nr]
     a = torch.exp(s - m[..., None]) * valid  # [B, H, nb, Nr, Nr]: exactly 0 at invalid keys
     den = (a * count.unsqueeze(-2)).sum(-1)  # [B, H, nb, Nr]

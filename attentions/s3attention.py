@@ -175,27 +175,34 @@ class Smoother(nn.Module):
         the stem's concatenation then gathered element by element. The one transpose left is ATen's blocked 2-D
         transpose (``_transpose12``). Profiled at n = 4096, B 4, one thread, eager: this function and the stem's
         concatenation, fwd+bwd, 12.6 ms; with the FFTs along axis 1, 18.3 ms.
+
+        The whole convolution, segment-mean GEMM included, runs in float32 at least with autocast off, and the result
+        is cast back to x's dtype: there are no half/bfloat16 FFT kernels on CPU (and cuFFT's need power-of-two
+        lengths), so low-precision inputs are upcast; and under autocast the GEMM would return bfloat16 again however
+        its input was upcast (CUDA's rfft then raised "Unsupported dtype BFloat16"; on the CPU autocast upcasts FFT
+        inputs itself, but from the GEMM's rounded output).
         """
         b, n, d = x.shape
         r, f = self.cfg.segments, n // 2 + 1
-        # FFTs run in float32 at least: there are no half/bfloat16 FFT kernels on CPU (and cuFFT's need
-        # power-of-two lengths), so low-precision inputs are upcast here and the result cast back.
         ft = torch.promote_types(x.dtype, torch.float32)
-        u = x.to(ft)
-        if r < d:  # X S as one GEMM with the segment-mean matrix [D, r] (its backward too), without repeating columns
-            segment = torch.arange(d, device=x.device) // (d // r)
-            u = u @ (segment[:, None] == torch.arange(r, device=x.device)).to(ft).div_(d // r)  # [B, N, r]
-        u_hat = torch.fft.rfft(u.transpose(1, 2), n=n, dim=-1)  # [B, r, F]
-        w = self.weights_fft.to(ft).view(f, r, d // r, 2).permute(1, 2, 0, 3)  # [r, d/r, F, 2]: segment j's columns
-        if torch.compiler.is_compiling():
-            # The complex product in real arithmetic: Inductor (torch 2.13) generates no code for complex operators,
-            # and through them it computed a wrong gradient of these weights (2.2 on a scale of 1.5; a test checks).
-            ur, ui = torch.view_as_real(u_hat).unsqueeze(2).unbind(-1)  # [B, r, 1, F] each
-            wr, wi = w.unbind(-1)  # [r, d/r, F] each
-            m_hat = torch.view_as_complex(torch.stack((ur * wr - ui * wi, ur * wi + ui * wr), dim=-1))
-        else:
-            m_hat = u_hat.unsqueeze(2) * torch.view_as_complex(w)  # [B, r, d/r, F]
-        m = torch.fft.irfft(m_hat.reshape(b, d, f), n=n, dim=-1).to(x.dtype)  # [B, D, N]
+        with torch.autocast(x.device.type, enabled=False):
+            u = x.to(ft)
+            if r < d:  # X S as one GEMM with the segment-mean matrix [D, r] (its backward too), no repeated columns
+                segment = torch.arange(d, device=x.device) // (d // r)
+                u = u @ (segment[:, None] == torch.arange(r, device=x.device)).to(ft).div_(d // r)  # [B, N, r]
+            u_hat = torch.fft.rfft(u.transpose(1, 2), n=n, dim=-1)  # [B, r, F]
+            # [r, d/r, F, 2]: segment j's columns
+            w = self.weights_fft.to(ft).view(f, r, d // r, 2).permute(1, 2, 0, 3)
+            if torch.compiler.is_compiling():
+                # The complex product in real arithmetic: Inductor (torch 2.13) generates no code for complex
+                # operators, and through them it computed a wrong gradient of these weights (2.2 on a scale of 1.5; a
+                # test checks).
+                ur, ui = torch.view_as_real(u_hat).unsqueeze(2).unbind(-1)  # [B, r, 1, F] each
+                wr, wi = w.unbind(-1)  # [r, d/r, F] each
+                m_hat = torch.view_as_complex(torch.stack((ur * wr - ui * wi, ur * wi + ui * wr), dim=-1))
+            else:
+                m_hat = u_hat.unsqueeze(2) * torch.view_as_complex(w)  # [B, r, d/r, F]
+            m = torch.fft.irfft(m_hat.reshape(b, d, f), n=n, dim=-1).to(x.dtype)  # [B, D, N]
         return _transpose12(m)  # [B, N, D]
 
     def forward(self, x: Tensor, mask: Tensor | None) -> Tensor:

@@ -119,7 +119,6 @@ class SparseTransformerAttention(ProjectedAttention):
         l = cfg.stride
         nb = n // l
         scale = d**-0.5
-        fill = masked_fill_value(q.dtype)
         dev = q.device
         qb = q.view(b, h, nb, l, d) * scale  # [B, H, nb, l, d]: query o of block a is position a·l + o
         nbrs = neighbour_blocks(nb, 1, 1, dev)  # [nb, 3]
@@ -130,14 +129,15 @@ class SparseTransformerAttention(ProjectedAttention):
         slot_listed = (nbrs >= 0).repeat_interleave(l, -1)  # [nb, 3l]: False for the blocks past either end
         band_ok = ((pos.view(nb, l, 1) - key_pos[:, None, :]).abs() <= l) & slot_listed[:, None, :]  # [nb, l, 3l]
         key_real = gather_blocks(mask[:, None, :, None], nbrs, l)[:, :, :, None, :, 0]  # [B, 1, nb, 1, 3l]
-        band = band.masked_fill(~(band_ok & key_real), fill)
+        # Fill values of the scores' own dtype (under autocast a product can be bf16 while q is not).
+        band = band.masked_fill(~(band_ok & key_real), masked_fill_value(band.dtype))
         # Column o of the grid: the keys a'·l + o, (i - j) mod l = 0. Blocks a' within 1 of a are in the band.
         kc, vc = k.view(b, h, nb, l, d), v.view(b, h, nb, l, d)  # [B, H, nb, l, d]
         col = torch.einsum("bhaod,bhcod->bhaoc", qb, kc)  # [B, H, nb, l, nb]: query (a, o), key (a', o)
         blocks = torch.arange(nb, device=dev)
         far = ((blocks[:, None] - blocks[None]).abs() > 1)[:, None, :]  # [nb, 1, nb]
         col_real = mask.view(b, nb, l).transpose(1, 2)[:, None, None]  # [B, 1, 1, l, nb]: key (a', o) is real
-        col = col.masked_fill(~(far & col_real), fill)
+        col = col.masked_fill(~(far & col_real), masked_fill_value(col.dtype))
         attn = torch.cat([band, col], dim=-1).softmax(dim=-1)  # [B, H, nb, l, 3l + nb]
         attn = F.dropout(attn, p=cfg.dropout, training=self.training)
         y = torch.matmul(attn[..., : 3 * l], vg)  # [B, H, nb, l, d]

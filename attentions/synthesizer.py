@@ -122,7 +122,7 @@ class SynthesizerAttention(nn.Module):
         qx = F.pad(hidden, (0, 1), value=1.0)  # [B, H, N, dh+1]: [hidden, 1]
         w2, b2 = self.dense2.weight[:n], self.dense2.bias[:n, None]  # [N, dh], [N, 1]
         valid = None if mask is None else mask[:, None, :, None]  # [B, 1, N, 1]
-        bias = b2 + key_bias_column(valid, (b, 1, n, 1), b2.dtype)  # [B, 1, N, 1]
+        bias = b2 + key_bias_column(valid, (b, 1, n, 1), b2.dtype, b2.device)  # [B, 1, N, 1]
         keys = torch.cat([w2.expand(b, 1, n, w2.shape[-1]), bias], dim=-1).expand(b, h, n, -1)  # [B, H, N, dh+1]
         vx = F.pad(v, (0, 1))  # [B, H, N, dh+1]: the fused kernel wants one head size for q, k and v
         y = F.scaled_dot_product_attention(qx, keys, vx, dropout_p=p, scale=1.0)[..., :-1]  # [B, H, N, dh]

@@ -109,14 +109,30 @@ def main(argv: list[str] | None = None) -> int:
     return _dispatch(args)
 
 
+#: The libraries' on-disk caches a run points under ``<out>/.cache``: environment variable -> folder there. By default
+#: they live under $HOME or $TMPDIR: matplotlib's font cache (~/.config/matplotlib), Inductor's kernels
+#: ($TMPDIR/torchinductor_<user>), Triton's cache (~/.triton/cache: the launcher modules its CUDA driver compiles when
+#: torch first asks it about the GPU, and kernels) and its other folders (TRITON_HOME, ~/.triton), the CUDA driver's
+#: cache of PTX it compiled (~/.nv/ComputeCache) and ATen's cache of NVRTC-compiled kernels (~/.cache/torch/kernels).
+#: The GPU ones are written on a CUDA machine even by a ``--device cpu`` run: torch initialises CUDA there.
+CACHE_DIRS = {
+    "MPLCONFIGDIR": "matplotlib",
+    "TORCHINDUCTOR_CACHE_DIR": "inductor",
+    "TRITON_CACHE_DIR": "triton",
+    "TRITON_HOME": "triton_home",
+    "CUDA_CACHE_PATH": "nv",
+    "PYTORCH_KERNEL_CACHE_PATH": "torch_kernels",
+}
+
+
 def _caches_under_out(out: str) -> None:
-    """Point the libraries' on-disk caches (matplotlib's font cache, Inductor's kernels) under ``<out>/.cache`` unless
-    the user chose a place: a run writes nothing outside ``--out`` but its documented caches. Set before matplotlib
-    and torch are imported, which read them then."""
+    """Point the libraries' on-disk caches (:data:`CACHE_DIRS`) under ``<out>/.cache`` unless the user chose a place
+    (set the variable): a run writes nothing outside ``--out`` but its documented caches. Set before matplotlib and
+    torch are imported (and CUDA initialised), which read them then."""
     if out.strip():
         cache = os.path.join(out, ".cache")
-        os.environ.setdefault("MPLCONFIGDIR", os.path.join(cache, "matplotlib"))
-        os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(cache, "inductor"))
+        for variable, folder in CACHE_DIRS.items():
+            os.environ.setdefault(variable, os.path.join(cache, folder))
 
 
 def _dispatch(args: argparse.Namespace) -> int:

@@ -3,8 +3,9 @@
 Parametrised over the registry. With the same weights and input in float64 (TF32 off), the CUDA forward and every
 gradient must match the CPU's to float64 rounding; variants that draw randomness on each call (LSH rotations,
 random blocks) draw it from the device's own generator, so for them the test checks instead what must hold on any
-device: finite outputs and gradients, determinism under a seed, and padding that never leaks. A bf16 autocast
-forward must stay finite and close to the float32 one.
+device: finite outputs and gradients, determinism under a seed, and padding that never leaks. A variant the registry
+says is unavailable on CUDA here (e.g. its optional package is missing) is skipped with the registry's reason. The bf16
+autocast forward is checked on both devices in test_autocast.py.
 """
 
 from __future__ import annotations
@@ -73,6 +74,9 @@ def _draws_per_call(module: torch.nn.Module, x: torch.Tensor, mask: torch.Tensor
 
 @pytest.mark.parametrize("name", CUDA_VARIANTS)
 def test_cuda_matches_cpu(name: str) -> None:
+    reason = attentions.spec(name).unavailable_reason("cuda")
+    if reason is not None:
+        pytest.skip(reason)
     cpu, gpu = _pair(name, torch.float64)
     x, mask = _inputs(torch.float64)
     if _draws_per_call(cpu, x, mask):
@@ -91,20 +95,3 @@ def test_cuda_matches_cpu(name: str) -> None:
     for label, u, v in zip(names, want, got, strict=True):
         torch.testing.assert_close(v.cpu(), u, rtol=1e-7, atol=1e-9, msg=lambda m, label=label: f"{label}: {m}")
 
-
-@pytest.mark.parametrize("name", CUDA_VARIANTS)
-def test_bf16_autocast_forward_stays_close(name: str) -> None:
-    """Under bf16 autocast the output is finite and within bf16's precision of the float32 output."""
-    _, gpu = _pair(name, torch.float32)
-    x, mask = _inputs(torch.float32)
-    x, mask = x.cuda(), mask.cuda()
-    with torch.no_grad():
-        torch.manual_seed(5)
-        ref = gpu(x, mask)
-        torch.manual_seed(5)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            low = gpu(x, mask)
-    assert torch.isfinite(low).all()
-    real = mask[..., None].expand_as(ref)
-    err = (low.float() - ref)[real].norm() / ref[real].norm().clamp_min(1e-12)
-    assert err < 0.05, f"relative error {err:.3g} of the bf16 forward"

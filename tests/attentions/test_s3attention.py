@@ -152,6 +152,20 @@ def test_low_precision_runs_with_float32_ffts(dtype: torch.dtype) -> None:
     assert y.dtype == dtype and torch.isfinite(y).all()
 
 
+def test_fourier_convolution_runs_in_float32_under_autocast() -> None:
+    """Under bf16 autocast the Fourier convolution, segment-mean GEMM included, is the float32 one exactly: autocast
+    must not lower the GEMM to bf16 (on CUDA its bf16 output then reached an rFFT that has no bf16 kernel)."""
+    torch.manual_seed(0)
+    sm = attentions.build("s3attention", **CFG).smoother  # float32, r = 4 < dim: the GEMM runs
+    x = torch.randn(2, 48, 32)
+    with torch.no_grad():
+        want = sm.fourier(x)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            got = sm.fourier(x)
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
 # ---------------------------------------------------------------------------------------------------
 # The tuned layer (issue 16) computes the function of the layer before tuning, kept in s3attention_before.py.
 

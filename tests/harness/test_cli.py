@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import attentions
+from harness.cli import CACHE_DIRS
 from harness.store import Store
 from harness.suite import load_suite
 from tests.conftest import REPO_ROOT, CliResult, tiny_doc
@@ -238,9 +239,10 @@ def test_help_does_not_import_torch(argv: list[str]) -> None:
 
 
 def test_a_run_writes_nothing_outside_out(tiny_suite: Path, tmp_path: Path) -> None:
-    # matplotlib's font cache and Inductor's kernels default to $HOME and $TMPDIR; a run points them under --out.
-    env = {k: v for k, v in os.environ.items() if k not in ("MPLCONFIGDIR", "TORCHINDUCTOR_CACHE_DIR",
-                                                            "XDG_CACHE_HOME", "XDG_CONFIG_HOME")}
+    # The libraries' caches (matplotlib's fonts, Inductor's, Triton's and CUDA's kernels) default to $HOME and $TMPDIR;
+    # a run points them under --out. On a CUDA machine the GPU ones are written even by this --device cpu run.
+    dropped = {*CACHE_DIRS, "XDG_CACHE_HOME", "XDG_CONFIG_HOME"}
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
     env.update(HOME=str(tmp_path / "home"), PYTHONPATH=str(REPO_ROOT), OMP_NUM_THREADS="1")
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(tiny_suite), "--profile", "smoke",
