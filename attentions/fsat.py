@@ -582,7 +582,9 @@ class FSATAttention(_CrossAttentionBase):
       the predicted indices flipped and the bf16 forward differed from the float32 one by 25% (relative, on real
       positions; ``fsat_unnormalized``, dim 32, n = 128; ``fsat``'s 1/√(2πσ²) factor hides the same flips under
       W_o's bias). With them in float32 no index flips and the difference is 0.3%. Eq. 7's sparse products run
-      with autocast off too (MKL has no bf16 sparse kernels; see ``_spmm``).
+      with autocast off too (MKL has no bf16 sparse kernels; see ``_spmm``). A module cast to bf16 as a whole
+      (``.to(torch.bfloat16)``, the speed suite's ``dtype: bfloat16`` cells) has bf16 weights, so its cross runs in
+      bf16 and its indices flip as above: such a cell times the layer in bf16, not a bf16 copy of the float32 one.
     - Padding: f₁(X), f₂(X) zeroed at padded positions (real rows of C equal the unpadded sequence's); padded
       keys emit no edges (they go to a discarded slot); predicted and random indices are clamped to the last
       real position. Real outputs never read padded content.

@@ -285,10 +285,16 @@ class _StemConv(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: torch.autograd.function.FunctionCtx, grad: Tensor) -> tuple[Tensor | None, ...]:
-        s, weight = ctx.saved_tensors
-        grad = grad.contiguous()  # [B, N, D]
+        s_in, weight = ctx.saved_tensors
+        # In the weight's dtype: under autocast the forward's convolution ran in bf16/fp16, so its gradient arrives in
+        # that dtype while s and the weight are float32 (the transposed convolution refuses mixed dtypes). Without
+        # autocast all three share one dtype and these casts are no-ops.
+        grad = grad.to(weight.dtype).contiguous()  # [B, N, D]
+        s = s_in.to(weight.dtype)  # [B, N, C]
         n, k = s.shape[1], weight.shape[-1]
-        grad_s = _conv_tokens_major(grad, weight, None, transposed=True) if ctx.needs_input_grad[0] else None
+        grad_s = None
+        if ctx.needs_input_grad[0]:
+            grad_s = _conv_tokens_major(grad, weight, None, transposed=True).to(s_in.dtype)
         grad_w = grad_b = None
         if ctx.needs_input_grad[1]:
             taps = []

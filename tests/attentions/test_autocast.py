@@ -46,3 +46,27 @@ def test_bf16_autocast_forward_stays_close(name: str, device: str) -> None:
     real = mask[..., None].expand_as(ref)
     err = (low.float() - ref)[real].norm() / ref[real].norm().clamp_min(1e-12)
     assert err < TOLERANCE, f"relative error {err:.3g} of the bf16 forward"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", attentions.list_attentions())
+def test_bf16_autocast_backward_runs_in_train_mode(name: str, device: str) -> None:
+    """A training step under bf16 autocast (forward inside, backward after, as torch's AMP recipe does): every
+    parameter and input gradient exists where the float32 step has one, is finite and has its tensor's dtype."""
+    reason = attentions.spec(name).unavailable_reason(device)
+    if reason is not None:
+        pytest.skip(reason)
+    torch.manual_seed(0)
+    module = attentions.build(name, **SMALL).train().to(device)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(2, N, SMALL["dim"], generator=g).to(device).requires_grad_(True)
+    mask = torch.ones(2, N, dtype=torch.bool, device=device)
+    mask[1, REAL:] = False
+    with torch.autocast(device, dtype=torch.bfloat16):
+        y = module(x, mask)
+    (y.float() * mask[..., None]).square().mean().backward()
+    assert x.grad is not None and x.grad.dtype == x.dtype and torch.isfinite(x.grad).all()
+    for pname, p in module.named_parameters():
+        if p.grad is not None:
+            assert p.grad.dtype == p.dtype, pname
+            assert torch.isfinite(p.grad).all(), pname
