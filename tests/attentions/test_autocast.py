@@ -23,19 +23,26 @@ DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.i
 TOLERANCE = 0.05
 
 
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("name", attentions.list_attentions())
-def test_bf16_autocast_forward_stays_close(name: str, device: str) -> None:
-    """Under bf16 autocast the output is finite and within bf16's precision of the float32 output."""
+def _layer_and_input(name: str, device: str, train: bool) -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
+    """The float32 layer on ``device`` (skipped where the registry says it cannot run), an input [2, N, dim] and a
+    key mask whose second sequence is padded after REAL positions."""
     reason = attentions.spec(name).unavailable_reason(device)
     if reason is not None:
         pytest.skip(reason)
     torch.manual_seed(0)
-    module = attentions.build(name, **SMALL).eval().to(device)
+    module = attentions.build(name, **SMALL).train(train).to(device)
     g = torch.Generator().manual_seed(1)
     x = torch.randn(2, N, SMALL["dim"], generator=g).to(device)
     mask = torch.ones(2, N, dtype=torch.bool, device=device)
     mask[1, REAL:] = False
+    return module, x, mask
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", attentions.list_attentions())
+def test_bf16_autocast_forward_stays_close(name: str, device: str) -> None:
+    """Under bf16 autocast the output is finite and within bf16's precision of the float32 output."""
+    module, x, mask = _layer_and_input(name, device, train=False)
     with torch.no_grad():
         torch.manual_seed(5)  # variants that draw randomness per call see the same draws in both forwards
         ref = module(x, mask)
@@ -51,17 +58,10 @@ def test_bf16_autocast_forward_stays_close(name: str, device: str) -> None:
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", attentions.list_attentions())
 def test_bf16_autocast_backward_runs_in_train_mode(name: str, device: str) -> None:
-    """A training step under bf16 autocast (forward inside, backward after, as torch's AMP recipe does): every
-    parameter and input gradient exists where the float32 step has one, is finite and has its tensor's dtype."""
-    reason = attentions.spec(name).unavailable_reason(device)
-    if reason is not None:
-        pytest.skip(reason)
-    torch.manual_seed(0)
-    module = attentions.build(name, **SMALL).train().to(device)
-    g = torch.Generator().manual_seed(1)
-    x = torch.randn(2, N, SMALL["dim"], generator=g).to(device).requires_grad_(True)
-    mask = torch.ones(2, N, dtype=torch.bool, device=device)
-    mask[1, REAL:] = False
+    """A training step under bf16 autocast (forward inside, backward after, as torch's AMP recipe does) runs: the
+    input gradient and every parameter gradient the step produces are finite and in their tensor's dtype."""
+    module, x, mask = _layer_and_input(name, device, train=True)
+    x.requires_grad_(True)
     with torch.autocast(device, dtype=torch.bfloat16):
         y = module(x, mask)
     (y.float() * mask[..., None]).square().mean().backward()
