@@ -54,7 +54,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .base import key_bias_column, key_bias_value, masked_fill_value, pad_to_length
+from .base import fill_masked, key_bias_column, key_bias_value, pad_to_length
 
 __all__ = [
     "block_sparse_attention",
@@ -256,7 +256,7 @@ def dense_rows(
         scale = q.shape[-1] ** -0.5
     scores = torch.matmul(q * scale, k.transpose(-1, -2))  # [B, H, G, N]
     if key_mask is not None:
-        scores = scores.masked_fill(~key_mask[:, None, None, :], masked_fill_value(scores.dtype))
+        scores = fill_masked(scores, key_mask[:, None, None, :])
     attn = F.dropout(scores.softmax(dim=-1), p=dropout_p, training=training)
     return torch.matmul(attn, v)  # [B, H, G, d]
 

@@ -88,6 +88,15 @@ def masked_fill_value(dtype: torch.dtype) -> float:
     return torch.finfo(dtype).min
 
 
+def fill_masked(scores: Tensor, keep: Tensor) -> Tensor:
+    """``scores`` with :func:`masked_fill_value` of its own dtype where ``keep`` (broadcastable) is False.
+
+    The fill is taken from the tensor it goes into, not from an operand: under autocast a product of float32
+    operands is bf16, and float32's minimum does not fit in bf16 (H-Transformer-1D overflowed so).
+    """
+    return scores.masked_fill(~keep, masked_fill_value(scores.dtype))
+
+
 def key_bias_value(dtype: torch.dtype) -> float:
     """The additive bias of a masked key when masks ride in the scores (a bias key column, an ``attn_mask``).
 

@@ -398,10 +398,12 @@ class HiddenStateCross(nn.Module):
 class _CrossAttentionBase(nn.Module):
     """Shared parts of FAT and FSAT: the cross, Q = X W_Q, [K | V | extra] = C W (eq. 6), W_o."""
 
-    def __init__(self, cfg: FATConfig, extra_out: int = 0, float32_cross: bool = False) -> None:
+    #: Whether C and its GEMM run in float32 with autocast off (FSAT: a bf16 Ī flips ⌊Ī⌋; see its docstring).
+    float32_cross = False
+
+    def __init__(self, cfg: FATConfig, extra_out: int = 0) -> None:
         super().__init__()
         self.cfg = cfg
-        self.float32_cross = float32_cross
         d = cfg.dim
         self.cross = HiddenStateCross(cfg)
         self.q = nn.Linear(d, d)
@@ -592,9 +594,10 @@ class FSATAttention(_CrossAttentionBase):
       I_r" (the paper does not say what inference uses then).
     """
 
+    float32_cross = True  # the cross and the index logits read from it in float32 also under autocast
+
     def __init__(self, cfg: FSATConfig) -> None:
-        # The cross and the index logits read from it in float32 also under autocast (a bf16 Ī flips ⌊Ī⌋).
-        super().__init__(cfg, extra_out=cfg.heads * cfg.m_per_key, float32_cross=True)
+        super().__init__(cfg, extra_out=cfg.heads * cfg.m_per_key)
         self.cfg: FSATConfig = cfg
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:

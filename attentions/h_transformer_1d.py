@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .base import ProjectedAttention, masked_fill_value, merge_heads, pad_to_length, zero_padding
+from .base import ProjectedAttention, fill_masked, merge_heads, pad_to_length, zero_padding
 from .registry import AttentionConfig, Capabilities, register
 
 # One level's partial softmax sums for a set of query rows: (row max m, Σ e^(s−m) v, Σ e^(s−m)·count).
@@ -51,10 +51,7 @@ def _block_partial(q: Tensor, k: Tensor, v: Tensor, count: Tensor, dropout_p: fl
     their values) to the numerator and e^(s_ij)·count_j to the denominator; keys with count 0 get nothing.
     """
     valid = (count > 0).unsqueeze(-2)  # [B, 1, nb, 1, Nr]
-    s = q @ k.transpose(-1, -2)  # [B, H, nb, Nr, Nr]
-    # The fill value of the scores' own dtype: under autocast q is float32 (scaled by float counts) but the
-    # product is bf16, and float32's minimum does not fit in bf16.
-    s = s.masked_fill(~valid, masked_fill_value(s.dtype))
+    s = fill_masked(q @ k.transpose(-1, -2), valid)  # [B, H, nb, Nr, Nr]
     m = s.amax(dim=-1)  # [B, H, nb, Nr]
     a = torch.exp(s - m[..., None]) * valid  # [B, H, nb, Nr, Nr]: exactly 0 at invalid keys
     den = (a * count.unsqueeze(-2)).sum(-1)  # [B, H, nb, Nr]

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .base import masked_fill_value, merge_heads, split_heads, zero_padding
+from .base import fill_masked, merge_heads, split_heads, zero_padding
 from .registry import AttentionConfig, Capabilities, register
 
 
@@ -84,6 +84,6 @@ class LogSparseAttention(nn.Module):
         idx = keys.clamp_min(0)
         k_sel, v_sel = k[:, :, idx], v[:, :, idx]  # [B, H, N, m, d_h] each: gathered, m = 1 + ⌊log₂ N⌋
         scores = torch.einsum("bhnd,bhnmd->bhnm", q, k_sel) * cfg.head_dim**-0.5  # [B, H, N, m]
-        scores = scores.masked_fill(~valid.view(-1, 1, n, len(offsets)), masked_fill_value(scores.dtype))
+        scores = fill_masked(scores, valid.view(-1, 1, n, len(offsets)))
         attn = F.dropout(scores.softmax(dim=-1), p=cfg.dropout, training=self.training)
         return self.out(merge_heads(torch.einsum("bhnm,bhnmd->bhnd", attn, v_sel)))  # [B, N, D]

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .base import masked_fill_value, merge_heads, pad_to_length, split_heads
+from .base import fill_masked, masked_fill_value, merge_heads, pad_to_length, split_heads
 from .registry import AttentionConfig, Capabilities, register, register_preset
 
 __all__ = [
@@ -355,7 +355,7 @@ class ReformerAttention(LSHHashing, nn.Module):
         eye = torch.eye(n, dtype=torch.bool, device=x.device)
         scores = scores.masked_fill(eye, self_score(scores.dtype))
         if mask is not None:
-            scores = scores.masked_fill(~mask[:, None, None, :], masked_fill_value(scores.dtype))
+            scores = fill_masked(scores, mask[:, None, None, :])
         return self.out(merge_heads(scores.softmax(-1) @ v))
 
 

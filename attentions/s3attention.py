@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .base import masked_fill_value, pad_to_length, zero_padding
+from .base import fill_masked, pad_to_length, zero_padding
 from .registry import AttentionConfig, Capabilities, register, register_preset
 
 
@@ -411,7 +411,7 @@ class S3Attention(nn.Module):
         scores = _transpose12(q @ self._block_diagonal(k1 * dh**-0.5).transpose(1, 2))  # [B, N, H*s1] -> [B, H*s1, N]
         scores = scores.view(b, h, s1, n)  # [B, H, s1, N]
         if mask is not None:
-            scores = scores.masked_fill(~mask[:, idx][:, None, :, None], masked_fill_value(scores.dtype))
+            scores = fill_masked(scores, mask[:, idx][:, None, :, None])
         attn = F.dropout(scores.softmax(2), p=p, training=self.training).view(b, h * s1, n)  # [B, H*s1, N]
         return attn.transpose(1, 2) @ self._block_diagonal(v1)  # [B, N, H*s1] @ [B, H*s1, D] -> [B, N, D]
 

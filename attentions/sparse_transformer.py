@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ._blocks import block_sparse_attention, gather_blocks, neighbour_blocks, pad_for_blocks
-from .base import ProjectedAttention, masked_fill_value, merge_heads, zero_padding
+from .base import ProjectedAttention, fill_masked, merge_heads, zero_padding
 from .registry import AttentionConfig, Capabilities, register, register_preset
 
 Pattern = Literal["fixed", "strided"]
@@ -129,15 +129,14 @@ class SparseTransformerAttention(ProjectedAttention):
         slot_listed = (nbrs >= 0).repeat_interleave(l, -1)  # [nb, 3l]: False for the blocks past either end
         band_ok = ((pos.view(nb, l, 1) - key_pos[:, None, :]).abs() <= l) & slot_listed[:, None, :]  # [nb, l, 3l]
         key_real = gather_blocks(mask[:, None, :, None], nbrs, l)[:, :, :, None, :, 0]  # [B, 1, nb, 1, 3l]
-        # Fill values of the scores' own dtype (under autocast a product can be bf16 while q is not).
-        band = band.masked_fill(~(band_ok & key_real), masked_fill_value(band.dtype))
+        band = fill_masked(band, band_ok & key_real)
         # Column o of the grid: the keys a'·l + o, (i - j) mod l = 0. Blocks a' within 1 of a are in the band.
         kc, vc = k.view(b, h, nb, l, d), v.view(b, h, nb, l, d)  # [B, H, nb, l, d]
         col = torch.einsum("bhaod,bhcod->bhaoc", qb, kc)  # [B, H, nb, l, nb]: query (a, o), key (a', o)
         blocks = torch.arange(nb, device=dev)
         far = ((blocks[:, None] - blocks[None]).abs() > 1)[:, None, :]  # [nb, 1, nb]
         col_real = mask.view(b, nb, l).transpose(1, 2)[:, None, None]  # [B, 1, 1, l, nb]: key (a', o) is real
-        col = col.masked_fill(~(far & col_real), masked_fill_value(col.dtype))
+        col = fill_masked(col, far & col_real)
         attn = torch.cat([band, col], dim=-1).softmax(dim=-1)  # [B, H, nb, l, 3l + nb]
         attn = F.dropout(attn, p=cfg.dropout, training=self.training)
         y = torch.matmul(attn[..., : 3 * l], vg)  # [B, H, nb, l, d]

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .base import check_seq_len, key_bias_column, masked_fill_value, merge_heads, split_heads, zero_padding
+from .base import check_seq_len, fill_masked, key_bias_column, merge_heads, split_heads, zero_padding
 from .registry import AttentionConfig, Capabilities, register, register_preset
 
 Mode = Literal["dense", "random"]
@@ -111,7 +111,7 @@ class SynthesizerAttention(nn.Module):
         if self.dense1 is None or self.dense2 is None:  # Random: R is an [H, N, N] parameter, materialised anyway
             scores = self.logits(x)  # [1, H, N, N]
             if mask is not None:
-                scores = scores.masked_fill(~mask[:, None, None, :], masked_fill_value(scores.dtype))  # [B, H, N, N]
+                scores = fill_masked(scores, mask[:, None, None, :])  # [B, H, N, N]
             y = F.dropout(scores.softmax(dim=-1), p=p, training=self.training) @ v  # [B, H, N, dh]
             return self.out(merge_heads(y))
         # Dense: B_ij = ReLU(W_1 x_i + b_1)·W_2[j] + b_2[j] is a dot product of [hidden_i, 1] with the learned

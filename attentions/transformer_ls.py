@@ -18,7 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from ._blocks import block_sparse_attention, key_positions, neighbour_blocks, pad_for_blocks
-from .base import ProjectedAttention, masked_fill_value, merge_heads, split_heads, zero_padding
+from .base import ProjectedAttention, fill_masked, merge_heads, split_heads, zero_padding
 from .registry import AttentionConfig, Capabilities, register
 
 __all__ = ["TransformerLSAttention", "TransformerLSConfig", "window_margin"]
@@ -106,7 +106,7 @@ class TransformerLSAttention(ProjectedAttention):
         b, n, _ = x.shape
         logits = self.dyn_proj(x)  # [B, N, H·r]
         if mask is not None:  # padded positions get exactly zero weight in every column of P
-            logits = logits.masked_fill(~mask[..., None], masked_fill_value(logits.dtype))
+            logits = fill_masked(logits, mask[..., None])
         p = logits.softmax(dim=1)  # [B, N, H·r]: softmax over the sequence, one distribution per (head, column)
         p = p.view(b, n, cfg.heads, cfg.rank).permute(0, 2, 3, 1)  # [B, H, r, N]
         kg = torch.matmul(p, split_heads(k, cfg.heads))  # [B, H, r, d]

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .base import ProjectedAttention, masked_fill_value, merge_heads
+from .base import ProjectedAttention, fill_masked, merge_heads
 from .registry import AttentionConfig, Capabilities, register, register_preset
 
 Backend = Literal["math", "sdpa", "xformers"]
@@ -76,7 +76,7 @@ class VanillaAttention(ProjectedAttention):
         if backend == "math":
             scores = (q * self.scale) @ k.transpose(-1, -2)  # [B, H, N, N]
             if mask is not None:
-                scores = scores.masked_fill(~mask[:, None, None, :], masked_fill_value(scores.dtype))
+                scores = fill_masked(scores, mask[:, None, None, :])
             attn = F.dropout(scores.softmax(dim=-1), p=p, training=self.training)
             y = attn @ v  # [B, H, N, d]
         elif backend == "sdpa":

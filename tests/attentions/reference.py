@@ -49,6 +49,21 @@ def masked_softmax_attention(q: Tensor, k: Tensor, v: Tensor, allowed: Tensor) -
     return scores.softmax(-1) @ v
 
 
+#: A small layer every variant builds, for the tests that run the whole registry on a device (CUDA, autocast).
+SMALL_LAYER = {"dim": 32, "heads": 2, "max_seq_len": 128}
+#: Their input's length, and where its second row's padding starts.
+SMALL_N, SMALL_REAL = 128, 96
+
+
+def small_padded_input(dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor]:
+    """x [2, SMALL_N, dim] (seeded, on the CPU) and its key mask [2, SMALL_N]: row 1 padded from SMALL_REAL on."""
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(2, SMALL_N, SMALL_LAYER["dim"], generator=g, dtype=dtype)
+    mask = torch.ones(2, SMALL_N, dtype=torch.bool)
+    mask[1, SMALL_REAL:] = False
+    return x, mask
+
+
 def two_row_mask(n: int, suffix_from: int, every: int) -> Tensor:
     """[2, n] key-padding mask (True = real): row 0 padded from ``suffix_from`` on, row 1 at every ``every``-th
     position (0, every, 2·every, ...): a suffix and a scattered padding."""

@@ -13,9 +13,8 @@ import pytest
 import torch
 
 import attentions
+from tests.attentions.reference import SMALL_LAYER, small_padded_input
 
-SMALL = {"dim": 32, "heads": 2, "max_seq_len": 128}
-N, REAL = 128, 96
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(),
                                                                 reason="needs a CUDA device"))]
 #: Largest relative error of the bf16 forward on the real positions (bf16 keeps 8 significant bits: about 4e-3 per
@@ -24,18 +23,15 @@ TOLERANCE = 0.05
 
 
 def _layer_and_input(name: str, device: str, train: bool) -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
-    """The float32 layer on ``device`` (skipped where the registry says it cannot run), an input [2, N, dim] and a
-    key mask whose second sequence is padded after REAL positions."""
+    """The float32 layer on ``device`` (skipped where the registry says it cannot run) and
+    :func:`small_padded_input` there."""
     reason = attentions.spec(name).unavailable_reason(device)
     if reason is not None:
         pytest.skip(reason)
     torch.manual_seed(0)
-    module = attentions.build(name, **SMALL).train(train).to(device)
-    g = torch.Generator().manual_seed(1)
-    x = torch.randn(2, N, SMALL["dim"], generator=g).to(device)
-    mask = torch.ones(2, N, dtype=torch.bool, device=device)
-    mask[1, REAL:] = False
-    return module, x, mask
+    module = attentions.build(name, **SMALL_LAYER).train(train).to(device)
+    x, mask = small_padded_input()
+    return module, x.to(device), mask.to(device)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -16,12 +16,11 @@ import pytest
 import torch
 
 import attentions
+from tests.attentions.reference import SMALL_LAYER, SMALL_REAL, small_padded_input
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 CUDA_VARIANTS = [n for n in attentions.list_attentions() if "cuda" in attentions.spec(n).caps.devices]
-SMALL = {"dim": 32, "heads": 2, "max_seq_len": 128}
-N, REAL = 128, 96
 
 
 @pytest.fixture(autouse=True)
@@ -36,19 +35,11 @@ def _exact_matmuls() -> Iterator[None]:
 def _pair(name: str, dtype: torch.dtype) -> tuple[torch.nn.Module, torch.nn.Module]:
     """The same layer (same weights and buffers) on the CPU and on CUDA, in eval mode."""
     torch.manual_seed(0)
-    cpu = attentions.build(name, **SMALL).to(dtype).eval()
+    cpu = attentions.build(name, **SMALL_LAYER).to(dtype).eval()
     torch.manual_seed(0)
-    gpu = attentions.build(name, **SMALL).to(dtype).eval()
+    gpu = attentions.build(name, **SMALL_LAYER).to(dtype).eval()
     gpu.load_state_dict(cpu.state_dict())
     return cpu, gpu.cuda()
-
-
-def _inputs(dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    g = torch.Generator().manual_seed(1)
-    x = torch.randn(2, N, SMALL["dim"], generator=g, dtype=dtype)
-    mask = torch.ones(2, N, dtype=torch.bool)
-    mask[1, REAL:] = False
-    return x, mask
 
 
 def _run(module: torch.nn.Module, x: torch.Tensor, mask: torch.Tensor, seed: int = 123) -> tuple[torch.Tensor, ...]:
@@ -78,15 +69,16 @@ def test_cuda_matches_cpu(name: str) -> None:
     if reason is not None:
         pytest.skip(reason)
     cpu, gpu = _pair(name, torch.float64)
-    x, mask = _inputs(torch.float64)
+    x, mask = small_padded_input(torch.float64)
     if _draws_per_call(cpu, x, mask):
         a, b = _run(gpu, x.cuda(), mask.cuda()), _run(gpu, x.cuda(), mask.cuda())
         for u, v in zip(a, b, strict=True):  # deterministic under a seed on the device
             torch.testing.assert_close(u, v, rtol=1e-10, atol=1e-10)
         noisy = x.clone()
-        noisy[1, REAL:] = 100.0
+        noisy[1, SMALL_REAL:] = 100.0
         c = _run(gpu, noisy.cuda(), mask.cuda())
-        torch.testing.assert_close(c[0][:, :REAL], a[0][:, :REAL], rtol=1e-8, atol=1e-8)  # padding never leaks
+        real = slice(None, SMALL_REAL)
+        torch.testing.assert_close(c[0][:, real], a[0][:, real], rtol=1e-8, atol=1e-8)  # padding never leaks
         assert all(torch.isfinite(t).all() for t in a)
         return
     want = _run(cpu, x, mask)
