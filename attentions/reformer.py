@@ -236,7 +236,12 @@ class LSHHashing:
 
     def draw_rotations(self, n_buckets: int, device: torch.device, dtype: torch.dtype) -> Tensor | None:
         """Random rotations [H, d + hash_extra_dims, n_hashes, n_buckets/2] for one forward call (None for one
-        bucket): from torch's global RNG, or from a generator seeded with ``hash_seed``."""
+        bucket): from torch's global RNG, or from a generator seeded with ``hash_seed``.
+
+        Drawn in float32 and cast to ``dtype``, so that a seed gives the same rotations, hence the same buckets, at
+        every precision (torch draws other normal values in float64 than in float32 from one seed): a float64
+        layer is then the exact counterpart of a float32 or bf16 one.
+        """
         cfg = self.cfg
         if n_buckets == 1:
             return None
@@ -244,7 +249,7 @@ class LSHHashing:
         if cfg.hash_seed is not None:
             gen = torch.Generator(device=device).manual_seed(cfg.hash_seed)
         shape = (cfg.heads, cfg.head_dim + self.hash_extra_dims, cfg.n_hashes, n_buckets // 2)
-        return torch.randn(shape, generator=gen, device=device, dtype=dtype)
+        return torch.randn(shape, generator=gen, device=device, dtype=torch.float32).to(dtype)
 
 
 def check_n_buckets(n_buckets: int | None) -> None:

@@ -9,17 +9,34 @@ A variant that cannot run on a device, or whose optional package is missing, is 
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import os
+from collections.abc import Iterator
+
 import pytest
 import torch
 
 import attentions
 from tests.attentions.reference import SMALL_LAYER, small_padded_input
+from tests.tolerance import ErrorTrace, Precision, assert_within
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(),
                                                                 reason="needs a CUDA device"))]
-#: Largest relative error of the bf16 forward on the real positions (bf16 keeps 8 significant bits: about 4e-3 per
-#: rounding, a few roundings deep).
-TOLERANCE = 0.05
+
+
+@contextlib.contextmanager
+def _bf16_kernels_exist() -> Iterator[None]:
+    """Skip (with torch's reason) where torch has no bf16 kernel for an op under a forced ``ATEN_CPU_CAPABILITY``:
+    torch 2.13's CPU flash attention picks AMX/VNNI packing from the CPU it finds, then refuses it under the forced
+    capability ("pack_vnni2 is only supported when avx512 is supported"). Nothing else is caught."""
+    try:
+        yield
+    except RuntimeError as exc:
+        if "pack_vnni2" in str(exc) and os.environ.get("ATEN_CPU_CAPABILITY"):
+            pytest.skip(f"torch has no bf16 kernel here under ATEN_CPU_CAPABILITY="
+                        f"{os.environ['ATEN_CPU_CAPABILITY']}: {exc}")
+        raise
 
 
 def _layer_and_input(name: str, device: str, train: bool) -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
@@ -37,18 +54,22 @@ def _layer_and_input(name: str, device: str, train: bool) -> tuple[torch.nn.Modu
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", attentions.list_attentions())
 def test_bf16_autocast_forward_stays_close(name: str, device: str) -> None:
-    """Under bf16 autocast the output is finite and within bf16's precision of the float32 output."""
+    """Under bf16 autocast the output is finite and, on the real positions, within the bf16 rounding bound traced
+    through the layer's float64 forward (tests/tolerance.py: every op charged as bf16 storage with float32
+    accumulation). A variant whose discrete choices (hash buckets, top-k) read rounded values is held to the same
+    bound: a flip it cannot survive is a finding."""
     module, x, mask = _layer_and_input(name, device, train=False)
+    truth_module = copy.deepcopy(module).double()
     with torch.no_grad():
         torch.manual_seed(5)  # variants that draw randomness per call see the same draws in both forwards
-        ref = module(x, mask)
-        torch.manual_seed(5)
-        with torch.autocast(device, dtype=torch.bfloat16):
+        with torch.autocast(device, dtype=torch.bfloat16), _bf16_kernels_exist():
             low = module(x, mask)
+        torch.manual_seed(5)
+        with ErrorTrace(Precision.autocast(torch.bfloat16)) as trace:
+            truth = truth_module(x.double(), mask)
     assert torch.isfinite(low).all()
-    real = mask[..., None].expand_as(ref)
-    err = (low.float() - ref)[real].norm() / ref[real].norm().clamp_min(1e-12)
-    assert err < TOLERANCE, f"relative error {err:.3g} of the bf16 forward"
+    real = mask[..., None].expand_as(truth)
+    assert_within(low[real], truth[real], trace.bound(truth)[real.cpu()], f"{name} bf16 forward")
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -58,9 +79,10 @@ def test_bf16_autocast_backward_runs_in_train_mode(name: str, device: str) -> No
     input gradient and every parameter gradient the step produces are finite and in their tensor's dtype."""
     module, x, mask = _layer_and_input(name, device, train=True)
     x.requires_grad_(True)
-    with torch.autocast(device, dtype=torch.bfloat16):
-        y = module(x, mask)
-    (y.float() * mask[..., None]).square().mean().backward()
+    with _bf16_kernels_exist():
+        with torch.autocast(device, dtype=torch.bfloat16):
+            y = module(x, mask)
+        (y.float() * mask[..., None]).square().mean().backward()
     assert x.grad is not None and x.grad.dtype == x.dtype and torch.isfinite(x.grad).all()
     for pname, p in module.named_parameters():
         if p.grad is not None:
