@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +21,14 @@ def merge_heads(x: Tensor) -> Tensor:
     """[B, H, N, d] -> [B, N, H*d]."""
     b, h, n, d = x.shape
     return x.transpose(1, 2).reshape(b, n, h * d)  # [B, N, H*d]
+
+
+def no_autocast(device: torch.device) -> contextlib.AbstractContextManager[Any]:
+    """Autocast off on ``device`` for the block it opens (nothing to turn off where the device type has no autocast,
+    e.g. the meta device an op-count test runs on)."""
+    if torch.amp.is_autocast_available(device.type):
+        return torch.autocast(device.type, enabled=False)
+    return contextlib.nullcontext()
 
 
 def zero_padding(x: Tensor, mask: Tensor | None) -> Tensor:

@@ -15,7 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .base import fill_masked, pad_to_length, zero_padding
+from ._s3_cpu import StemConv, conv_tokens_major, opaque_relu, transpose12
+from .base import fill_masked, no_autocast, pad_to_length, zero_padding
 from .registry import AttentionConfig, Capabilities, register, register_preset
 
 
@@ -76,72 +77,6 @@ class S3Config(AttentionConfig):
         return self.r if self.segment_average else self.dim
 
 
-@torch.library.custom_op("attnbench::s3_transpose12", mutates_args=())
-def _transposed_copy(t: Tensor) -> Tensor:
-    """[B, P, Q] -> [B, Q, P] contiguous, one 2-D copy per batch element; an op torch.compile cannot see into.
-
-    Why per element: ATen copies a contiguous 2-D matrix into its transpose with a cache-blocked kernel, but a 3-D
-    transposed copy goes element by element (n = 4096, B 4, D 64, one thread: 0.6 ms against 3.0 ms). Why opaque:
-    Inductor's own kernel for this transpose took 3.9 ms of a compiled fwd+bwd step at n = 4096 (Intel CPU, one
-    thread; torch 2.13).
-    """
-    t = t.contiguous()
-    out = t.new_empty(t.shape[0], t.shape[2], t.shape[1])
-    for i in range(t.shape[0]):
-        out[i].copy_(t[i].t())
-    return out
-
-
-@_transposed_copy.register_fake
-def _(t: Tensor) -> Tensor:
-    return t.new_empty(t.shape[0], t.shape[2], t.shape[1])
-
-
-_transposed_copy.register_autograd(lambda ctx, grad: _transposed_copy(grad))
-
-
-def _transpose12(t: Tensor) -> Tensor:
-    """[B, P, Q] -> [B, Q, P] contiguous: by ``_transposed_copy`` on the CPU; on CUDA by the framework's copy, which
-    its copy kernel tiles and a compiler fuses into the kernel that reads it."""
-    if t.device.type == "cpu":
-        return _transposed_copy(t)
-    return t.transpose(1, 2).contiguous()
-
-
-@torch.library.custom_op("attnbench::s3_stem_relu", mutates_args=())
-def _opaque_relu(x: Tensor) -> Tensor:
-    """ReLU that torch.compile cannot see into; S3's stem uses it when compiled for the CPU (``Smoother.activate``)."""
-    return torch.relu(x)
-
-
-@_opaque_relu.register_fake
-def _(x: Tensor) -> Tensor:
-    return torch.empty_like(x)
-
-
-@torch.library.custom_op("attnbench::s3_stem_relu_backward", mutates_args=())
-def _opaque_relu_backward(grad: Tensor, out: Tensor) -> Tensor:
-    """Eager ReLU's own backward: the gradient where the output is positive, read from the saved float output."""
-    return torch.ops.aten.threshold_backward(grad, out, 0)
-
-
-@_opaque_relu_backward.register_fake
-def _(grad: Tensor, out: Tensor) -> Tensor:
-    return torch.empty_like(grad)
-
-
-def _opaque_relu_setup(ctx: torch.autograd.function.FunctionCtx, inputs: tuple[Tensor], output: Tensor) -> None:
-    ctx.save_for_backward(output)
-
-
-def _opaque_relu_grad(ctx: torch.autograd.function.FunctionCtx, grad: Tensor) -> Tensor:
-    (out,) = ctx.saved_tensors
-    return _opaque_relu_backward(grad, out)
-
-
-_opaque_relu.register_autograd(_opaque_relu_grad, setup_context=_opaque_relu_setup)
-
-
 class Smoother(nn.Module):
     """Algorithm 2: segment average -> rFFT -> learnable complex weights -> irFFT -> convolution stem.
 
@@ -150,16 +85,24 @@ class Smoother(nn.Module):
     segment mean over its own segment; the two differ only by a fixed permutation of the learnable columns
     of L and of the stem's input channels, so we follow the paper's S. Only r rFFTs and d irFFTs are taken
     (the paper's r + d), never the d×d product X S.
+
+    Two layouts of the same function: on the CPU (``cpu_kernels``) the FFTs run over the last axis of [B, r, N] /
+    [B, D, N] with the CPU kernels of ``attentions._s3_cpu``; elsewhere (CUDA) along the sequence axis of [B, N, ·]
+    with the framework's ops, which a GPU runs without the transposes and which capture into a CUDA graph.
     """
 
     def __init__(self, cfg: S3Config) -> None:
         super().__init__()
         self.cfg = cfg
-        n, d = cfg.max_seq_len, cfg.dim
+        n, d, r = cfg.max_seq_len, cfg.dim, cfg.segments
         if cfg.fourier_conv:
             # Same shape and init as Algorithm 2: (⌊n/2⌋+1, d, 2) real/imag, kaiming normal (fan_in = 2d).
             self.weights_fft = nn.Parameter(torch.empty(n // 2 + 1, d, 2))
             nn.init.kaiming_normal_(self.weights_fft, mode="fan_in", nonlinearity="relu")
+            if r < d:  # S: the segment-mean matrix [D, r], a constant (not saved with the weights)
+                segment = torch.arange(d) // (d // r)
+                self.register_buffer("segment_mean", (segment[:, None] == torch.arange(r)).float() / (d // r),
+                                     persistent=False)
         if cfg.conv_stem:
             in_ch = 2 * d if cfg.fourier_conv else d
             self.conv = nn.Conv1d(in_ch, d, kernel_size=cfg.conv_kernel, padding=cfg.conv_kernel // 2)
@@ -167,32 +110,35 @@ class Smoother(nn.Module):
             self.act = nn.ReLU() if cfg.activation == "relu" else nn.ELU()
             self.drop = nn.Dropout(cfg.smoother_dropout)
 
-    def fourier(self, x: Tensor) -> Tensor:
-        """Fourier convolution of eq. (3) along the sequence: [B, N, D] -> [B, N, D] (N = max_seq_len).
-
-        Every FFT runs over the last axis of a contiguous tensor ([B, r, N] in, [B, D, N] out): the layout torch's
-        CPU FFTs transform in. Along axis 1 of [B, N, D] they copy into it and hand back a transposed result, which
-        the stem's concatenation then gathered element by element. The one transpose left is ATen's blocked 2-D
-        transpose (``_transpose12``). Profiled at n = 4096, B 4, one thread, eager: this function and the stem's
-        concatenation, fwd+bwd, 12.6 ms; with the FFTs along axis 1, 18.3 ms.
+    def fourier(self, x: Tensor, cpu_kernels: bool | None = None) -> Tensor:
+        """Fourier convolution of eq. (3) along the sequence: [B, N, D] -> [B, N, D] (N = max_seq_len); the CPU
+        layout where ``cpu_kernels`` (None: on the CPU).
 
         The whole convolution, segment-mean GEMM included, runs in float32 at least with autocast off, and the result
         is cast back to x's dtype: there are no half/bfloat16 FFT kernels on CPU (and cuFFT's need power-of-two
         lengths), so low-precision inputs are upcast; and under autocast the GEMM would return bfloat16 again however
         its input was upcast (CUDA's rfft then raised "Unsupported dtype BFloat16"; on the CPU autocast upcasts FFT
         inputs itself, but from the GEMM's rounded output).
+
+        CPU layout: every FFT runs over the last axis of a contiguous tensor ([B, r, N] in, [B, D, N] out), the layout
+        torch's CPU FFTs transform in (along axis 1 they copy into it and hand back a transposed result), and the one
+        transpose left is ATen's blocked 2-D transpose (``transpose12``).
         """
         b, n, d = x.shape
         r, f = self.cfg.segments, n // 2 + 1
         ft = torch.promote_types(x.dtype, torch.float32)
-        with torch.autocast(x.device.type, enabled=False):
+        cpu_kernels = x.device.type == "cpu" if cpu_kernels is None else cpu_kernels
+        with no_autocast(x.device):
             u = x.to(ft)
             if r < d:  # X S as one GEMM with the segment-mean matrix [D, r] (its backward too), no repeated columns
-                segment = torch.arange(d, device=x.device) // (d // r)
-                u = u @ (segment[:, None] == torch.arange(r, device=x.device)).to(ft).div_(d // r)  # [B, N, r]
+                u = u @ self.segment_mean.to(ft)  # [B, N, r]
+            w = self.weights_fft.to(ft).view(f, r, d // r, 2)  # [F, r, d/r, 2]: segment j's columns
+            if not cpu_kernels:
+                u_hat = torch.fft.rfft(u, n=n, dim=1)  # [B, F, r]
+                m_hat = u_hat.unsqueeze(-1) * torch.view_as_complex(w)  # [B, F, r, d/r]
+                return torch.fft.irfft(m_hat.reshape(b, f, d), n=n, dim=1).to(x.dtype)  # [B, N, D]
             u_hat = torch.fft.rfft(u.transpose(1, 2), n=n, dim=-1)  # [B, r, F]
-            # [r, d/r, F, 2]: segment j's columns
-            w = self.weights_fft.to(ft).view(f, r, d // r, 2).permute(1, 2, 0, 3)
+            w = w.permute(1, 2, 0, 3)  # [r, d/r, F, 2]
             if torch.compiler.is_compiling():
                 # The complex product in real arithmetic: Inductor (torch 2.13) generates no code for complex
                 # operators, and through them it computed a wrong gradient of these weights (2.2 on a scale of 1.5; a
@@ -203,18 +149,24 @@ class Smoother(nn.Module):
             else:
                 m_hat = u_hat.unsqueeze(2) * torch.view_as_complex(w)  # [B, r, d/r, F]
             m = torch.fft.irfft(m_hat.reshape(b, d, f), n=n, dim=-1).to(x.dtype)  # [B, D, N]
-        return _transpose12(m)  # [B, N, D]
+        return transpose12(m)  # [B, N, D]
 
-    def forward(self, x: Tensor, mask: Tensor | None) -> Tensor:
+    def forward(self, x: Tensor, mask: Tensor | None, cpu_kernels: bool | None = None) -> Tensor:
         cfg = self.cfg
-        m = self.fourier(x) if cfg.fourier_conv else None
+        cpu_kernels = x.device.type == "cpu" if cpu_kernels is None else cpu_kernels
+        m = self.fourier(x, cpu_kernels) if cfg.fourier_conv else None
         if not cfg.conv_stem:
             return x if m is None else m
         stem_in = x if m is None else torch.cat((m, x), dim=-1)  # [B, N, 2D]
         # The circular convolution spreads values into padded rows; zero them so the stem's window at the
         # last real tokens reads zeros, exactly as for an unpadded sequence.
         stem_in = zero_padding(stem_in, mask)
-        h = self.stem_conv(stem_in)  # [B, N, D], contiguous
+        # Conv1d over the sequence, "same" zero padding, [B, N, C] -> [B, N, D] contiguous, without a transposed copy;
+        # on the CPU its weight gradient is taken by StemConv's GEMMs.
+        if cpu_kernels:
+            h = StemConv.apply(stem_in, self.conv.weight, self.conv.bias)
+        else:
+            h = conv_tokens_major(stem_in, self.conv.weight, self.conv.bias)
         if cfg.norm == "positions":
             h = self.bn(h)  # positions are BatchNorm's channels: [B, N, D] is its [batch, C, L] as it lies
         else:
@@ -225,87 +177,20 @@ class Smoother(nn.Module):
         """The stem's activation, ``self.act``; under torch.compile on the CPU, ReLU is one opaque op instead.
 
         Why: Inductor (torch 2.13, CPU) fuses BatchNorm + ReLU into one kernel and saves ReLU's backward mask as a
-        bool tensor, which it stores one byte at a time in a scalar loop (``VecMask::store``; seen with perf). At
-        n = 4096, B 4, that kernel took 11 ms of a 90 ms fwd+bwd step where eager's BatchNorm and ReLU take 2 ms,
-        and it made the compiled layer slower than eager. The opaque op runs eager's ReLU and, backward, eager's
-        ``threshold_backward`` on the saved output: the same function and gradient. CUDA keeps the fusion (Triton
-        stores masks vectorised); ELU (the released preset) saves no mask.
+        bool tensor, which it stores one byte at a time in a scalar loop (``VecMask::store``; seen with perf), slower
+        than eager's BatchNorm and ReLU. The opaque op runs eager's ReLU and, backward, eager's ``threshold_backward``
+        on the saved output: the same function and gradient. CUDA keeps the fusion (Triton stores masks
+        vectorised); ELU (the released preset) saves no mask.
         """
         if self.cfg.activation == "relu" and h.device.type == "cpu" and torch.compiler.is_compiling():
-            return _opaque_relu(h)
+            return opaque_relu(h)
         return self.act(h)
-
-    def stem_conv(self, s: Tensor) -> Tensor:
-        """``self.conv`` (Conv1d over the sequence, "same" zero padding) on s [B, N, C] -> [B, N, D], in the
-        tokens-major layout the layer works in, without a transposed copy (``_conv_tokens_major``). On the CPU the
-        weight gradient is taken by ``_StemConv``'s GEMMs; on CUDA by the framework's convolution backward."""
-        if s.device.type == "cpu":
-            return _StemConv.apply(s, self.conv.weight, self.conv.bias)
-        return _conv_tokens_major(s, self.conv.weight, self.conv.bias)
 
 
 def _first_tokens(t: Tensor, n: int) -> Tensor:
     """t[:, :n], and t itself when that is all of it: the slice's backward would zero-fill a [B, N, D] buffer and copy
     the gradient into it (0.9 ms of a 40 ms fwd+bwd step at n = 4096, two threads)."""
     return t if t.shape[1] == n else t[:, :n]
-
-
-def _conv_tokens_major(s: Tensor, weight: Tensor, bias: Tensor | None, transposed: bool = False) -> Tensor:
-    """A stride-1 "same" Conv1d (``transposed``: its transpose, i.e. its gradient with respect to the input) on
-    s [B, N, C] -> [B, N, D], weight [D, C, k] ([C, D, k] when transposed), as oneDNN's 1 x k 2-D convolution.
-
-    [B, N, C] seen as [B, C, 1, N] is exactly the channels-last layout of a 2-D convolution with a 1 x k kernel,
-    which oneDNN convolves as it lies and answers in the same layout, i.e. [B, N, D] contiguous, in backward too.
-    ``conv(s.transpose(1, 2))`` instead reads a strided input and leaves a channels-first output whose transpose made
-    the BatchNorm over positions that follows read a strided tensor (profiled at n = 4096 on the AMD CPU: convolution
-    and BatchNorm with their copies took 45% of S3's eager fwd+bwd; this path takes the convolution from 73 to 29 ms,
-    fwd+bwd, B 4, one thread). Same weights, same function.
-    """
-    k = weight.shape[-1]
-    x = s.transpose(1, 2).unsqueeze(2)  # [B, C, 1, N], channels-last strides
-    conv = F.conv_transpose2d if transposed else F.conv2d
-    h = conv(x, weight.unsqueeze(2), bias, padding=(0, k // 2))  # [B, D, 1, N], channels-last
-    return h.squeeze(2).transpose(1, 2)  # [B, N, D]
-
-
-class _StemConv(torch.autograd.Function):
-    """``_conv_tokens_major`` whose backward takes the weight gradient as k batched GEMMs, one per kernel tap.
-
-    Why: oneDNN's backward-weights kernel for this 1 x k channels-last convolution ran at a third of the GEMM rate on
-    the Intel CPU (n = 4096, B 4, C 128, D 64, k 3, one thread: 14.2 ms, where the forward takes 5.8 ms for the same
-    FLOPs; these GEMMs take 6.5 ms, and 3.2 against 7.3 ms at two threads). Tap j's gradient is the sum over tokens of
-    grad[t] ⊗ s[t + j - k//2] over the tokens t whose input t + j - k//2 lies inside the sequence (zero padding adds
-    nothing). The input gradient is the transposed convolution, as the framework's backward computes it.
-    """
-
-    @staticmethod
-    def forward(ctx: torch.autograd.function.FunctionCtx, s: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
-        ctx.save_for_backward(s, weight)
-        return _conv_tokens_major(s, weight, bias)
-
-    @staticmethod
-    def backward(ctx: torch.autograd.function.FunctionCtx, grad: Tensor) -> tuple[Tensor | None, ...]:
-        s_in, weight = ctx.saved_tensors
-        # In the weight's dtype: under autocast the forward's convolution ran in bf16/fp16, so its gradient arrives in
-        # that dtype while s and the weight are float32 (the transposed convolution refuses mixed dtypes). Without
-        # autocast all three share one dtype and these casts are no-ops.
-        grad = grad.to(weight.dtype).contiguous()  # [B, N, D]
-        s = s_in.to(weight.dtype)  # [B, N, C]
-        n, k = s.shape[1], weight.shape[-1]
-        grad_s = None
-        if ctx.needs_input_grad[0]:
-            grad_s = _conv_tokens_major(grad, weight, None, transposed=True).to(s_in.dtype)
-        grad_w = grad_b = None
-        if ctx.needs_input_grad[1]:
-            taps = []
-            for j in range(k):
-                o = j - k // 2  # tap j reads token t + o for output token t
-                lo, hi = max(0, -o), n - max(0, o)  # the output tokens whose input lies inside the sequence
-                taps.append(torch.bmm(grad[:, lo:hi].transpose(1, 2), s[:, lo + o:hi + o]).sum(0))  # [D, C]
-            grad_w = torch.stack(taps, dim=-1)  # [D, C, k]
-        if ctx.needs_input_grad[2]:  # False when there is no bias
-            grad_b = grad.sum((0, 1))
-        return grad_s, grad_w, grad_b
 
 
 @register(
@@ -335,7 +220,16 @@ class S3Attention(nn.Module):
     - Only the parts of K and V that the skeleton reads are projected (K, V at the s1 sampled tokens; their
       s2 sampled columns per head at all tokens), in one GEMM with Q. Same function as projecting full Q, K,
       V and slicing, with O(n·d·(d + 2·h·s2)) instead of O(3·n·d²) work.
+    - Two layouts of the same function: on the CPU, the kernels and layouts of ``attentions._s3_cpu`` (the row
+      softmax over a middle axis of [B, H·s1, N], the stem's GEMM-based weight gradient); elsewhere the framework's
+      ops in the layout a GPU prefers (the row softmax over the last axis of [B, N, H, s1], no transposes), every
+      constant (the segment-mean matrix, the projected rows, the block-diagonal masks) a buffer, so that a forward
+      and backward launch few kernels, never synchronise with the host and capture into a CUDA graph.
+      ``cpu_kernels = False`` on an instance runs the second on the CPU (the tests check both against float64).
     """
+
+    #: Use the CPU kernels on the CPU (False: the generic layout everywhere, for tests).
+    cpu_kernels = True
 
     def __init__(self, cfg: S3Config) -> None:
         super().__init__()
@@ -349,14 +243,23 @@ class S3Attention(nn.Module):
         self.register_buffer("index_set_right", right)
         self.ln_row = nn.LayerNorm(d) if cfg.row_attention else None
         self.ln_col = nn.LayerNorm(d) if cfg.col_attention else None
+        # Constants derived from the config and the sampled indices, not saved (recomputed after a load)
+        self.register_buffer("head_eye", torch.eye(cfg.heads), persistent=False)
+        self.register_buffer("proj_rows", self._projected_rows(), persistent=False)
+        self.register_load_state_dict_post_hook(lambda module, keys: module.refresh_constants())
+
+    def refresh_constants(self) -> None:
+        """Recompute the derived buffers from the sampled indices (after a state dict brought other ones)."""
+        self.proj_rows = self._projected_rows().to(self.index_set_right.device)
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         cfg = self.cfg
         b, n_in, d = x.shape
+        cpu = self.cpu_kernels and x.device.type == "cpu"
         x, mask = pad_to_length(x, mask, cfg.max_seq_len)
         x = zero_padding(x, mask)
-        hs = self.smoother(x, mask)  # [B, N, D]
-        rows = self._projected_rows()
+        hs = self.smoother(x, mask, cpu)  # [B, N, D]
+        rows = self.proj_rows
         proj = F.linear(hs, self.qkv.weight[rows], self.qkv.bias[rows])  # [B, N, D (+ 2*H*s2)]: Q (, K2, V2)
         # split (not slicing): its backward concatenates the three gradients instead of zero-filling a buffer each
         hs2 = (rows.numel() - d) // 2  # H*s2 with column attention, else 0
@@ -364,20 +267,21 @@ class S3Attention(nn.Module):
         p = cfg.dropout if self.training else 0.0
         terms = []
         if cfg.row_attention:
-            terms.append(self.ln_row(self._row(hs, q, mask, p)))
+            terms.append(self.ln_row(self._row(hs, q, mask, p, cpu)))
         if cfg.col_attention:
             k2, v2 = kv2  # [B, N, H*s2] each: the sampled columns of every head
             terms.append(self.ln_col(self._col(q, k2, v2, mask, p)))
         if len(terms) == 1:
             return self.out(_first_tokens(terms[0], n_in))
-        # the paper's (row + col) / 2, with the 1/2 on the output projection's weight rather than on [B, N, D]
-        return F.linear(_first_tokens(terms[0] + terms[1], n_in), self.out.weight * 0.5, self.out.bias)
+        # the paper's (row + col) / 2, the 1/2 as the GEMM's alpha rather than a pass over [B, N, D] or the weight
+        both = _first_tokens(terms[0] + terms[1], n_in).reshape(-1, d)  # [B·n, D]
+        return torch.addmm(self.out.bias, both, self.out.weight.t(), alpha=0.5).view(b, n_in, d)
 
     def _projected_rows(self) -> Tensor:
         """Rows of ``qkv.weight`` projected at every token: Q's, then (column attention) the sampled column j of
         head i in K (offset d) and in V (offset 2d), feature i*dh + j. One GEMM reads the smoothed input once."""
         cfg = self.cfg
-        q_rows = torch.arange(cfg.dim, device=self.qkv.weight.device)
+        q_rows = torch.arange(cfg.dim, device=self.index_set_right.device)
         if not cfg.col_attention:
             return q_rows
         heads = torch.arange(cfg.heads, device=q_rows.device)[:, None]
@@ -392,10 +296,10 @@ class S3Attention(nn.Module):
         products, m, k <= 32 here), with no [B, H, N, dh] transposes to copy forward and backward.
         """
         bsz, h, m, k = blocks.shape
-        eye = torch.eye(h, dtype=blocks.dtype, device=blocks.device)
+        eye = self.head_eye.to(blocks.dtype)
         return (blocks[:, :, :, None, :] * eye[None, :, None, :, None]).reshape(bsz, h * m, h * k)
 
-    def _row(self, hs: Tensor, q: Tensor, mask: Tensor | None, p: float) -> Tensor:
+    def _row(self, hs: Tensor, q: Tensor, mask: Tensor | None, p: float, cpu: bool) -> Tensor:
         """softmax(Q K₁ᵀ/√d_h) V₁ over the sampled tokens, heads merged: [B, N, D]."""
         cfg, d = self.cfg, self.cfg.dim
         b, n, _ = q.shape
@@ -403,13 +307,19 @@ class S3Attention(nn.Module):
         kv = F.linear(hs[:, idx], self.qkv.weight[d:], self.qkv.bias[d:])  # [B, s1, 2D]
         k1, v1 = (t.view(b, -1, h, dh).transpose(1, 2) for t in kv.chunk(2, dim=-1))  # [B, H, s1, dh]
         s1 = k1.shape[2]
-        # Scores transposed, [B, H*s1, N]: the softmax then runs over a middle axis of s1 = 8 with N contiguous,
-        # which torch vectorises along N (fwd+bwd 0.4 ms at n = 4096, B 4, H 2) where a last axis of 8 is not
-        # (6.8 ms). They are computed as Q K₁ᵀ and copied transposed, not as K₁ Qᵀ: Q's gradient then comes back
-        # [B, N, D] contiguous (from K₁ Qᵀ it was transposed, and the backward of the projection's split gathered
-        # it element by element: 3.3 ms at n = 4096). The 1/√d_h scale goes on the s1 sampled keys.
-        scores = _transpose12(q @ self._block_diagonal(k1 * dh**-0.5).transpose(1, 2))  # [B, N, H*s1] -> [B, H*s1, N]
-        scores = scores.view(b, h, s1, n)  # [B, H, s1, N]
+        # The 1/√d_h scale goes on the s1 sampled keys. Scores Q K₁ᵀ: [B, N, H*s1].
+        scores = q @ self._block_diagonal(k1 * dh**-0.5).transpose(1, 2)
+        if not cpu:  # softmax over the last axis of [B, N, H, s1]: what a GPU reduces best, and no copy
+            scores = scores.view(b, n, h, s1)
+            if mask is not None:
+                scores = fill_masked(scores, mask[:, idx][:, None, None, :])
+            attn = F.dropout(scores.softmax(-1), p=p, training=self.training).view(b, n, h * s1)
+            return attn @ self._block_diagonal(v1)  # [B, N, H*s1] @ [B, H*s1, D] -> [B, N, D]
+        # CPU: transposed, [B, H*s1, N], the softmax then runs over a middle axis of s1 = 8 with N contiguous,
+        # which torch's CPU kernel vectorises along N where a last axis of 8 is not. Computed as Q K₁ᵀ and copied
+        # transposed, not as K₁ Qᵀ: Q's gradient then comes back [B, N, D] contiguous (from K₁ Qᵀ it was transposed,
+        # and the backward of the projection's split gathered it element by element).
+        scores = transpose12(scores).view(b, h, s1, n)  # [B, H, s1, N]
         if mask is not None:
             scores = fill_masked(scores, mask[:, idx][:, None, :, None])
         attn = F.dropout(scores.softmax(2), p=p, training=self.training).view(b, h * s1, n)  # [B, H*s1, N]

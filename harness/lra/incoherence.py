@@ -83,8 +83,8 @@ def measure_incoherence(
         raise ValueError("incoherence: this S3Attention has no Fourier convolution (fourier_conv=False)")
     values: dict[str, list[Tensor]] = {f"{kind}_r{r}": [] for r in ranks for kind in ("mu_x", "mu_smooth")}
 
-    def capture(_module: nn.Module, args: tuple[Tensor, Tensor | None]) -> None:
-        x, mask = args  # [B, N, D], bool [B, N] or None: the smoother's input, padding already zeroed
+    def capture(_module: nn.Module, args: tuple[Tensor, ...]) -> None:
+        x, mask = args[:2]  # [B, N, D], bool [B, N] or None: the smoother's input, padding already zeroed
         smooth = smoother.fourier(x)  # [B, N, D]
         for b in range(x.shape[0]):
             real = slice(None) if mask is None else mask[b]

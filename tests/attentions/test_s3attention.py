@@ -219,14 +219,16 @@ def _tuned_pair(case: str, train: bool, padded: bool) -> tuple[S3Attention, torc
     return new.train(train), old.train(train), x, mask  # type: ignore[return-value]
 
 
+@pytest.mark.parametrize("cpu_kernels", [True, False], ids=["cpu-layout", "gpu-layout"])
 @pytest.mark.parametrize("padded", [False, True], ids=["full", "padded"])
 @pytest.mark.parametrize("train", [False, True], ids=["eval", "train"])
 @pytest.mark.parametrize("case", list(TUNED_CASES))
-def test_tuned_layer_equals_the_layer_before_tuning(case: str, train: bool, padded: bool) -> None:
-    """The same function: in float64 the two layers' outputs and every gradient (input and parameters) differ by no
-    more than the sum of their own float64 rounding bounds (tests/tolerance.py), in training mode too (BatchNorm on
-    batch statistics)."""
+def test_tuned_layer_equals_the_layer_before_tuning(case: str, train: bool, padded: bool, cpu_kernels: bool) -> None:
+    """The same function, in both layouts (the CPU kernels, and the GPU layout run on the CPU): in float64 the two
+    layers' outputs and every gradient (input and parameters) differ by no more than the sum of their own float64
+    rounding bounds (tests/tolerance.py), in training mode too (BatchNorm on batch statistics)."""
     new, old, x, mask = _tuned_pair(case, train, padded)
+    new.cpu_kernels = cpu_kernels
     got, got_bound = _traced(copy.deepcopy(new).double(), x, mask, Precision.of(torch.float64))
     want, want_bound = _traced(copy.deepcopy(old).double(), x, mask, Precision.of(torch.float64))
     assert_all_within(got, want, {k: got_bound[k] + want_bound[k] for k in got_bound})
@@ -237,10 +239,12 @@ def test_tuned_layer_equals_the_layer_before_tuning(case: str, train: bool, padd
 @pytest.mark.parametrize("case", ["paper", "released", "norm-channels", "col-only"])
 def test_tuned_layer_in_float32_is_within_its_rounding_bound(case: str, train: bool, padded: bool) -> None:
     """The tuned layer loses no accuracy: in float32 its outputs and gradients stay within the float32 rounding bound
-    traced through its own float64 computation (tests/tolerance.py), on any machine's summation order; and so does
-    the layer before tuning, the model's check on a second implementation."""
+    traced through its own float64 computation (tests/tolerance.py), on any machine's summation order, in both
+    layouts; and so does the layer before tuning, the model's check on a second implementation."""
     new, old, x, mask = _tuned_pair(case, train, padded)
-    for module in (new, old):
+    generic = copy.deepcopy(new)
+    generic.cpu_kernels = False
+    for module in (new, generic, old):
         truth, bounds = _traced(copy.deepcopy(module).double(), x, mask, Precision.of(torch.float32))
         assert_all_within(_fwd_bwd(module, x, mask), truth, bounds)
 
@@ -255,7 +259,7 @@ def test_the_float32_bound_catches_a_bfloat16_intermediate() -> None:
     for name, bound in bounds64.items():
         assert float(bound.max()) < 1e-9 * float(truth[name].abs().max()), name  # type: ignore[union-attr]
     smooth = new.smoother.forward
-    new.smoother.forward = lambda s, m: smooth(s, m).bfloat16().float()  # type: ignore[method-assign]
+    new.smoother.forward = lambda *a: smooth(*a).bfloat16().float()  # type: ignore[method-assign]
     with pytest.raises(AssertionError, match="exceeds its derived bound"):
         assert_all_within(_fwd_bwd(new, x, mask), truth, bounds)
 
