@@ -48,8 +48,29 @@ def _xformers_reason() -> str | None:
     return None
 
 
+@functools.cache
+def _xformers_kernel_reason(device: str) -> str | None:
+    """Why xformers' kernels do not run on ``device``, or None: one tiny call, once per process. A wheel built for
+    another torch imports but loads no kernels ("No operator found for `memory_efficient_attention_forward`" in
+    every cell); that is found here, before any cell runs."""
+    import xformers
+    import xformers.ops as xops
+
+    q = torch.zeros(1, 8, 1, 16, device=device, dtype=torch.float16)  # [B, N, H, d]
+    try:
+        xops.memory_efficient_attention(q, q, q)
+    except Exception as exc:  # noqa: BLE001  (whatever its dispatcher raises is the reason)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return (f"xformers {getattr(xformers, '__version__', '?')} loads no working kernel with torch "
+                f"{torch.__version__} on {device} ({type(exc).__name__}: {first}); install the xformers wheel "
+                f"built for this torch")
+    return None
+
+
 def _xformers_check(device: torch.device) -> str | None:
-    return _xformers_reason() if device.type == "cuda" else None
+    if device.type != "cuda":
+        return None
+    return _xformers_reason() or _xformers_kernel_reason(str(device))
 
 
 @register(

@@ -148,7 +148,8 @@ def _run_env(suite: Suite, device: str, todo: list[Cell], local_executor: str, e
         env["gemm_peak_gflops"] = measure_gemm_peak_gflops(torch.device(device))
         env["memory_bandwidth_gbs"] = measure_memory_bandwidth_gbs(torch.device(device))  # the roofline's slope
     if any("time" in c.metrics for c in todo):
-        env["calibration_ms"] = calibrate()  # the reference kernel every timed group is compared with
+        # the reference kernel every timed group is compared with (a GPU kernel on a GPU)
+        env["calibration_ms"] = calibrate(torch.device(device))
     return env
 
 

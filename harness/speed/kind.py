@@ -31,6 +31,7 @@ from ..spec import (
 from ..store import Store
 from .compile import MODES as COMPILE_MODES
 from .compile import compiles
+from .gpu import SDPA_BACKENDS
 from .measure import describe, measure_cell, measure_group
 
 MODES = ("fwd", "fwd+bwd", "train_step")
@@ -41,6 +42,10 @@ METRICS = ("time", "memory", "flops")
 #: Checked by the types of these defaults (:func:`~harness.spec.validate_numbers`) when the suite loads: a nan or inf
 #: run time never ends, a fractional count fails in `range` in every cell.
 TIMING_DEFAULTS: dict[str, Any] = {"min_run_time_s": 1.0, "min_repeats": 5, "warmup": 2, "flush_l2": False}
+#: ``timing.cuda_graph: true``: CUDA only, also time each call captured as a CUDA graph (``graph_time_ms_median``: the
+#: call without its host launch cost; :mod:`harness.speed.gpu`). Kept out of the timing block unless true, so the
+#: cells of suites that do not ask for it keep their keys.
+CUDA_GRAPH = "cuda_graph"
 #: The train_step model (encoder depth, MLP width, vocabulary, classes) and its seed.
 FIXED_DEFAULTS: dict[str, Any] = {"layers": 2, "mlp_dim": 128, "vocab_size": 256, "num_classes": 2, "seed": 0}
 # A zero or negative size builds a wrong model (or fails in every train_step cell) instead of refusing the suite.
@@ -60,6 +65,12 @@ AXES = {
 }
 
 
+#: Axes a speed suite may add: ``sdpa_backend`` pins torch's SDPA to one backend (``auto``: torch's choice, as a cell
+#: without the axis); a backend that cannot run a cell's shape or device is that cell's error.
+SDPA_CHOICES = ("auto", *SDPA_BACKENDS)
+OPTIONAL_AXES = {"sdpa_backend": Axis(lambda v: v in SDPA_CHOICES, f"one of {', '.join(SDPA_CHOICES)}")}
+
+
 def _metrics(path: Path, metrics: Any) -> tuple[str, ...]:
     metrics = metrics if isinstance(metrics, list) else [metrics]
     bad = [m for m in metrics if m not in METRICS]
@@ -76,9 +87,17 @@ def parse(path: Path, doc: dict[str, Any]) -> dict[str, Any]:
     axes = doc.setdefault("axes", {})
     if isinstance(axes, dict):
         axes.setdefault("compile", ["eager"])
+    timing_doc = doc.get("timing")
+    graphs = False
+    if isinstance(timing_doc, dict) and CUDA_GRAPH in timing_doc:
+        timing_doc = dict(timing_doc)
+        graphs = timing_doc.pop(CUDA_GRAPH)
+        if not isinstance(graphs, bool):
+            raise SuiteError(path, f"timing.{CUDA_GRAPH}", f"must be true or false, got {graphs!r}")
+    timing = validate_numbers(path, "timing", timing_doc, TIMING_DEFAULTS)
     return {"fixed": validate_fields(path, "fixed", doc.get("fixed"), FIXED_DEFAULTS, FIXED_RULES),
             "metrics": _metrics(path, doc.get("metrics", list(METRICS))),
-            "timing": validate_numbers(path, "timing", doc.get("timing"), TIMING_DEFAULTS)}
+            "timing": {**timing, CUDA_GRAPH: True} if graphs else timing}
 
 
 def validate(suite: Suite) -> None:
@@ -91,8 +110,9 @@ def validate(suite: Suite) -> None:
 
 def label(params: Mapping[str, Any]) -> str:
     compiled = f" {params['compile']}" if compiles(params) else ""
+    sdpa = f" sdpa={params['sdpa_backend']}" if params.get("sdpa_backend", "auto") != "auto" else ""
     return (f"{params['attention']} n={params['seq_len']} b={params['batch_size']} {params['mode']} "
-            f"{params['dtype']}{compiled}")
+            f"{params['dtype']}{compiled}{sdpa}")
 
 
 def make_cell(suite: Suite, params: dict[str, Any], device: str) -> Cell:
@@ -127,11 +147,12 @@ def write_reports(store: Store, name: str, options: Mapping[str, Any], keys: lis
 
 
 KIND = SuiteKind(
-    name="speed", axes=AXES, optional_axes={}, keys=frozenset({"fixed", "metrics", "timing"}), tables=("table4",),
+    name="speed", axes=AXES, optional_axes=OPTIONAL_AXES, keys=frozenset({"fixed", "metrics", "timing"}), tables=("table4",),
     reads_data=False, parse=parse, validate=validate, make_cell=make_cell, run=measure_cell, prepare=_nothing,
     finished=_nothing, describe=describe, write_reports=write_reports,
     code=("harness.cell", "harness.speed.measure", "harness.speed.timing", "harness.speed.memory",
           "harness.speed.flops", "harness.speed.traffic", "harness.speed.compile", "harness.speed.load",
+          "harness.speed.gpu",
           "harness.lra.models"),
     group_key=group_key, run_group=measure_group,
 )

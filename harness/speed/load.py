@@ -33,6 +33,8 @@ from typing import Any
 
 import torch
 
+from .gpu import reference_kernel_ms
+
 BUSY_CORES = 0.3  # other processes' CPU use (in cores) above which a timing is not trusted
 MAX_STEAL = 0.05
 MAX_DRIFT = 0.15  # calibration ratio - 1: how much slower than at the run's start
@@ -75,8 +77,12 @@ def load_between(start: CpuTimes, end: CpuTimes) -> dict[str, float | None]:
     return {"load_other_cores": max(0.0, other / (_TICKS * wall)), "steal_fraction": max(0.0, steal)}
 
 
-def calibrate(repeats: int = 15) -> float:
-    """Median time (ms) of a fixed reference kernel on this process's threads: the machine's speed right now."""
+def calibrate(device: torch.device | None = None, repeats: int = 15) -> float:
+    """Median time (ms) of a fixed reference kernel: on a CUDA ``device`` a GPU matrix product
+    (:func:`harness.speed.gpu.reference_kernel_ms`: a CPU kernel says nothing of the GPU, and on an idle GPU machine it
+    flagged every group), else a CPU one on this process's threads: the machine's speed right now."""
+    if device is not None and device.type == "cuda":
+        return reference_kernel_ms(device, repeats)
     a = torch.ones(_REFERENCE_SIZE, _REFERENCE_SIZE)
     out = torch.empty_like(a)
     torch.mm(a, a, out=out)  # warm-up
@@ -88,9 +94,10 @@ def calibrate(repeats: int = 15) -> float:
     return statistics.median(times) * 1e3
 
 
-def noise_flags(load: dict[str, float | None], calibration_ratio: float | None) -> dict[str, Any]:
-    """``noisy`` and its reason (empty when quiet), from the load of a timing window and the calibration drift."""
-    reasons = []
+def noise_flags(load: dict[str, float | None], calibration_ratio: float | None, *extra: str) -> dict[str, Any]:
+    """``noisy`` and its reason (empty when quiet), from the load of a timing window, the calibration drift and any
+    ``extra`` reasons (a GPU that slowed itself down)."""
+    reasons = [r for r in extra if r]
     other, steal = load.get("load_other_cores"), load.get("steal_fraction")
     if other is not None and other > BUSY_CORES:
         reasons.append(f"other processes used {other:.2f} cores")

@@ -36,6 +36,7 @@ from ..errors import first_line
 from ..lra.models import Classifier
 from .compile import checked_first_call, compile_module, compile_scope, compiles, no_recompiles
 from .flops import count_work
+from .gpu import gpu_state, pinned_sdpa, profile_call, slowdown_reason, time_graph
 from .load import calibrate, cpu_times, load_between, noise_flags
 from .memory import peak_memory_bytes
 from .timing import time_interleaved
@@ -117,11 +118,24 @@ def build_workload(cell: Cell, device: torch.device) -> tuple[Callable[[], Tenso
 
 def _calls(cell: Cell, module: nn.Module, call: Callable[[Callable[[Tensor], Tensor]], Callable[[], Tensor]]
            ) -> tuple[Callable[[], Tensor], Callable[[], Tensor], nn.Module]:
-    """(timed call, eager call, module): ``call`` around the compiled module where the cell compiles, else eager."""
-    eager = call(module)
+    """(timed call, eager call, module): ``call`` around the compiled module where the cell compiles, else eager;
+    either with SDPA pinned to the cell's ``sdpa_backend`` where it names one."""
+    backend = cell.params.get("sdpa_backend")
+
+    def pinned(fn: Callable[[], Tensor]) -> Callable[[], Tensor]:
+        if backend in (None, "auto"):
+            return fn
+
+        def run() -> Tensor:
+            with pinned_sdpa(backend):
+                return fn()
+
+        return run
+
+    eager = pinned(call(module))
     if not compiles(cell.params):
         return eager, eager, module
-    return call(compile_module(module, cell.params["attention"])), eager, module
+    return pinned(call(compile_module(module, cell.params["attention"]))), eager, module
 
 
 @dataclass
@@ -166,6 +180,8 @@ def _prepare(cell: Cell, ctx: Context) -> Workload | CellResult:
                 metrics["peak_mem_bytes"] = peak_memory_bytes(fn, device, calls=3)
             if "flops" in cell.metrics:
                 metrics.update(_work(eager))
+            if device.type == "cuda" and "time" in cell.metrics:  # launch-bound or not, and which SDPA ran
+                metrics.update(profile_call(fn, device))
     except Exception as exc:  # every failure is a result, never the end of the sweep
         result = classify_exception(exc)
         result.metrics = metrics
@@ -241,15 +257,20 @@ def time_group(timed: list[Workload], ctx: Context) -> None:
         finally:
             timed[i].spent_s += time.perf_counter() - started
 
-    before = calibrate() if ctx.calibration_ms else None
+    timing = dict(timed[0].cell.timing)
+    graphs = bool(timing.pop("cuda_graph", False)) and device.type == "cuda"
+    before = calibrate(device) if ctx.calibration_ms else None
+    state = gpu_state(device)
     window = cpu_times()
     with memory_cap(device), no_recompiles(any(compiles(w.cell.params) for w in timed)):
-        timings = time_interleaved([w.fn for w in timed], device, guard=guard, **timed[0].cell.timing)
+        timings = time_interleaved([w.fn for w in timed], device, guard=guard, **timing)
     load = load_between(window, cpu_times())
+    state_after = gpu_state(device)
     # the faster of the reference before and after the group: a slowdown that lasted through the group shows in
     # both, a transient of a few milliseconds in one (see harness.speed.load)
-    calibration = min(before, calibrate()) / ctx.calibration_ms if before and ctx.calibration_ms else None
-    flags = noise_flags(load, calibration)
+    calibration = min(before, calibrate(device)) / ctx.calibration_ms if before and ctx.calibration_ms else None
+    flags = noise_flags(load, calibration, slowdown_reason(state, state_after))
+    flags.update({k: v for k, v in state_after.items()})
     group = uuid.uuid4().hex[:12]
     for w, t in zip(timed, timings, strict=True):
         if isinstance(t, Exception):
@@ -262,6 +283,9 @@ def time_group(timed: list[Workload], ctx: Context) -> None:
                          threads=t.threads, timing_group=group, timing_method=t.method,
                          **({} if t.page_faults_per_call is None else {"page_faults_per_call": t.page_faults_per_call}),
                          steps_per_s=1000.0 / t.median_ms if t.median_ms > 0 else float("nan"), **flags)
+        if graphs:  # the same call captured as a CUDA graph, timed after the eager rounds
+            with memory_cap(device):
+                w.metrics.update(time_graph(w.fn, device, timing))
         w.result = CellResult("ok", "", w.metrics, samples=list(t.times_ms))
 
 
