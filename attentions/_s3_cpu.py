@@ -46,7 +46,8 @@ def transpose12(t: Tensor) -> Tensor:
 
 @torch.library.custom_op("attnbench::s3_stem_relu", mutates_args=())
 def opaque_relu(x: Tensor) -> Tensor:
-    """ReLU that torch.compile cannot see into; S3's stem uses it when compiled for the CPU (``Smoother.activate`` in attentions.s3attention)."""
+    """ReLU that torch.compile cannot see into; S3's stem uses it when compiled for the CPU (``Smoother.activate`` in
+    attentions.s3attention)."""
     return torch.relu(x)
 
 

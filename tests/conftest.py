@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import itertools
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +47,16 @@ TINY_SUITE: dict[str, Any] = {
     "report": {"baseline": "vanilla", "slope_min_seq_len": 16},
     "profiles": {"smoke": {}, "quick": {}, "paper": {"axes": {"seq_len": [64]}}},
 }
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _inductor_workers_end_with_the_session() -> Iterator[None]:
+    """Shut Inductor's pool of compile worker processes down when the session ends: on a 16-core GPU machine pytest
+    otherwise waited over 100 s after the last compile test for the pool to go (torch 2.11)."""
+    yield
+    module = sys.modules.get("torch._inductor.async_compile")
+    if module is not None and hasattr(module, "shutdown_compile_workers"):
+        module.shutdown_compile_workers()
 
 
 def tiny_doc(**top: Any) -> dict[str, Any]:

@@ -87,7 +87,8 @@ class Precision:
 
     @classmethod
     def autocast(cls, dtype: torch.dtype = torch.bfloat16) -> Precision:
-        """Autocast to ``dtype``, charged as if every op ran in it (autocast keeps some in float32: an over-estimate)."""
+        """Autocast to ``dtype``, charged as if every op ran in it (autocast keeps some in float32: an
+        over-estimate)."""
         return cls(dtype, torch.float32, low_inputs=True)
 
 
@@ -108,7 +109,8 @@ _EXACT = {
     aten.randn_like, aten.tril, aten.triu, aten.masked_scatter, aten.masked_select, aten.nonzero, aten.unbind,
     aten.split, aten.split_with_sizes, aten.chunk, aten.narrow, aten.detach, aten.alias, aten.lift_fresh_copy,
     aten._local_scalar_dense, aten.item, aten.is_nonzero, aten.sym_size, aten.sym_stride, aten.sym_numel,
-    aten.sym_storage_offset, aten.sparse_compressed_tensor, aten.values, aten.view_as_real, aten.view_as_complex, aten._conj, aten.conj_physical,
+    aten.sym_storage_offset, aten.sparse_compressed_tensor, aten.values, aten.view_as_real, aten.view_as_complex,
+    aten._conj, aten.conj_physical,
     aten.resolve_conj, aten.resolve_neg, aten.unique_consecutive, aten._unique2, aten.searchsorted, aten.bucketize,
     aten.cummax, aten.cummin, aten.embedding, aten.expand_copy, aten.permute_copy, aten.transpose_copy,
     aten.unsqueeze_copy, aten.squeeze_copy, aten.view_copy, aten.select_scatter, aten.slice_scatter,
@@ -184,14 +186,16 @@ def _squared_eval(func: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> lis
 _PRODUCTS = {aten.mm, aten.bmm, aten.matmul, aten.dot, aten.mv, aten.vdot, aten.addmm, aten.baddbmm, aten.addbmm,
              aten.addmv, aten.convolution, aten.convolution_backward}
 _SUMS = {aten.sum, aten.mean, aten.nansum, aten.cumsum}
-_NORMALISING = {aten._softmax, aten._safe_softmax, aten._log_softmax, aten.logsumexp, aten.native_layer_norm, aten.native_batch_norm,
+_NORMALISING = {aten._softmax, aten._safe_softmax, aten._log_softmax, aten.logsumexp, aten.native_layer_norm,
+                aten.native_batch_norm,
                 aten._native_batch_norm_legit, aten._native_batch_norm_legit_no_training,
                 aten._native_batch_norm_legit_functional, aten._softmax_backward_data,
                 aten._scaled_dot_product_flash_attention_for_cpu_backward, aten._log_softmax_backward_data,
                 aten.native_layer_norm_backward, aten.native_batch_norm_backward, aten.var, aten.var_mean, aten.std,
                 aten.std_mean, aten.linalg_vector_norm, aten.norm, aten.prod, aten.cumprod,
                 aten._scaled_dot_product_flash_attention_for_cpu, aten._scaled_dot_product_attention_math}
-_SCATTERS = {aten.unfold_backward, aten.scatter_add, aten.scatter_add_, aten.index_add, aten.index_add_, aten.scatter_reduce,
+_SCATTERS = {aten.unfold_backward, aten.scatter_add, aten.scatter_add_, aten.index_add, aten.index_add_,
+             aten.scatter_reduce,
              aten.scatter_reduce_,
              aten.embedding_dense_backward, aten.index_put, aten.index_put_, aten._index_put_impl_}
 _ELEMENTWISE_BACKWARD = {aten.elu_backward, aten.gelu_backward, aten.sigmoid_backward, aten.tanh_backward,
@@ -339,7 +343,7 @@ class ErrorTrace(TorchDispatchMode):
             low = p.low_inputs and op in _PRODUCTS  # autocast: both operands rounded to storage before the product
             return [_no_fills(torch.as_tensor(reduction_bound(p.accumulate, k, m, r) + unit_roundoff(p.storage) * m
                                               + (2 * unit_roundoff(p.storage) * math.sqrt(k) * r if low else 0.0),
-                                              dtype=torch.float64)) for m, r in zip(mags, rms)]
+                                              dtype=torch.float64)) for m, r in zip(mags, rms, strict=True)]
         if torch.Tag.pointwise in func.tags or op in _ELEMENTWISE_BACKWARD:
             return [ELEMENTWISE_ROUNDINGS * unit_roundoff(p.storage) * m for m in mags]
         self.unknown.add(str(op))
@@ -418,7 +422,8 @@ def assert_within(got: Tensor, truth: Tensor, bound: Tensor | float, what: str =
     """
     err = max_error(got, truth)
     limit = float(torch.as_tensor(bound).max()) if torch.as_tensor(bound).numel() else 0.0
-    assert err <= limit, f"{what}: error {err:.3g} exceeds its derived bound {limit:.3g} ({err / max(limit, 1e-300):.3g}x)"
+    ratio = err / max(limit, 1e-300)
+    assert err <= limit, f"{what}: error {err:.3g} exceeds its derived bound {limit:.3g} ({ratio:.3g}x)"
 
 
 def assert_all_within(results: dict[str, Tensor | None], truths: dict[str, Tensor | None],

@@ -35,7 +35,7 @@ from .gpu import SDPA_BACKENDS
 from .measure import describe, measure_cell, measure_group
 
 MODES = ("fwd", "fwd+bwd", "train_step")
-DTYPES = ("float32", "bfloat16", "float16")
+DTYPES = ("float32", "bfloat16", "float16", "amp_bf16", "amp_fp16")  # amp_*: float32 weights, forward autocast
 METRICS = ("time", "memory", "flops")
 #: ``flush_l2``: CUDA only, evict L2 before each timed call so every call starts cold (triton's do_bench); no effect
 #: on the CPU.
@@ -147,7 +147,8 @@ def write_reports(store: Store, name: str, options: Mapping[str, Any], keys: lis
 
 
 KIND = SuiteKind(
-    name="speed", axes=AXES, optional_axes=OPTIONAL_AXES, keys=frozenset({"fixed", "metrics", "timing"}), tables=("table4",),
+    name="speed", axes=AXES, optional_axes=OPTIONAL_AXES, keys=frozenset({"fixed", "metrics", "timing"}),
+    tables=("table4",),
     reads_data=False, parse=parse, validate=validate, make_cell=make_cell, run=measure_cell, prepare=_nothing,
     finished=_nothing, describe=describe, write_reports=write_reports,
     code=("harness.cell", "harness.speed.measure", "harness.speed.timing", "harness.speed.memory",

@@ -42,6 +42,21 @@ from .memory import peak_memory_bytes
 from .timing import time_interleaved
 
 TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+#: Mixed precision (torch's AMP recipe): float32 weights and inputs, the forward under autocast to this dtype, the
+#: backward and the optimiser step outside it. What most GPU training runs, and the paper-era "fp16" runs.
+AMP_DTYPES = {"amp_bf16": torch.bfloat16, "amp_fp16": torch.float16}
+
+
+def _autocast(device: torch.device, dtype_name: str, forward: Callable[[Tensor], Tensor]) -> Callable[[Tensor], Tensor]:
+    """``forward`` under autocast to the AMP dtype the cell names, or itself for a plain dtype."""
+    if dtype_name not in AMP_DTYPES:
+        return forward
+
+    def amp(x: Tensor) -> Tensor:
+        with torch.autocast(device.type, dtype=AMP_DTYPES[dtype_name]):
+            return forward(x)
+
+    return amp
 
 
 def _check_finite(what: str, *tensors: Tensor | None) -> None:
@@ -58,29 +73,11 @@ def build_workload(cell: Cell, device: torch.device) -> tuple[Callable[[], Tenso
     compilation happens at its first call.
     """
     p, fx = cell.params, cell.fixed
-    dtype = TORCH_DTYPES[p["dtype"]]
+    dtype = TORCH_DTYPES.get(p["dtype"], torch.float32)  # AMP cells keep float32 weights and inputs
     b, n, d = p["batch_size"], p["seq_len"], p["dim"]
     torch.manual_seed(fx["seed"])
     if p["mode"] == "train_step":
-        model = Classifier(
-            p["attention"], num_classes=fx["num_classes"], vocab_size=fx["vocab_size"], max_seq_len=n, dim=d,
-            heads=p["heads"], layers=fx["layers"], mlp_dim=fx["mlp_dim"], attention_overrides=cell.config,
-        ).to(device=device, dtype=dtype).train()
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-        tokens = torch.randint(fx["vocab_size"], (b, n), device=device)
-        labels = torch.randint(fx["num_classes"], (b,), device=device)
-
-        def train_step(forward: Callable[[Tensor], Tensor]) -> Callable[[], Tensor]:
-            def step() -> Tensor:
-                opt.zero_grad(set_to_none=True)
-                loss = F.cross_entropy(forward(tokens).float(), labels)
-                loss.backward()
-                opt.step()
-                return loss
-
-            return step
-
-        return _calls(cell, model, train_step)
+        return _train_step_workload(cell, device, dtype)
 
     module = attentions.build(p["attention"], **cell.config, dim=d, heads=p["heads"], max_seq_len=n)
     module = module.to(device=device, dtype=dtype)
@@ -91,7 +88,7 @@ def build_workload(cell: Cell, device: torch.device) -> tuple[Callable[[], Tenso
         def inference(forward: Callable[[Tensor], Tensor]) -> Callable[[], Tensor]:
             def fwd() -> Tensor:
                 with torch.inference_mode():
-                    return forward(x)
+                    return _autocast(device, p["dtype"], forward)(x)
 
             return fwd
 
@@ -103,17 +100,48 @@ def build_workload(cell: Cell, device: torch.device) -> tuple[Callable[[], Tenso
     params = [q for q in module.parameters() if q.requires_grad]
 
     def forward_backward(forward: Callable[[Tensor], Tensor]) -> Callable[[], Tensor]:
+        amp = _autocast(device, p["dtype"], forward)
+        grad_like: dict[torch.dtype, Tensor] = {dtype: grad_out}  # the output gradient in the output's dtype (AMP)
+
         def fwd_bwd() -> Tensor:
             for q in params:  # grads set to None so every call allocates the same (no accumulation)
                 q.grad = None
             x.grad = None
-            y = forward(x)
-            y.backward(grad_out)
+            y = amp(x)
+            if y.dtype not in grad_like:  # cast once, at the first call, outside every later timing
+                grad_like[y.dtype] = grad_out.to(y.dtype)
+            y.backward(grad_like[y.dtype])
             return y
 
         return fwd_bwd
 
     return _calls(cell, module, forward_backward)
+
+
+def _train_step_workload(cell: Cell, device: torch.device, dtype: torch.dtype
+                         ) -> tuple[Callable[[], Tensor], Callable[[], Tensor], nn.Module]:
+    """A ``train_step`` cell's workload: the encoder classifier, AdamW, one step per call (as ``build_workload``)."""
+    p, fx = cell.params, cell.fixed
+    b, n, d = p["batch_size"], p["seq_len"], p["dim"]
+    model = Classifier(
+        p["attention"], num_classes=fx["num_classes"], vocab_size=fx["vocab_size"], max_seq_len=n, dim=d,
+        heads=p["heads"], layers=fx["layers"], mlp_dim=fx["mlp_dim"], attention_overrides=cell.config,
+    ).to(device=device, dtype=dtype).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    tokens = torch.randint(fx["vocab_size"], (b, n), device=device)
+    labels = torch.randint(fx["num_classes"], (b,), device=device)
+
+    def train_step(forward: Callable[[Tensor], Tensor]) -> Callable[[], Tensor]:
+        def step() -> Tensor:
+            opt.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(_autocast(device, p["dtype"], forward)(tokens).float(), labels)
+            loss.backward()
+            opt.step()
+            return loss
+
+        return step
+
+    return _calls(cell, model, train_step)
 
 
 def _calls(cell: Cell, module: nn.Module, call: Callable[[Callable[[Tensor], Tensor]], Callable[[], Tensor]]
