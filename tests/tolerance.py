@@ -426,6 +426,17 @@ def assert_within(got: Tensor, truth: Tensor, bound: Tensor | float, what: str =
     assert err <= limit, f"{what}: error {err:.3g} exceeds its derived bound {limit:.3g} ({ratio:.3g}x)"
 
 
+def assert_within_norm(got: Tensor, truth: Tensor, bound: Tensor, what: str = "") -> None:
+    """‖got − truth‖ <= ‖bound‖ (Frobenius, in float64): for a result whose discrete choices (hash buckets, top-k)
+    can flip with rounding, where the largest error sits at whichever element flipped, the norm of the error stays
+    comparable to the shadows', which flip alike; ‖bound‖ is at least :attr:`ErrorTrace.SAFETY` times every shadow's
+    own deviation norm."""
+    err = float((got.detach().double() - truth.detach().double()).norm())
+    limit = float(bound.double().norm())
+    ratio = err / max(limit, 1e-300)
+    assert err <= limit, f"{what}: error norm {err:.3g} exceeds its derived bound {limit:.3g} ({ratio:.3g}x)"
+
+
 def assert_all_within(results: dict[str, Tensor | None], truths: dict[str, Tensor | None],
                       bounds: dict[str, Tensor | float]) -> None:
     """:func:`assert_within` for every named tensor (None on both sides = not produced, e.g. an unused gradient)."""
