@@ -187,7 +187,8 @@ _PRODUCTS = {aten.mm, aten.bmm, aten.matmul, aten.dot, aten.mv, aten.vdot, aten.
              aten.addmv, aten.convolution, aten.convolution_backward}
 _SUMS = {aten.sum, aten.mean, aten.nansum, aten.cumsum}
 _NORMALISING = {aten._softmax, aten._safe_softmax, aten._log_softmax, aten.logsumexp, aten.native_layer_norm,
-                aten.native_batch_norm,
+                aten.native_batch_norm, aten.cudnn_batch_norm, aten.cudnn_batch_norm_backward,
+                aten.miopen_batch_norm, aten.miopen_batch_norm_backward,
                 aten._native_batch_norm_legit, aten._native_batch_norm_legit_no_training,
                 aten._native_batch_norm_legit_functional, aten._softmax_backward_data,
                 aten._scaled_dot_product_flash_attention_for_cpu_backward, aten._log_softmax_backward_data,
@@ -224,10 +225,10 @@ def _reduction_length(func: Any, args: Sequence[Any], out: Any) -> int | None:
         return int(args[0].shape[args[2]])
     if op in (aten.native_layer_norm, aten.native_layer_norm_backward):
         return int(math.prod(args[1] if op is aten.native_layer_norm else args[2]))
-    if op in (aten.native_batch_norm_backward,):
-        return max(args[1].numel() // max(int(args[1].shape[1]), 1), 1)
+    if op in (aten.native_batch_norm_backward, aten.cudnn_batch_norm_backward, aten.miopen_batch_norm_backward):
+        return max(args[1].numel() // max(int(args[1].shape[1]), 1), 1)  # (grad_out, input, ...) / (input, grad, ...)
     if op in (aten.native_batch_norm, aten._native_batch_norm_legit, aten._native_batch_norm_legit_no_training,
-              aten._native_batch_norm_legit_functional):
+              aten._native_batch_norm_legit_functional, aten.cudnn_batch_norm, aten.miopen_batch_norm):
         return max(args[0].numel() // max(int(args[0].shape[1]), 1), 1)
     if op in (aten._scaled_dot_product_flash_attention_for_cpu, aten._scaled_dot_product_attention_math,
               aten._scaled_dot_product_flash_attention_for_cpu_backward):

@@ -42,10 +42,12 @@ METRICS = ("time", "memory", "flops")
 #: Checked by the types of these defaults (:func:`~harness.spec.validate_numbers`) when the suite loads: a nan or inf
 #: run time never ends, a fractional count fails in `range` in every cell.
 TIMING_DEFAULTS: dict[str, Any] = {"min_run_time_s": 1.0, "min_repeats": 5, "warmup": 2, "flush_l2": False}
-#: ``timing.cuda_graph: true``: CUDA only, also time each call captured as a CUDA graph (``graph_time_ms_median``: the
-#: call without its host launch cost; :mod:`harness.speed.gpu`). Kept out of the timing block unless true, so the
-#: cells of suites that do not ask for it keep their keys.
-CUDA_GRAPH = "cuda_graph"
+#: Opt-in GPU measurements (:mod:`harness.speed.gpu`), CUDA only: ``timing.cuda_graph: true`` also times each call
+#: captured as a CUDA graph (``graph_time_ms_median``: the call without its host launch cost); ``timing.gpu_profile:
+#: true`` runs each call under the profiler for ``gpu_busy_fraction``, ``cuda_kernels_per_call`` and the SDPA backend
+#: that ran (a profiler session per cell: seconds across a large sweep). Kept out of the timing block unless true,
+#: so the cells of suites that do not ask for them keep their keys.
+OPT_IN_TIMING = ("cuda_graph", "gpu_profile")
 #: The train_step model (encoder depth, MLP width, vocabulary, classes) and its seed.
 FIXED_DEFAULTS: dict[str, Any] = {"layers": 2, "mlp_dim": 128, "vocab_size": 256, "num_classes": 2, "seed": 0}
 # A zero or negative size builds a wrong model (or fails in every train_step cell) instead of refusing the suite.
@@ -88,16 +90,18 @@ def parse(path: Path, doc: dict[str, Any]) -> dict[str, Any]:
     if isinstance(axes, dict):
         axes.setdefault("compile", ["eager"])
     timing_doc = doc.get("timing")
-    graphs = False
-    if isinstance(timing_doc, dict) and CUDA_GRAPH in timing_doc:
+    chosen = {}
+    if isinstance(timing_doc, dict):
         timing_doc = dict(timing_doc)
-        graphs = timing_doc.pop(CUDA_GRAPH)
-        if not isinstance(graphs, bool):
-            raise SuiteError(path, f"timing.{CUDA_GRAPH}", f"must be true or false, got {graphs!r}")
+        for key in OPT_IN_TIMING:
+            if key in timing_doc:
+                chosen[key] = timing_doc.pop(key)
+                if not isinstance(chosen[key], bool):
+                    raise SuiteError(path, f"timing.{key}", f"must be true or false, got {chosen[key]!r}")
     timing = validate_numbers(path, "timing", timing_doc, TIMING_DEFAULTS)
     return {"fixed": validate_fields(path, "fixed", doc.get("fixed"), FIXED_DEFAULTS, FIXED_RULES),
             "metrics": _metrics(path, doc.get("metrics", list(METRICS))),
-            "timing": {**timing, CUDA_GRAPH: True} if graphs else timing}
+            "timing": {**timing, **{k: True for k, on in chosen.items() if on}}}
 
 
 def validate(suite: Suite) -> None:

@@ -208,7 +208,7 @@ def _prepare(cell: Cell, ctx: Context) -> Workload | CellResult:
                 metrics["peak_mem_bytes"] = peak_memory_bytes(fn, device, calls=3)
             if "flops" in cell.metrics:
                 metrics.update(_work(eager))
-            if device.type == "cuda" and "time" in cell.metrics:  # launch-bound or not, and which SDPA ran
+            if device.type == "cuda" and cell.timing.get("gpu_profile"):  # launch-bound or not, which SDPA ran
                 metrics.update(profile_call(fn, device))
     except Exception as exc:  # every failure is a result, never the end of the sweep
         result = classify_exception(exc)
@@ -287,6 +287,7 @@ def time_group(timed: list[Workload], ctx: Context) -> None:
 
     timing = dict(timed[0].cell.timing)
     graphs = bool(timing.pop("cuda_graph", False)) and device.type == "cuda"
+    timing.pop("gpu_profile", None)
     before = calibrate(device) if ctx.calibration_ms else None
     state = gpu_state(device)
     window = cpu_times()
