@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +22,21 @@ def merge_heads(x: Tensor) -> Tensor:
     """[B, H, N, d] -> [B, N, H*d]."""
     b, h, n, d = x.shape
     return x.transpose(1, 2).reshape(b, n, h * d)  # [B, N, H*d]
+
+
+def eager_only(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``torch.compiler.disable(fn)``, applied at the first call rather than at import: applying it imports
+    torch._dynamo, 1.3 s of every process that imports the zoo (each ``--isolate`` worker, the CLI) whether or not it
+    ever compiles. Under torch.compile the call is a graph break and ``fn`` runs eagerly, as with the decorator."""
+    disabled: list[Callable[..., Any]] = []
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if not disabled:
+            disabled.append(torch.compiler.disable(fn))
+        return disabled[0](*args, **kwargs)
+
+    return call
 
 
 def no_autocast(device: torch.device) -> contextlib.AbstractContextManager[Any]:

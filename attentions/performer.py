@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .base import ProjectedAttention, merge_heads, zero_padding
+from .base import ProjectedAttention, eager_only, merge_heads, zero_padding
 from .registry import AttentionConfig, Capabilities, register, register_preset
 
 
@@ -188,7 +188,7 @@ class PerformerAttention(ProjectedAttention):
         super()._load_from_state_dict(state_dict, prefix, *args, **kw)
         self._calls = int(self.calls_since_redraw)
 
-    @torch.compiler.disable
+    @eager_only
     def _count_training_call(self) -> None:
         """Redraw ω once the current draw has served ``redraw_interval`` training calls; count this call."""
         if self._calls >= self.cfg.redraw_interval:

@@ -224,6 +224,8 @@ def _tuned_pair(case: str, train: bool, padded: bool) -> tuple[S3Attention, torc
 @pytest.mark.parametrize("train", [False, True], ids=["eval", "train"])
 @pytest.mark.parametrize("case", list(TUNED_CASES))
 def test_tuned_layer_equals_the_layer_before_tuning(case: str, train: bool, padded: bool, cpu_kernels: bool) -> None:
+    if not cpu_kernels and not (train and padded) and case != "paper":
+        pytest.skip("GPU layout: every case trained on padded input, and the paper case in every mode, suffice")
     """The same function, in both layouts (the CPU kernels, and the GPU layout run on the CPU): in float64 the two
     layers' outputs and every gradient (input and parameters) differ by no more than the sum of their own float64
     rounding bounds (tests/tolerance.py), in training mode too (BatchNorm on batch statistics)."""

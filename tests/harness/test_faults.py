@@ -167,7 +167,7 @@ class Kill:
 KILLS = [
     # between cells
     pytest.param(Kill("runner.before_cell:3", 2), id="before-cell-3"),
-    pytest.param(Kill("runner.after_put:1", 1), id="after-put-1"),
+    pytest.param(Kill("runner.after_put:1", 1), id="after-put-1", marks=SLOW),
     pytest.param(Kill("runner.before_reports", 8), id="before-reports"),
     # inside a cell
     # cells that differ only by attention are measured (interleaved) and stored as a group: a kill inside a group
@@ -177,7 +177,7 @@ KILLS = [
                  id="segv-in-cell-6"),
     pytest.param(Kill("runner.before_put:2", 1), id="measured-not-stored"),
     # during a store write: the cell's rows are written but not committed
-    pytest.param(Kill("store.in_transaction:3", 2), id="store-write-3"),
+    pytest.param(Kill("store.in_transaction:3", 2), id="store-write-3", marks=SLOW),
     # a training cell's rows (result and learning curve) written but not committed
     pytest.param(Kill("store.in_transaction:1", 0, "accuracy", checkpoints=(".pt",), resumed_from=4),
                  id="accuracy-store-write-1"),

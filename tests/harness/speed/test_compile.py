@@ -164,7 +164,8 @@ def test_a_variant_that_fails_to_compile_is_that_cells_error_and_the_group_goes_
 def test_the_compile_axis_runs_end_to_end_and_reports_eager_beside_compiled(
         cli: Callable[..., object], write_yaml: Callable[..., Path], tmp_path: Path, fast_runner: None,
         one_thread: None) -> None:
-    doc = tiny_doc(axes={"seq_len": [16, 32], "mode": ["fwd+bwd"], "compile": ["eager", "inductor"]},
+    # one length: compiling S3Attention is most of this test's time, and a second length proves nothing more
+    doc = tiny_doc(axes={"seq_len": [16], "mode": ["fwd+bwd"], "compile": ["eager", "inductor"]},
                    config={"dropout": 0.0}, attention_config={"s3attention*": {"smoother_dropout": 0.0}})
     # --device cpu: the tables below are the CPU's (a CUDA machine's default device is cuda)
     result = cli("run", write_yaml(doc), "--profile", "smoke", "--out", tmp_path / "out", "--device", "cpu")
@@ -180,11 +181,11 @@ def test_the_compile_axis_runs_end_to_end_and_reports_eager_beside_compiled(
     assert (out / "table4_cpu_float32_fwdpbwd_b1_h2_d16.md").exists()
     assert "torch.compile (Inductor)" in (out / "table4_cpu_float32_fwdpbwd_inductor_b1_h2_d16.md").read_text()
     cmp = pd.read_csv(out / "compile.csv")
-    assert len(cmp) == 4 and (cmp["compile_speedup"] > 0).all()
+    assert len(cmp) == 2 and (cmp["compile_speedup"] > 0).all()
     assert (cmp["compile_check"] == "matches eager").all() and (cmp["compile_rel_err"] < 1e-4).all()
     assert (out / "compile_cpu_float32_fwdpbwd_b1_h2_d16.md").exists()
     roofline = pd.read_csv(out / "roofline.csv")
-    assert len(roofline) == 8 and (roofline["attainable_gflops_per_s"] <= 100.0).all()
+    assert len(roofline) == 4 and (roofline["attainable_gflops_per_s"] <= 100.0).all()
     assert (out / "roofline_cpu_float32_fwdpbwd_b1_h2_d16.png").exists()
 
 
