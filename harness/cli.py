@@ -14,8 +14,8 @@ import os
 import sqlite3
 import sys
 
-from .errors import RunFailed, UserError
-from .tunables import GLIBC_TUNABLES_TIMING, timing_env_active
+from .core.errors import RunFailed, UserError
+from .core.tunables import GLIBC_TUNABLES_TIMING, timing_env_active
 
 
 class _Parser(argparse.ArgumentParser):
@@ -142,7 +142,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     import attentions
 
     from . import commands
-    from .store import store_error
+    from .core.store import store_error
 
     try:
         return int(getattr(commands, args.func)(args))

@@ -15,17 +15,17 @@ import torch
 
 import attentions
 
-from .envinfo import collect_env
-from .errors import UserError
+from .core.envinfo import collect_env
+from .core.errors import UserError
+from .core.store import Store
+from .core.suite import expand_patterns
 from .report.compare import compare, counts_as_regression, parse_side, render, suite_baseline
 from .report.export import write_suite_reports
 from .report.rank import default_out_dir, load_suite_results, rank, write_ranking
 from .run.execute import RunSummary
 from .run.ray_executor import check_address, require_ray
 from .run.runner import run_suite, suite_dir
-from .spec import expand_patterns
-from .store import Store
-from .suite import load_suite, parse_set
+from .run.suitefile import load_suite, parse_set
 
 
 def default_device() -> str:

@@ -127,13 +127,13 @@ def fast_runner(monkeypatch: pytest.MonkeyPatch) -> None:
 def kill_in_step(monkeypatch: pytest.MonkeyPatch, step: int) -> None:
     """Make a training loop (accuracy or forecasting) die in ``step``, after its optimiser step, through its fault
     point, as a killed process would; ``monkeypatch.undo()`` lets the next run live."""
-    import harness.faults
+    import harness.core.faults
 
     def kill(name: str, detail: str = "") -> None:
         if name == "training.step" and detail == f"step {step}":
             raise KeyboardInterrupt(f"killed in step {step}")
 
-    monkeypatch.setattr(harness.faults, "point", kill)
+    monkeypatch.setattr(harness.core.faults, "point", kill)
 
 
 def patch_kind(monkeypatch: pytest.MonkeyPatch, kind: str, **changes: Any) -> None:

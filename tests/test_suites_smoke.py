@@ -12,8 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.store import STATUSES, Store
-from harness.suite import load_suite
+from harness.core.store import STATUSES, Store
+from harness.run.suitefile import load_suite
 from tests.conftest import REPO_ROOT, CliResult
 
 SUITES = sorted((REPO_ROOT / "suites").glob("*.yaml"))

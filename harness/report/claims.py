@@ -23,11 +23,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..files import atomic_write_text
-from .differences import per_seed
+from ..core.files import atomic_write_text
+from ..kinds.accuracy.differences import per_seed
+from ..kinds.accuracy.summary import AVG, with_axis_defaults
 from .format import refaults
 from .stats import Interval, t_interval
-from .summary import AVG, with_axis_defaults
 
 REPRODUCED, CONTRADICTED, INCONCLUSIVE, NOT_MEASURED = "reproduced", "contradicted", "inconclusive", "not measured"
 S3 = "s3attention"

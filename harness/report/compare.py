@@ -34,8 +34,8 @@ from typing import Any
 
 import pandas as pd
 
-from ..errors import UserError
-from ..store import Store
+from ..core.errors import UserError
+from ..core.store import Store
 from .format import md_table, sig2
 from .stats import Ratio, mann_whitney_p, ratio_of_medians
 

@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import UserError
+from ..core.errors import UserError
+from ..core.store import Store
 from ..kinds import KINDS
-from ..store import Store
 
 
 def write_suite_reports(store: Store, name: str | None = None, options: Mapping[str, Any] | None = None, *,

@@ -17,8 +17,8 @@ from typing import Literal
 
 import pandas as pd
 
-from ..files import atomic_write, atomic_write_text
-from ..spec import is_finite_number
+from ..core.files import atomic_write, atomic_write_text
+from ..core.suite import is_finite_number
 
 Fmt = Literal["md", "tex"]
 MIB = 2**20

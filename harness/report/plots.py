@@ -12,8 +12,8 @@ import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
-from ..files import atomic_write
-from ..lra.noise import TEST_ONLY, TRAIN_TEST
+from ..core.files import atomic_write
+from ..kinds.accuracy.noise import TEST_ONLY, TRAIN_TEST
 from .format import Metric, display_name, length_label, metrics_for
 
 # Benchmarks run headless (servers, CI) and only write files, so never pick an interactive backend.
@@ -166,10 +166,10 @@ def plot_scaling(df_group: pd.DataFrame, out_dir: Path, *, slug: str, title: str
     straight line whose slope is its exponent. Only ok cells are drawn; OOM cells are marked with an ✕
     at the top edge in the variant's colour. In ``train_step`` mode the time figure shows throughput
     (steps/s) instead of time per call. A figure whose metric was not measured is skipped. A variant's
-    crossover (:mod:`harness.report.crossover`) is a dotted vertical line in its colour.
+    crossover (:mod:`harness.kinds.speed.crossover`) is a dotted vertical line in its colour.
 
     Args:
-        df_group: Results rows of one group (see :data:`harness.report.speed.GROUP_COLUMNS`).
+        df_group: Results rows of one group (see :data:`harness.kinds.speed.report.GROUP_COLUMNS`).
         out_dir: Destination directory; created if needed.
         slug: Group slug used in the file names ``time_<slug>.{png,pdf}`` and ``memory_<slug>.{png,pdf}``.
         title: Figure title.

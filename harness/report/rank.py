@@ -24,10 +24,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..errors import UserError
+from ..core.errors import UserError
+from ..core.store import Store
 from ..kinds import KINDS
-from ..lra.tasks import TASKS
-from ..store import Store
+from ..kinds.accuracy.summary import axis_text, row_label, with_axis_defaults
+from ..kinds.accuracy.tasks import TASKS
 from .format import (
     MISSING,
     Fmt,
@@ -39,7 +40,6 @@ from .format import (
     write_csv,
     write_table_files,
 )
-from .summary import axis_text, row_label, with_axis_defaults
 
 
 @dataclass(frozen=True)

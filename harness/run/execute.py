@@ -13,10 +13,10 @@ from typing import Any
 
 import torch
 
-from .. import faults
-from ..cell import Cell, CellResult, Context
+from ..core import faults
+from ..core.cell import Cell, CellResult, Context
+from ..core.store import Store
 from ..kinds import KINDS
-from ..store import Store
 
 
 def execute_group(cells: list[Cell], ctx: Context) -> list[CellResult]:

@@ -35,9 +35,9 @@ from typing import Any
 
 import torch
 
-from ..cell import Cell, CellResult, Context
-from ..errors import UserError, first_line
-from ..speed.timing import GLIBC_TUNABLES_TIMING
+from ..core.cell import Cell, CellResult, Context
+from ..core.errors import UserError, first_line
+from ..measure.timing import GLIBC_TUNABLES_TIMING
 from .execute import Recorder, execute_group
 
 INSTALL_HINT = "install it with `pip install 'attnbench[ray]'` (in this checkout: `.venv/bin/pip install ray`)"

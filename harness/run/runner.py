@@ -22,17 +22,17 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from .. import faults
-from ..cell import Cell, Context
-from ..envinfo import collect_env
-from ..errors import RunFailed, UserError
-from ..files import directory_lock, remove_temporaries
+from ..core import faults
+from ..core.cell import Cell, Context
+from ..core.envinfo import collect_env
+from ..core.errors import RunFailed, UserError
+from ..core.files import directory_lock, remove_temporaries
+from ..core.store import Store
+from ..core.suite import Suite, expand_patterns
+from ..measure.flops import measure_gemm_peak_gflops
+from ..measure.quiet import BUSY_CORES, calibrate, other_load
+from ..measure.traffic import measure_memory_bandwidth_gbs
 from ..report.export import write_suite_reports
-from ..spec import Suite, expand_patterns
-from ..speed.flops import measure_gemm_peak_gflops
-from ..speed.load import BUSY_CORES, calibrate, other_load
-from ..speed.traffic import measure_memory_bandwidth_gbs
-from ..store import Store
 from . import ray_executor
 from .execute import Recorder, RunSummary, execute_group, groups
 from .worker import WORKER_DIR, run_isolated_group
@@ -170,7 +170,7 @@ def _run_local(batches: list[list[Cell]], ctx: Context, record: Recorder, isolat
 
 
 def wait_for_quiet(limit_s: float, poll_s: float = 1.0) -> None:
-    """Return once other processes use at most :data:`~harness.speed.load.BUSY_CORES`; after ``limit_s`` seconds
+    """Return once other processes use at most :data:`~harness.measure.quiet.BUSY_CORES`; after ``limit_s`` seconds
     of a busy machine, stop the run (exit 1): its timings would not be trustworthy."""
     waited = 0.0
     while (load := other_load(poll_s)) is not None and load > BUSY_CORES:

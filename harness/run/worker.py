@@ -20,9 +20,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..cell import Cell, CellResult, Context
-from ..files import atomic_write_text
-from ..speed.timing import GLIBC_TUNABLES_TIMING
+from ..core.cell import Cell, CellResult, Context
+from ..core.files import atomic_write_text
+from ..measure.timing import GLIBC_TUNABLES_TIMING
 from .execute import execute_group
 
 #: Where the job and result files of isolated workers live, inside the suite's directory (cleared by the next run).

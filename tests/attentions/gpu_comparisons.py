@@ -5,8 +5,8 @@
 
 ``s3``: S3Attention as it is now, as it was in ``FILE`` (an older ``attentions/s3attention.py`` with its registration
 lines removed, imports absolute) and ``vanilla_sdpa``, bf16 autocast fwd+bwd, B 4, H 8, D 512, n = 1K/4K/16K, timed in
-interleaved rounds (harness.speed.timing), then each as a captured CUDA graph, with kernels per call, GPU busy
-fraction and peak memory (harness.speed.gpu / memory).
+interleaved rounds (harness.measure.timing), then each as a captured CUDA graph, with kernels per call, GPU busy
+fraction and peak memory (harness.measure.gpu / memory).
 
 ``public``: Performer, Nyströmformer, Linformer and Reformer of the zoo against lucidrains' packages (performer-pytorch,
 nystrom-attention, linformer, reformer-pytorch; installed beside, never imported by the harness), the same shapes and
@@ -24,10 +24,10 @@ from collections.abc import Callable
 import torch
 
 import attentions
+from harness.measure.gpu import profile_call, time_graph
+from harness.measure.memory import peak_memory_bytes
+from harness.measure.timing import time_interleaved
 from harness.report.stats import paired_ratio
-from harness.speed.gpu import profile_call, time_graph
-from harness.speed.memory import peak_memory_bytes
-from harness.speed.timing import time_interleaved
 
 B, H, D = 4, 8, 512
 LENGTHS = (1024, 4096, 16384)

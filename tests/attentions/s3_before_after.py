@@ -2,7 +2,7 @@
 before/after figures of the README and the session note. Not a test (no ``test_`` prefix); run it on a quiet machine
 under the timing malloc settings:
 
-    GLIBC_TUNABLES=$(.venv/bin/python -c "from harness.tunables import GLIBC_TUNABLES_TIMING as g; print(g)") \
+    GLIBC_TUNABLES=$(.venv/bin/python -c "from harness.core.tunables import GLIBC_TUNABLES_TIMING as g; print(g)") \
         .venv/bin/python -m tests.attentions.s3_before_after 1024,2048,4096 1 20
 
 Arguments: lengths, intra-op threads, rounds (B 4, H 2, D 64). GFLOP/s are over the useful FLOPs, those of the layer
@@ -16,9 +16,9 @@ from collections.abc import Callable
 import torch
 
 import attentions
+from harness.measure.flops import count_flops, measure_gemm_peak_gflops
+from harness.measure.timing import time_interleaved
 from harness.report.stats import paired_ratio
-from harness.speed.flops import count_flops, measure_gemm_peak_gflops
-from harness.speed.timing import time_interleaved
 from tests.attentions.s3attention_before import S3AttentionBefore
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 import attentions
-from harness.lra.models import Block
+from harness.models.classifier import Block
 
 DIM, HEADS = 32, 2
 

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 import attentions
 from attentions.sinkhorn import SinkhornAttention, sinkhorn
-from harness.speed.memory import peak_memory_bytes
+from harness.measure.memory import peak_memory_bytes
 from tests.attentions.reference import assert_matches_reference, merge_heads, module_qkv
 
 CFG = {"dim": 16, "heads": 2, "max_seq_len": 48, "dropout": 0.0, "block_size": 8, "n_iters": 5}

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import attentions
-from harness.approx.error import output_errors
+from harness.kinds.approximation.error import output_errors
 from tests.attentions.reference import masked_softmax_attention, merge_heads, module_qkv, split_heads
 
 APPROXIMATIONS = [n for n in attentions.list_attentions() if attentions.spec(n).caps.approximates_softmax]

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import attentions
-from harness.speed.memory import peak_memory_bytes
+from harness.measure.memory import peak_memory_bytes
 
 CPU_VARIANTS = [n for n in attentions.list_attentions() if attentions.spec(n).available("cpu")]
 SMALL = {"dim": 32, "heads": 2, "max_seq_len": 128}

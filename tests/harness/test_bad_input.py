@@ -21,8 +21,8 @@ import pytest
 import torch
 
 from tests.conftest import CliResult, dump, tiny_doc
-from tests.harness.lra.test_kind import ACC
-from tests.harness.lra.test_loaders import BAD_DATA
+from tests.harness.kinds.accuracy.test_kind import ACC
+from tests.harness.kinds.accuracy.test_loaders import BAD_DATA
 
 # Every cell skipped: should a bad input slip through, the run costs nothing (and the test still fails).
 SKIP_ALL = [{"when": {"seq_len": {"ge": 1}}, "reason": "never measured in this test"}]
@@ -316,8 +316,8 @@ CASES = [
 
 
 def _bad_data(make: Callable[[Path], tuple[str, Path]], problem: str) -> Bad:
-    """A real dataset under ``{tmp}/data`` that ``make`` spoils (tests/harness/lra/test_loaders.py): refused before
-    anything is written, naming the file and what is wrong, and never unpickling code."""
+    """A real dataset under ``{tmp}/data`` that ``make`` spoils (tests/harness/kinds/accuracy/test_loaders.py):
+    refused before anything is written, naming the file and what is wrong, and never unpickling code."""
     return Bad(lambda task: {**ACC, "axes": {"attention": ["vanilla"], "task": [task], "seed": [0]},
                              "tasks": {task: {"seq_len": 16}}},
                ("--profile", "smoke", "--data-dir", "{tmp}/data"), where="{tmp}/data", key=problem, fix="expected",

@@ -15,8 +15,8 @@ import torch
 
 import attentions
 from harness.cli import CACHE_DIRS
-from harness.store import Store
-from harness.suite import load_suite
+from harness.core.store import Store
+from harness.run.suitefile import load_suite
 from tests.conftest import REPO_ROOT, CliResult, tiny_doc
 
 NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")

@@ -1,4 +1,4 @@
-"""Tests of harness.envinfo."""
+"""Tests of harness.core.envinfo."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import json
 import pytest
 import torch
 
-from harness import envinfo
-from harness.envinfo import collect_env
+from harness.core import envinfo
+from harness.core.envinfo import collect_env
 
 KEYS = set(
     "device device_name cpu_model torch_version cuda_version cudnn_version python_version threads"

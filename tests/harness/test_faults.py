@@ -31,18 +31,18 @@ import pytest
 import torch
 
 import attentions
-import harness.lra.cell
-import harness.speed.measure
-from harness.cell import Cell, Context
+import harness.kinds.accuracy.cells
+import harness.kinds.speed.cells
 from harness.cli import main as cli_main
-from harness.lra.cell import run_accuracy_cell
+from harness.core.cell import Cell, Context
+from harness.core.store import Store
+from harness.kinds.accuracy.cells import run_accuracy_cell
+from harness.kinds.speed.cells import measure_cell
+from harness.measure.timing import GLIBC_TUNABLES_TIMING
 from harness.run.runner import run_suite
-from harness.speed.measure import measure_cell
-from harness.speed.timing import GLIBC_TUNABLES_TIMING
-from harness.store import Store
-from harness.suite import load_suite
+from harness.run.suitefile import load_suite
 from tests.conftest import REPO_ROOT, CliResult, dump, tiny_doc
-from tests.harness.lra.test_kind import ACC
+from tests.harness.kinds.accuracy.test_kind import ACC
 
 SLOW = pytest.mark.slow
 
@@ -381,7 +381,7 @@ ONE_LENGTH = {"seq_len": [16], "mode": ["fwd"]}
 @pytest.mark.usefixtures("one_thread")
 def test_timeout_flag_in_process(cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch,
                                  write_yaml: Callable[..., Path], tmp_path: Path) -> None:
-    real = harness.speed.measure.build_workload
+    real = harness.kinds.speed.cells.build_workload
 
     def hangs_for_vanilla(cell: Cell, device: torch.device) -> Any:
         if cell.params["attention"] == "vanilla":
@@ -389,7 +389,7 @@ def test_timeout_flag_in_process(cli: Callable[..., CliResult], monkeypatch: pyt
             raise AssertionError("the time limit did not fire")
         return real(cell, device)
 
-    monkeypatch.setattr(harness.speed.measure, "build_workload", hangs_for_vanilla)
+    monkeypatch.setattr(harness.kinds.speed.cells, "build_workload", hangs_for_vanilla)
     path = write_yaml(tiny_doc(metrics=["time"], axes=ONE_LENGTH))
     start = time.perf_counter()
     result = cli("run", path, "--profile", "smoke", "--out", tmp_path, "--device", "cpu", "--timeout", "2")
@@ -480,7 +480,7 @@ def test_fault_raised_in_forward_becomes_a_status(
 def test_accuracy_suite_is_deterministic(monkeypatch: pytest.MonkeyPatch, suites: dict[str, Path], reference: Path,
                                          tmp_path: Path) -> None:
     """The reference run (2 attentions, seed 0) and a second run into another directory, data regenerated."""
-    monkeypatch.setattr(harness.lra.cell, "_LOADED", {})
+    monkeypatch.setattr(harness.kinds.accuracy.cells, "_LOADED", {})
     assert _cli_in_process(suites["accuracy"], tmp_path) == 0
     (first, first_curves), (second, second_curves) = _accuracy_results(reference), _accuracy_results(tmp_path)
     assert sorted(first["attention"]) == ["s3attention", "vanilla"]
@@ -555,7 +555,7 @@ def test_a_killed_runner_takes_its_isolated_worker_with_it(tmp_path: Path) -> No
 
 def test_a_second_run_into_one_directory_is_refused(cli: Callable[..., CliResult], tiny_suite: Path,
                                                     tmp_path: Path) -> None:
-    from harness.files import directory_lock
+    from harness.core.files import directory_lock
 
     suite = load_suite(tiny_suite, "smoke")
     with directory_lock(tmp_path / "out" / suite.name / "smoke"):

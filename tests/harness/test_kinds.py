@@ -14,16 +14,16 @@ from typing import Any
 import pytest
 
 import attentions
-import harness.speed.measure
-from harness import faults
-from harness.cell import Cell, CellResult, Context
+import harness.kinds.speed.cells
+from harness.core import faults
+from harness.core.cell import Cell, CellResult, Context
+from harness.core.store import Store
+from harness.core.suite import SuiteKind
 from harness.kinds import KINDS
 from harness.run.runner import run_suite
-from harness.spec import SuiteKind
-from harness.store import Store
-from harness.suite import load_suite
+from harness.run.suitefile import load_suite
 from tests.conftest import REPO_ROOT, CliResult, tiny_doc
-from tests.harness.lra.test_kind import ACC
+from tests.harness.kinds.accuracy.test_kind import ACC
 
 pytestmark = pytest.mark.usefixtures("fast_runner", "one_thread")
 
@@ -114,16 +114,16 @@ def test_speed_cells_have_no_padding(throwaway: Callable[..., Any], write_yaml: 
 def test_flush_l2_timing_key_reaches_the_timer(monkeypatch: pytest.MonkeyPatch,
                                                write_yaml: Callable[..., Path]) -> None:
     seen: list[dict[str, Any]] = []
-    real = harness.speed.measure.time_interleaved
+    real = harness.kinds.speed.cells.time_interleaved
 
     def spy(fns: list[Callable[[], object]], device: Any, **kwargs: Any) -> Any:
         seen.append(kwargs)
         return real(fns, device, **kwargs)
 
-    monkeypatch.setattr(harness.speed.measure, "time_interleaved", spy)
+    monkeypatch.setattr(harness.kinds.speed.cells, "time_interleaved", spy)
     doc = tiny_doc(metrics=["time"], timing={"flush_l2": True})
     cell = next(c for c in load_suite(write_yaml(doc), "quick").expand("cpu") if c.params["mode"] == "fwd")
-    assert harness.speed.measure.measure_cell(cell, Context(Path("."))).status == "ok"
+    assert harness.kinds.speed.cells.measure_cell(cell, Context(Path("."))).status == "ok"
     assert seen and seen[0]["flush_l2"] is True  # no effect on the CPU, but what the suite asked for
 
 
@@ -145,7 +145,7 @@ def test_an_unknown_fault_action_is_refused_not_taken_for_a_kill(monkeypatch: py
 def test_importing_harness_changes_no_environment() -> None:
     """The profiler's log setting belongs to the memory module, not to ``import harness``."""
     code = ("import os, harness; a = 'KINETO_LOG_LEVEL' in os.environ; "
-            "import harness.speed.memory; print(a, os.environ.get('KINETO_LOG_LEVEL'))")
+            "import harness.measure.memory; print(a, os.environ.get('KINETO_LOG_LEVEL'))")
     env = {k: v for k, v in os.environ.items() if k != "KINETO_LOG_LEVEL"}
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
                          check=True).stdout.split()

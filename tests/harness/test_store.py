@@ -1,4 +1,4 @@
-"""Tests of harness.store: round trip at full precision, status check, --fresh semantics, WAL, reopening."""
+"""Tests of harness.core.store: round trip at full precision, status check, --fresh semantics, WAL, reopening."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.cell import Cell
-from harness.errors import UserError
-from harness.store import STATUSES, Store
-from harness.suite import load_suite
+from harness.core.cell import Cell
+from harness.core.errors import UserError
+from harness.core.store import STATUSES, Store
+from harness.run.suitefile import load_suite
 from tests.conftest import CliResult
 
 

@@ -1,4 +1,4 @@
-"""Tests of harness.suite: profiles, patterns, --set, cell keys, skip rules, one-line errors for bad files."""
+"""Tests of harness.run.suitefile: profiles, patterns, --set, cell keys, skip rules, one-line errors for bad files."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 import attentions
-from harness.cell import Cell
-from harness.errors import SuiteError
-from harness.spec import expand_patterns
-from harness.suite import load_suite, parse_set
+from harness.core.cell import Cell
+from harness.core.errors import SuiteError
+from harness.core.suite import expand_patterns
+from harness.run.suitefile import load_suite, parse_set
 from tests.conftest import REPO_ROOT, TINY_SUITE, CliResult, dump, tiny_doc
 
 # ---------------------------------------------------------------------------------------------------

@@ -12,15 +12,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import harness.provenance
+import harness.core.provenance
+import harness.kinds.speed.cells
 import harness.run.runner
-import harness.speed.measure
-from harness.cell import Cell, CellResult, Context
 from harness.commands import default_threads
+from harness.core.cell import Cell, CellResult, Context
+from harness.core.store import Store
 from harness.report.export import write_suite_reports
 from harness.run.runner import run_suite
-from harness.store import Store
-from harness.suite import load_suite
+from harness.run.suitefile import load_suite
 from tests.conftest import CliResult, patch_kind, tiny_doc
 
 pytestmark = pytest.mark.usefixtures("fast_runner", "one_thread")
@@ -28,12 +28,12 @@ pytestmark = pytest.mark.usefixtures("fast_runner", "one_thread")
 
 def _edit(monkeypatch: pytest.MonkeyPatch, module: str) -> None:
     """As if ``module``'s file had been edited: its source reads differently from now on."""
-    real = harness.provenance._source
+    real = harness.core.provenance._source
 
     def edited(name: str) -> bytes:
         return real(name) + (b"\n# edited\n" if name == module else b"")
 
-    monkeypatch.setattr(harness.provenance, "_source", edited)
+    monkeypatch.setattr(harness.core.provenance, "_source", edited)
 
 
 def test_editing_a_variant_makes_only_its_cells_stale(monkeypatch: pytest.MonkeyPatch, write_yaml: Callable[..., Path],
@@ -53,7 +53,7 @@ def test_editing_a_variant_makes_only_its_cells_stale(monkeypatch: pytest.Monkey
         assert len(store.db.execute("SELECT DISTINCT key FROM cells").fetchall()) == 12  # the stale keys are kept
         assert len(store.dataframe()) == 8  # ... as history: one row per cell, its newest result
         assert write_suite_reports(store)
-    _edit(monkeypatch, "harness.speed.measure")  # the measuring code: every cell of the kind
+    _edit(monkeypatch, "harness.kinds.speed.cells")  # the measuring code: every cell of the kind
     assert run_suite(load_suite(suite_path), out=tmp_path, progress=False).skipped_done == 0
 
 
@@ -103,7 +103,7 @@ def test_timed_cells_store_their_samples_and_a_quiet_run_flags_nothing(write_yam
 
 def test_a_busy_machine_flags_the_cells_and_warns(monkeypatch: pytest.MonkeyPatch, cli: Callable[..., CliResult],
                                                   write_yaml: Callable[..., Path], tmp_path: Path) -> None:
-    monkeypatch.setattr(harness.speed.measure, "load_between",
+    monkeypatch.setattr(harness.kinds.speed.cells, "load_between",
                         lambda a, b: {"load_other_cores": 1.0, "steal_fraction": 0.0})
     result = cli("run", write_yaml(tiny_doc(metrics=["time"])), "--out", tmp_path, "--device", "cpu")
     assert result.code == 0, result.err

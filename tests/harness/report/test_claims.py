@@ -24,7 +24,7 @@ from harness.report.claims import (
     write_claims,
 )
 from harness.report.stats import Interval, t_interval
-from tests.harness.report.test_studies import cells
+from tests.harness.kinds.accuracy.test_studies import cells
 
 
 @pytest.mark.parametrize(("iv", "above", "verdict"), [

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 import harness.report.plots
+from harness.kinds.speed.report import write_speed_reports
 from harness.report.plots import (
     plot_ablation,
     plot_incoherence,
@@ -18,8 +19,7 @@ from harness.report.plots import (
     plot_parameter_sweep,
     plot_scaling,
 )
-from harness.report.speed import write_speed_reports
-from tests.harness.report.test_speed import ENV, make_results
+from tests.harness.kinds.speed.test_speed import ENV, make_results
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

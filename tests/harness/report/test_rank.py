@@ -11,7 +11,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from harness.cell import Cell
+from harness.core.cell import Cell
+from harness.core.store import Store
 from harness.report.rank import (
     COVERAGE_MARK,
     SuiteResults,
@@ -22,7 +23,6 @@ from harness.report.rank import (
     suite_metrics,
     zscores,
 )
-from harness.store import Store
 from tests.conftest import CliResult
 
 Z1 = math.sqrt(1.5)  # z of the best of three evenly spaced values (population std)

@@ -18,10 +18,10 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from harness.errors import UserError
+from harness.core.errors import UserError
+from harness.core.store import Store
 from harness.run.runner import run_suite
-from harness.store import Store
-from harness.suite import load_suite
+from harness.run.suitefile import load_suite
 from tests.conftest import REPO_ROOT, CliResult, tiny_doc
 
 pytestmark = pytest.mark.usefixtures("fast_runner", "one_thread")

@@ -1,4 +1,4 @@
-"""Tests of harness.run (runner, execute, worker) and harness.speed.measure: resume after a kill, failures as
+"""Tests of harness.run (runner, execute, worker) and harness.kinds.speed.cells: resume after a kill, failures as
 statuses, --isolate."""
 
 from __future__ import annotations
@@ -17,15 +17,15 @@ import pytest
 import torch
 from torch import nn
 
+import harness.kinds.speed.cells
 import harness.run.runner
-import harness.speed.measure
-from harness.cell import Cell, CellResult, CellTimeout, Context, NonFinite, classify_exception
+from harness.core.cell import Cell, CellResult, CellTimeout, Context, NonFinite, classify_exception
+from harness.core.store import STATUSES, Store
+from harness.core.suite import Suite
+from harness.kinds.speed.cells import measure_cell
 from harness.run.runner import run_suite, suite_dir
+from harness.run.suitefile import load_suite, parse_set
 from harness.run.worker import run_isolated
-from harness.spec import Suite
-from harness.speed.measure import measure_cell
-from harness.store import STATUSES, Store
-from harness.suite import load_suite, parse_set
 from tests.conftest import REPO_ROOT, patch_kind, tiny_doc
 
 CTX = Context(Path("."))  # a speed cell writes nothing: no working directory needed
@@ -49,7 +49,7 @@ def _fake_result(cell: Cell) -> CellResult:
 
 
 class Recorder:
-    """Stand-in for ``harness.speed.kind.measure_cell``: records calls; raises KeyboardInterrupt on call k."""
+    """Stand-in for ``harness.kinds.speed.kind.measure_cell``: records calls; raises KeyboardInterrupt on call k."""
 
     def __init__(self, interrupt_at: int | None = None) -> None:
         self.interrupt_at = interrupt_at
@@ -199,13 +199,13 @@ def test_failures_become_statuses_and_the_sweep_continues(
     monkeypatch: pytest.MonkeyPatch, write_yaml: Callable[..., Path], tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    real = harness.speed.measure.build_workload
+    real = harness.kinds.speed.cells.build_workload
 
     def faulty(cell: Cell, device: torch.device) -> Any:
         fault = FAULTS.get((cell.params["attention"], cell.params["seq_len"]))
         return real(cell, device) if fault is None else fault(cell, device)
 
-    monkeypatch.setattr(harness.speed.measure, "build_workload", faulty)
+    monkeypatch.setattr(harness.kinds.speed.cells, "build_workload", faulty)
     names = ["vanilla", "vanilla_sdpa", "s3attention", "s3attention_released", "vanilla_xformers"]
     suite = load_suite(write_yaml(tiny_doc(axes={"attention": names, "mode": ["fwd"]})))
     # The first measurement in a process pays one-off initialisation (profiler, FLOP counter); keep that
@@ -263,7 +263,7 @@ def test_failures_become_statuses_and_the_sweep_continues(
 
 
 def test_time_limit_in_measure_cell(monkeypatch: pytest.MonkeyPatch, tiny_suite: Path) -> None:
-    monkeypatch.setattr(harness.speed.measure, "build_workload", _sleep)
+    monkeypatch.setattr(harness.kinds.speed.cells, "build_workload", _sleep)
     cell = load_suite(tiny_suite).expand("cpu")[0]
     start = time.perf_counter()
     result = measure_cell(cell, Context(Path("."), timeout_s=0.5))
@@ -276,7 +276,7 @@ def test_measure_cell_lets_keyboard_interrupt_through(monkeypatch: pytest.Monkey
     def interrupted(cell: Cell, device: torch.device) -> Any:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(harness.speed.measure, "build_workload", interrupted)
+    monkeypatch.setattr(harness.kinds.speed.cells, "build_workload", interrupted)
     with pytest.raises(KeyboardInterrupt):
         measure_cell(load_suite(tiny_suite).expand("cpu")[0], CTX)
 

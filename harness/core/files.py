@@ -1,0 +1,118 @@
+"""Writing a file so that a reader never sees half of it (write a temporary file beside it, then rename), and the lock
+that keeps two runs out of one output directory."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from . import faults
+from .errors import UserError
+
+TEMPORARY = ".{name}.*.tmp"  # how atomic_write names its temporary files (a glob pattern over the final name)
+
+
+def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
+    """Create or replace ``path`` with what ``write(tmp)`` writes into a temporary path in the same directory.
+
+    The rename is atomic on POSIX (same filesystem), so a process killed at any point leaves either the old file or
+    the new one, never a truncated one; the temporary file is removed if ``write`` fails. The temporary name is
+    unique per call, so two processes writing the same path never share one.
+
+    Returns:
+        ``path``.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    prefix, suffix = TEMPORARY.format(name=path.name).split("*")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=suffix)
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        faults.point("files.before_rename", path.name)  # written in full, not yet in place
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def remove_temporaries(directory: str | Path) -> list[Path]:
+    """Delete the temporary files :func:`atomic_write` left in ``directory`` (not below it) when a process was killed
+    between writing one and renaming it. Call only while holding :func:`directory_lock`: another writer's
+    temporary file would go too."""
+    stale = sorted(Path(directory).glob(TEMPORARY.format(name="*")))
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return stale
+
+
+def spec_key(spec: object) -> str:
+    """A short stable key of a JSON-able description (16 hex digits of the SHA-256 of its sorted JSON): the name a
+    generated file is cached under, so that other parameters give another file."""
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def sha256_file(path: str | Path) -> str:
+    """The SHA-256 of a file's bytes (hex), read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def checksum_path(path: str | Path) -> Path:
+    """The ``sha256sum``-style sidecar of a cached file: ``<name>.sha256``."""
+    path = Path(path)
+    return path.with_name(path.name + ".sha256")
+
+
+def write_checksum(path: str | Path) -> Path:
+    """Write ``path``'s sidecar (``<sha256>  <name>``, as ``sha256sum`` prints it); returns the sidecar."""
+    path = Path(path)
+    return atomic_write_text(checksum_path(path), f"{sha256_file(path)}  {path.name}\n")
+
+
+def checksum_matches(path: str | Path) -> bool | None:
+    """Whether ``path`` matches its sidecar: None when either file is missing."""
+    path, sidecar = Path(path), checksum_path(path)
+    if not (path.is_file() and sidecar.is_file()):
+        return None
+    return (sidecar.read_text().split() or [""])[0] == sha256_file(path)
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """:func:`atomic_write` of UTF-8 text."""
+    return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+@contextlib.contextmanager
+def directory_lock(directory: str | Path, what: str = "attnbench run") -> Iterator[None]:
+    """Hold an exclusive lock on ``directory`` (its ``.lock`` file, which records the holder's pid) for the block.
+
+    A second holder gets a :class:`~harness.core.errors.UserError` naming the first one's pid at once (exit 2), never a
+    wait: two runs into one output directory would share checkpoints and temporary files. The lock is released when
+    the process ends, however it ends (``flock`` on an open descriptor), so a killed run leaves no stale lock.
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    fd = os.open(directory / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+            raise UserError(f"{directory} is in use by another {what} (pid {holder}); wait for it to finish or give "
+                            f"another --out") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        yield
+    finally:
+        os.close(fd)  # releases the lock

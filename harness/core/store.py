@@ -1,0 +1,370 @@
+"""The store of record: SQLite in WAL mode, one transaction per finished cell, every run kept.
+
+A cell's row is written only once it has a final status, in a single transaction, so a runner killed at any
+point leaves either the whole row or nothing. Rows are never overwritten: each run (one ``attnbench run``) adds its
+own rows, so ``--fresh`` adds a new measurement beside the old ones and the history stays. A rerun skips keys that
+already have a row; the reports read the latest row of each key (:meth:`Store.dataframe`).
+CSV, Markdown, LaTeX and plots are exports derived from this file (``attnbench report``).
+
+Schema version 2 (this module) added the run history, raw timing samples and the run's end and load summary; a
+version-1 store (one row per key) is migrated in place the first time it is opened.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from . import faults
+from .cell import STATUSES, Cell
+from .errors import RunFailed, UserError
+
+SCHEMA_VERSION = 2
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id INTEGER PRIMARY KEY AUTOINCREMENT,
+    suite TEXT NOT NULL,
+    profile TEXT NOT NULL,
+    started_utc TEXT NOT NULL,
+    argv TEXT NOT NULL,
+    env_json TEXT NOT NULL,
+    finished_utc TEXT,
+    summary_json TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE IF NOT EXISTS cells (
+    key TEXT NOT NULL,
+    run_id INTEGER NOT NULL REFERENCES runs(run_id),
+    suite TEXT NOT NULL,
+    cell_json TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN (%s)),
+    message TEXT NOT NULL DEFAULT '',
+    metrics_json TEXT NOT NULL DEFAULT '{}',
+    finished_utc TEXT NOT NULL,
+    PRIMARY KEY (key, run_id)
+);
+CREATE TABLE IF NOT EXISTS curves (
+    key TEXT NOT NULL,
+    run_id INTEGER NOT NULL,
+    step INTEGER NOT NULL,
+    train_loss REAL, train_acc REAL, dev_loss REAL, dev_acc REAL,
+    PRIMARY KEY (key, run_id, step)
+);
+CREATE TABLE IF NOT EXISTS samples (
+    key TEXT NOT NULL,
+    run_id INTEGER NOT NULL,
+    timing_group TEXT NOT NULL,
+    samples_json TEXT NOT NULL,
+    PRIMARY KEY (key, run_id)
+);
+CREATE INDEX IF NOT EXISTS samples_by_group ON samples (timing_group);
+"""
+_SCHEMA %= ", ".join(f"'{status}'" for status in STATUSES)  # the statuses are written once, in harness.core.cell
+CURVE_COLUMNS = ("step", "train_loss", "train_acc", "dev_loss", "dev_acc")
+_ROW = "SELECT c.key, c.run_id, c.suite, c.cell_json, c.status, c.message, c.metrics_json, c.finished_utc FROM cells c"
+#: The latest row of every key (the one of the highest run id), or every row of one run.
+_LATEST = (f"{_ROW} JOIN (SELECT key, MAX(run_id) AS run_id FROM cells GROUP BY key) m "
+           "ON c.key = m.key AND c.run_id = m.run_id")
+_OF_RUN = f"{_ROW} WHERE c.run_id = ?"
+
+
+def _utc_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _disk_error(exc: sqlite3.DatabaseError) -> bool:
+    """Whether sqlite failed because of the disk (full, failing, read-only) rather than the file's content."""
+    return any(s in str(exc) for s in ("disk is full", "disk I/O error", "readonly database", "read-only"))
+
+
+def store_error(path: Path | str, exc: sqlite3.DatabaseError) -> Exception:
+    """One line for a store that cannot be used: a full or failing disk is the environment (exit 1), anything else
+    a file that is not a results store (exit 2)."""
+    text = str(exc)
+    if _disk_error(exc):
+        return RunFailed(f"{path}: {text}; free space or fix the disk (or give another --out), then rerun: "
+                         f"the finished cells are kept and the run resumes")
+    return UserError(f"{path}: not a readable results store ({text}); move it aside (its results cannot be read) "
+                     f"or give another --out")
+
+
+class Store:
+    """The results of one suite directory (``<out>/<suite>/<profile>/results.db``): every run, every row."""
+
+    def __init__(self, path: str | Path, *, suite: str | None = None, kind: str | None = None,
+                 source: str | None = None) -> None:
+        """Open (or create) the store at ``path``.
+
+        Given ``suite``, ``kind`` and ``source`` (the suite file's name), the store is bound to that suite on first
+        use and refuses another one later: an accuracy store copied into a speed suite's directory, or two suite files
+        with the same ``name`` sharing an ``--out``, would otherwise mix their rows into one table.
+
+        Raises:
+            UserError: the file is not a results store (truncated, random bytes, a directory), or belongs to
+                another suite (exit 2).
+            RunFailed: the disk is full or failing (exit 1).
+        """
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.exists() and not self.path.is_file():
+            raise UserError(f"{self.path}: not a file, so not a results store; move it aside or give another --out")
+        try:
+            # isolation_level=None: we issue BEGIN/COMMIT ourselves, one transaction per cell.
+            self.db = sqlite3.connect(self.path, isolation_level=None, timeout=30)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable across process kills
+            with self._transaction():
+                _migrate_v1(self.db)
+                _create(self.db)
+                self.db.execute("INSERT OR REPLACE INTO meta (name, value) VALUES ('schema_version', ?)",
+                                (str(SCHEMA_VERSION),))
+                if suite is not None:
+                    self._bind(suite, kind or "", source or "")
+        except sqlite3.DatabaseError as exc:
+            raise store_error(self.path, exc) from None
+
+    def _bind(self, suite: str, kind: str, source: str) -> None:
+        """Record which suite this store holds, or refuse another one (see ``__init__``)."""
+        want = {"suite": suite, "kind": kind, "source": source}
+        have = dict(self.db.execute("SELECT name, value FROM meta WHERE name IN ('suite', 'kind', 'source')"))
+        if not have:  # a new store, or one written before stores knew their suite: its cells tell
+            have = {k: v for k, v in zip(("suite", "kind"), self._cell_identity(), strict=True) if v is not None}
+        clash = [f"{k} {have[k]!r}" for k in want if k in have and have[k] != want[k]]
+        if clash:
+            raise UserError(f"{self.path} holds the results of {', '.join(clash)}, not {suite!r} ({kind}, {source}); "
+                            f"give this suite another --out (or another name)")
+        self.db.executemany("INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", want.items())
+
+    def _cell_identity(self) -> tuple[str | None, str | None]:
+        row = self.db.execute("SELECT suite, cell_json FROM cells LIMIT 1").fetchone()
+        return (None, None) if row is None else (row[0], json.loads(row[1]).get("kind"))
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -----------------------------------------------------------------------------------------------------------------
+    # Runs
+
+    def start_run(self, suite: str, profile: str, env: dict[str, Any], argv: Iterable[str]) -> int:
+        with self._transaction():  # every write goes through one, so a failing disk is one line naming this file
+            cur = self.db.execute(
+                "INSERT INTO runs (suite, profile, started_utc, argv, env_json) VALUES (?, ?, ?, ?, ?)",
+                (suite, profile, _utc_now(), json.dumps(list(argv)), json.dumps(env, default=str)),
+            )
+        return int(cur.lastrowid)
+
+    def finish_run(self, run_id: int, summary: dict[str, Any]) -> None:
+        """Record the end of a run and its summary (statuses, cells flagged noisy, load)."""
+        with self._transaction():
+            self.db.execute("UPDATE runs SET finished_utc = ?, summary_json = ? WHERE run_id = ?",
+                            (_utc_now(), json.dumps(summary, default=str), run_id))
+
+    def runs(self, run_ids: Iterable[int] | None = None) -> pd.DataFrame:
+        """One row per run: id, suite, profile, start and end, command line, commit, environment and summary."""
+        rows = []
+        wanted = None if run_ids is None else {int(r) for r in run_ids}
+        for run_id, suite, profile, started, finished, argv, env_json, summary_json in self.db.execute(
+            "SELECT run_id, suite, profile, started_utc, finished_utc, argv, env_json, summary_json FROM runs "
+            "ORDER BY run_id"
+        ):
+            if wanted is not None and run_id not in wanted:
+                continue
+            env = json.loads(env_json)
+            rows.append({"run_id": run_id, "suite": suite, "profile": profile, "started_utc": started,
+                         "finished_utc": finished, "argv": json.loads(argv), "commit": env.get("git_commit"),
+                         "env": env, "summary": json.loads(summary_json)})
+        return pd.DataFrame(rows, columns=["run_id", "suite", "profile", "started_utc", "finished_utc", "argv",
+                                           "commit", "env", "summary"])
+
+    def latest_env(self) -> dict[str, Any]:
+        row = self.db.execute("SELECT env_json FROM runs ORDER BY run_id DESC LIMIT 1").fetchone()
+        return json.loads(row[0]) if row else {}
+
+    # -----------------------------------------------------------------------------------------------------------------
+    # Cells
+
+    def finished_keys(self) -> set[str]:
+        return {row[0] for row in self.db.execute("SELECT DISTINCT key FROM cells")}
+
+    def put(
+        self,
+        run_id: int,
+        cell: Cell,
+        status: str,
+        message: str = "",
+        metrics: dict[str, Any] | None = None,
+        curve: list[dict[str, float]] | None = None,
+        samples: list[float] | None = None,
+    ) -> None:
+        """Record a cell's final result in this run (with its learning curve and timing samples) atomically."""
+        if status not in STATUSES:
+            raise ValueError(f"status {status!r} is not one of {STATUSES}")
+        metrics = metrics or {}
+        with self._transaction():
+            self.db.execute(
+                "INSERT OR REPLACE INTO cells (key, run_id, suite, cell_json, status, message, metrics_json,"
+                " finished_utc) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (cell.key, run_id, cell.suite, json.dumps(cell.to_json(), default=str), status, message,
+                 json.dumps(metrics), _utc_now()),
+            )
+            self.db.execute("DELETE FROM curves WHERE key = ? AND run_id = ?", (cell.key, run_id))
+            self.db.executemany(
+                f"INSERT INTO curves (key, run_id, {', '.join(CURVE_COLUMNS)})"
+                f" VALUES (?, ?{', ?' * len(CURVE_COLUMNS)})",
+                [(cell.key, run_id, *(point.get(c) for c in CURVE_COLUMNS)) for point in curve or []],
+            )
+            if samples:
+                self.db.execute("INSERT OR REPLACE INTO samples (key, run_id, timing_group, samples_json) "
+                                "VALUES (?, ?, ?, ?)",
+                                (cell.key, run_id, str(metrics.get("timing_group", "")), json.dumps(samples)))
+            faults.point("store.in_transaction", cell.label)  # rows written, not yet committed
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any exception.
+
+        With isolation_level=None sqlite3 autocommits every statement and ``with connection:`` opens no
+        transaction, so a process killed between a cell's row and its curve rows used to leave the cell stored
+        without its curve (and a rerun skipped it). A kill inside this block leaves nothing: the WAL holds no
+        commit record, so the next open rolls it back. A full or failing disk (at any statement, the commit
+        included) is one line naming this file (:func:`store_error`, exit 1); the cell is not stored and a rerun
+        measures it again.
+        """
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):  # a failed disk may refuse the rollback as well
+                    self.db.execute("ROLLBACK")
+                raise
+            self.db.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            if not _disk_error(exc):
+                raise
+            with contextlib.suppress(sqlite3.Error):  # a commit that failed leaves its transaction open
+                self.db.execute("ROLLBACK")
+            raise store_error(self.path, exc) from None
+
+    def dataframe(self, keys: Iterable[str] | None = None, *, run_id: int | None = None) -> pd.DataFrame:
+        """One row per cell, its latest result (or its result in run ``run_id``): key, suite, kind, the axis values,
+        device, status, message, the metrics (raw, full precision), the run id and the commit that measured it.
+
+        A cell is what a table shows (suite, axis values, device). When it was measured under several keys — its
+        variant's code was edited, or a setting changed — the latest result stands for it and the older keys'
+        results stay in the store as history.
+        """
+        commits = {int(r): json.loads(e).get("git_commit") for r, e in self.db.execute(
+            "SELECT run_id, env_json FROM runs")}
+        query = _LATEST if run_id is None else _OF_RUN
+        rows = []
+        wanted = None if keys is None else set(keys)
+        for key, rid, suite, cell_json, status, message, metrics_json, finished in self.db.execute(
+            query, () if run_id is None else (run_id,)
+        ):
+            if wanted is not None and key not in wanted:
+                continue
+            cell = json.loads(cell_json)
+            device = cell["device"].split(":")[0]  # as the tables show it: cuda:0 and cuda:1 are one column value
+            identity = json.dumps([suite, cell["params"], device], sort_keys=True, default=str)
+            rows.append({"key": key, "suite": suite, "kind": cell.get("kind", "speed"), **cell["params"],
+                         "device": cell["device"].split(":")[0], "status": status, "message": message,
+                         **json.loads(metrics_json), "run_id": rid, "commit": commits.get(rid),
+                         "finished_utc": finished, "_identity": identity})
+        df = pd.DataFrame(rows)
+        if df.empty:
+            return df
+        # the newest result of each cell: superseded keys are history, not a second row of the table
+        df = df.sort_values(["run_id", "finished_utc"], kind="stable").drop_duplicates("_identity", keep="last")
+        return df.sort_index().drop(columns="_identity").reset_index(drop=True)
+
+    def samples(self, keys: Iterable[str] | None = None, *, timing_groups: Iterable[str] | None = None,
+                run_ids: Iterable[int] | None = None) -> dict[tuple[str, str], list[float]]:
+        """Raw per-round timing samples (ms per call), by (key, timing group), of the given keys, groups or runs.
+
+        A timing group is unique to one run (a random id drawn when the group is timed), so (key, group) names one
+        stored measurement.
+        """
+        keys = None if keys is None else set(keys)
+        groups = None if timing_groups is None else set(timing_groups)
+        runs = None if run_ids is None else {int(r) for r in run_ids}
+        out = {}
+        for key, run_id, group, blob in self.db.execute(
+            "SELECT key, run_id, timing_group, samples_json FROM samples ORDER BY run_id"
+        ):
+            if (keys is None or key in keys) and (groups is None or group in groups) and (runs is None
+                                                                                          or run_id in runs):
+                out[(key, group)] = json.loads(blob)
+        return out
+
+    def group_samples(self, timing_groups: Iterable[str]) -> dict[tuple[str, str], list[float]]:
+        """Raw timing samples by (timing group, attention): every variant timed in those interleaved groups, whichever
+        key or run stored it, so a cell's speed-up is found with its own group's baseline."""
+        groups = set(timing_groups)
+        out = {}
+        for group, cell_json, blob in self.db.execute(
+            "SELECT s.timing_group, c.cell_json, s.samples_json FROM samples s "
+            "JOIN cells c ON c.key = s.key AND c.run_id = s.run_id"
+        ):
+            if group in groups:
+                out[(group, json.loads(cell_json)["params"]["attention"])] = json.loads(blob)
+        return out
+
+    def curves(self, keys: Iterable[str] | None = None) -> pd.DataFrame:
+        """Every evaluation point of each cell's latest result: key, step, train/dev loss and accuracy, and the
+        cell's axis values."""
+        latest = self.dataframe(keys)
+        if latest.empty:
+            return pd.DataFrame(columns=["key", *CURVE_COLUMNS])
+        points = pd.read_sql_query(f"SELECT key, run_id, {', '.join(CURVE_COLUMNS)} FROM curves ORDER BY key, step",
+                                   self.db)
+        params = pd.DataFrame([{"key": key, **json.loads(cell_json)["params"]}
+                               for key, cell_json in self.db.execute("SELECT DISTINCT key, cell_json FROM cells")])
+        points = points.merge(latest[["key", "run_id"]], on=["key", "run_id"], how="inner").drop(columns="run_id")
+        if points.empty:
+            return pd.DataFrame(columns=["key", *CURVE_COLUMNS])
+        return points.merge(params.drop_duplicates("key"), on="key", how="inner")
+
+
+def _create(db: sqlite3.Connection) -> None:
+    """The schema's tables, statement by statement (``executescript`` would commit the open transaction)."""
+    for statement in _SCHEMA.split(";"):
+        if statement.strip():
+            db.execute(statement)
+
+
+def _columns(db: sqlite3.Connection, table: str) -> list[str]:
+    return [row[1] for row in db.execute(f"PRAGMA table_info({table})")]
+
+
+def _migrate_v1(db: sqlite3.Connection) -> None:
+    """A version-1 store (``cells`` keyed by key alone, curves without run ids) becomes version 2, rows kept."""
+    if not _columns(db, "cells") or "run_id" in _columns(db, "curves"):
+        return
+    db.execute("ALTER TABLE cells RENAME TO cells_v1")
+    if not _columns(db, "curves"):  # stores written before learning curves were kept have no curves table
+        db.execute("CREATE TABLE curves (key TEXT, step INTEGER, train_loss REAL, train_acc REAL, dev_loss REAL, "
+                   "dev_acc REAL)")
+    db.execute("ALTER TABLE curves RENAME TO curves_v1")
+    db.execute("ALTER TABLE runs ADD COLUMN finished_utc TEXT")
+    db.execute("ALTER TABLE runs ADD COLUMN summary_json TEXT NOT NULL DEFAULT '{}'")
+    _create(db)
+    db.execute("INSERT INTO cells SELECT key, run_id, suite, cell_json, status, message, metrics_json, finished_utc "
+               "FROM cells_v1")
+    db.execute("INSERT INTO curves SELECT v.key, c.run_id, v.step, v.train_loss, v.train_acc, v.dev_loss, v.dev_acc "
+               "FROM curves_v1 v JOIN cells_v1 c ON c.key = v.key")
+    db.execute("DROP TABLE cells_v1")
+    db.execute("DROP TABLE curves_v1")

@@ -1,0 +1,416 @@
+"""What a suite is, for every kind of suite: the :class:`Suite` record, the :class:`SuiteKind` interface each kind
+implements once, and the checks of suite-file sections that every kind shares.
+
+Reading a file into a :class:`Suite` is :mod:`harness.run.suitefile`; the kinds are :mod:`harness.kinds`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import itertools
+import math
+import operator
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import attentions
+from attentions import RegistryError
+
+from .cell import Cell, CellResult, Context
+from .errors import SuiteError
+from .provenance import code_identity
+from .store import Store
+
+#: Fields of an attention's config that a cell's shape sets (see :attr:`harness.core.cell.Cell.config`).
+SHAPE_FIELDS = ("dim", "heads", "max_seq_len")
+PROFILES_REQUIRED = ("smoke", "quick", "paper")
+#: Top-level keys of every suite file; each kind adds its own (:attr:`SuiteKind.keys`).
+COMMON_KEYS = frozenset({"name", "description", "kind", "axes", "config", "attention_config", "skip", "report",
+                         "profiles"})
+REPORT_DEFAULTS: dict[str, Any] = {"baseline": "vanilla", "slope_min_seq_len": 1024, "tables": None,
+                                   "baseline_variant": "base", "compare_reference": None, "row_names": None}
+#: The largest integer a suite may give (an axis value, a model size, a seed): torch and numpy take shapes and seeds as
+#: C integers, so a larger one overflows or asks for an impossible allocation instead of failing cleanly.
+INT_MAX = 2**31 - 1
+
+#: What one field of a suite section admits: its check, and what a valid value is (for the error message).
+Rule = tuple[Callable[[Any], bool], str]
+
+
+def is_positive_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+
+def is_nonneg_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def is_finite_number(v: Any) -> bool:
+    """A real number other than nan and ±inf (a bool is not a number here)."""
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _is_text_or_null(v: Any) -> bool:
+    return v is None or (isinstance(v, str) and v != "")
+
+
+POSITIVE_INT: Rule = (lambda v: is_positive_int(v) and v <= INT_MAX, f"a positive integer (at most {INT_MAX})")
+NONNEG_INT: Rule = (lambda v: is_nonneg_int(v) and v <= INT_MAX, f"a non-negative integer (at most {INT_MAX})")
+# finite: nan slips through `v < 0` and inf through `v > 0`, and either makes a timing loop that never ends
+POSITIVE_NUMBER: Rule = (lambda v: is_finite_number(v) and v > 0,
+                         "a finite positive number (write 1.0e-2, not 1e-2, which YAML reads as text)")
+BOOL: Rule = (lambda v: isinstance(v, bool), "true or false")
+TEXT: Rule = (lambda v: isinstance(v, str) and v != "", "a non-empty string")
+#: ``report``: the reports read these after the whole sweep, so a wrong type must fail before the first cell.
+#: ``tables`` and ``row_names`` depend on the suite's kind: :func:`validate_tables` checks them.
+REPORT_RULES: dict[str, Rule] = {
+    "baseline": TEXT,
+    "slope_min_seq_len": POSITIVE_INT,
+    "baseline_variant": TEXT,
+    "compare_reference": (_is_text_or_null, "a non-empty string, or null"),
+}
+
+
+@dataclass(frozen=True)
+class Axis:
+    """A sweep axis: the check of one value and what a valid value looks like (for the error message)."""
+
+    check: Callable[[Any], bool]
+    expected: str
+
+
+#: The axis every kind has.
+ATTENTION_AXIS = Axis(lambda v: isinstance(v, str) and v != "", "registered attention names or fnmatch patterns")
+
+
+@dataclass(frozen=True)
+class SuiteKind:
+    """Everything the harness does differently for one kind of suite, declared once (see :mod:`harness.kinds`).
+
+    Attributes:
+        name: the value of a suite file's ``kind`` key.
+        axes: axes a suite of this kind must declare, besides ``attention``.
+        optional_axes: axes it may add.
+        keys: top-level suite keys only this kind reads.
+        tables: the ``report.tables`` it can write; the first is the default.
+        reads_data: whether ``--data-dir`` applies.
+        parse: (path, merged document) -> this kind's :class:`Suite` fields, validated (may add default axes).
+        validate: cross-checks of a built suite (every attention's config resolves, tables have their axes).
+        make_cell: (suite, axis values, device) -> the cell, or None for a combination that is not one (the
+            approximation kind's budget of another attention).
+        run: runs one cell in this process; every failure becomes the result's status.
+        prepare: before the first cell of a run (load the data once, fail early on a bad data path).
+        check_inputs: before anything is written under ``--out``: read the files the user named (real datasets),
+            so that a malformed one is refused as bad input (exit 2) rather than found after the store exists.
+        finished: after a cell's row is stored (drop its checkpoint).
+        describe: the progress line of a finished cell.
+        write_reports: (store, the suite's name, report options, keys or None) -> the files written beside the store.
+        code: the modules whose source determines this kind's numbers (part of every cell's key).
+        group_key: cells with equal group keys are run together by ``run_group`` (None: one cell at a time).
+        run_group: runs a group of cells in this process (the speed kind times them interleaved).
+    """
+
+    name: str
+    axes: dict[str, Axis]
+    optional_axes: dict[str, Axis]
+    keys: frozenset[str]
+    tables: tuple[str, ...]
+    reads_data: bool
+    parse: Callable[[Path, dict[str, Any]], dict[str, Any]]
+    validate: Callable[[Suite], None]
+    make_cell: Callable[[Suite, dict[str, Any], str], Cell | None]
+    run: Callable[[Cell, Context], CellResult]
+    prepare: Callable[[list[Cell], Context], None]
+    finished: Callable[[Cell, Context], None]
+    describe: Callable[[CellResult], str]
+    write_reports: Callable[[Store, str, Mapping[str, Any], list[str] | None], list[Path]]
+    code: tuple[str, ...] = ()
+    group_key: Callable[[Cell], Hashable] | None = None
+    run_group: Callable[[list[Cell], Context], list[CellResult]] | None = None
+    check_inputs: Callable[[list[Cell]], None] | None = None
+
+    def all_axes(self) -> dict[str, Axis]:
+        return {"attention": ATTENTION_AXIS, **self.axes, **self.optional_axes}
+
+
+@dataclass
+class Suite:
+    """A validated suite with one profile applied. The fields after ``report`` belong to one kind each."""
+
+    name: str
+    path: Path
+    profile: str
+    description: str
+    kind: SuiteKind
+    axes: dict[str, list[Any]]
+    config: dict[str, Any]
+    attention_config: dict[str, dict[str, Any]]
+    skip: list[dict[str, Any]]
+    report: dict[str, Any]
+    # speed
+    fixed: dict[str, Any] = field(default_factory=dict)
+    metrics: tuple[str, ...] = ()
+    timing: dict[str, Any] = field(default_factory=dict)
+    # accuracy (and forecasting: data, train)
+    data: dict[str, Any] = field(default_factory=dict)
+    train: dict[str, Any] = field(default_factory=dict)
+    tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    variants: dict[str, dict[str, Any]] = field(default_factory=dict)
+    incoherence: dict[str, Any] | None = None
+    probes: dict[str, Any] | None = None
+    # approximation
+    inputs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    budgets: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
+    # forecasting
+    model: dict[str, Any] = field(default_factory=dict)
+    model_config: dict[str, dict[str, Any]] = field(default_factory=dict)
+    datasets: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def report_options(self) -> dict[str, Any]:
+        """What the reports need to know besides the cells (stored with each run for ``attnbench report``)."""
+        tables = self.report["tables"] or [self.kind.tables[0]]
+        return {**self.report, "tables": tables, "variants": self.variants}
+
+    def config_for(self, name: str) -> dict[str, Any]:
+        """Config overrides of one attention: ``config``, then every matching ``attention_config`` pattern."""
+        return apply_patterns(dict(self.config), self.attention_config, name)
+
+    def attentions(self) -> list[str]:
+        """The attention axis with patterns expanded, in the order given, without repeats."""
+        return expand_patterns(self.axes["attention"])
+
+    def expand(self, device: str) -> list[Cell]:
+        """Every cell of the suite (the cartesian product of the axes), skip rules and capabilities applied."""
+        names = list(self.axes)
+        values = [self.attentions() if n == "attention" else self.axes[n] for n in names]
+        cells: dict[str, Cell] = {}  # by key: two combinations may be one cell (a clean cell under both noise modes)
+        for combo in itertools.product(*values):
+            cell = self.kind.make_cell(self, dict(zip(names, combo, strict=True)), device)
+            if cell is not None:  # None: a combination the kind does not define (another attention's budget)
+                cells.setdefault(cell.key, cell)
+        return list(cells.values())
+
+    def skip_reason(self, params: dict[str, Any]) -> str | None:
+        """The reason of the first skip rule that matches ``params``, or None."""
+        for rule in self.skip:
+            if all(_matches(params[k], cond) for k, cond in rule["when"].items()):
+                return f"{SKIPPED_BY_RULE}{rule['reason']}"
+        return None
+
+
+def apply_patterns(out: dict[str, Any], by_pattern: Mapping[str, Mapping[str, Any]], name: str) -> dict[str, Any]:
+    """``out`` updated with the overrides of every fnmatch pattern in ``by_pattern`` that matches ``name``."""
+    for pattern, overrides in by_pattern.items():
+        if fnmatch.fnmatchcase(name, pattern):
+            out.update(overrides)
+    return out
+
+
+def attention_config(name: str, overrides: Mapping[str, Any], *, dim: int, heads: int, seq_len: int) -> dict[str, Any]:
+    """The resolved config of attention ``name`` for a cell, without the shape fields the cell itself holds.
+
+    The shape is applied so that the config's own checks (``dim`` divisible by ``heads``, ...) run now.
+    """
+    cfg = attentions.make_config(name, **{**overrides, "dim": dim, "heads": heads, "max_seq_len": seq_len})
+    return {k: v for k, v in dataclasses.asdict(cfg).items() if k not in SHAPE_FIELDS}
+
+
+def axis_label(params: Mapping[str, Any]) -> str:
+    """A cell's progress label from its axis values: the attention, then ``axis=value`` for the others."""
+    return " ".join(f"{k}={v}" if k != "attention" else str(v) for k, v in params.items())
+
+
+def identity(suite: Suite, name: str) -> dict[str, Any]:
+    """The Cell fields that say what code and how many threads measure attention ``name`` in this suite."""
+    return {"code": code_identity(name, suite.kind.code), "threads": torch.get_num_threads()}
+
+
+def capability_reason(name: str, seq_len: int, *, padded: bool) -> str | None:
+    """Why attention ``name`` cannot run a cell of ``seq_len`` tokens (``padded``: with a padding mask), or None.
+
+    The harness builds every layer for the cell's own length (``max_seq_len = seq_len``), so a fixed-length variant
+    always fits; a padding mask and a length multiple are the variant's to honour.
+    """
+    reason = attentions.spec(name).cannot_run(seq_len, padded=padded, max_seq_len=seq_len)
+    return None if reason is None else f"unsupported by {name}: {reason}"
+
+
+def is_pattern(item: str) -> bool:
+    """An fnmatch pattern or the default benchmark set (``@benchmark``), not one name."""
+    return item == attentions.BENCHMARK_SET or any(c in item for c in "*?[")
+
+
+def expand_patterns(items: Iterable[str]) -> list[str]:
+    """Names and patterns (fnmatch, or ``@benchmark``: every variant in the registry's default benchmark set) as
+    names, in the order given, each once."""
+    out: list[str] = []
+    for item in items:
+        for name in attentions.list_attentions(item) if is_pattern(item) else [item]:
+            if name not in out:
+                out.append(name)
+    return out
+
+
+# How a cell a suite's `skip` rule left out begins its message (status `unsupported`): reports leave such cells out.
+SKIPPED_BY_RULE = "skipped by suite rule: "
+
+_COMPARE = {"gt": operator.gt, "ge": operator.ge, "lt": operator.lt, "le": operator.le}
+
+
+def _matches(value: Any, cond: Any) -> bool:
+    if isinstance(cond, dict):
+        return all(_COMPARE[op](value, bound) for op, bound in cond.items())
+    if isinstance(cond, list):
+        return any(_matches(value, c) for c in cond)
+    if isinstance(value, str) and isinstance(cond, str):
+        return fnmatch.fnmatchcase(value, cond)
+    return value == cond
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Checks of suite-file sections (each raises SuiteError naming the file, the key and the fix)
+
+
+def check_keys(path: Path, where: str, doc: Mapping[str, Any], allowed: Iterable[str]) -> None:
+    allowed = set(allowed)
+    unknown = sorted(set(doc) - allowed, key=str)
+    if unknown:
+        key = f"{where}.{unknown[0]}" if where else str(unknown[0])
+        raise SuiteError(path, key, f"unknown key; valid keys here: {', '.join(sorted(allowed))}")
+
+
+def mapping(path: Path, key: str, value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise SuiteError(path, key, f"must be a mapping, got {type(value).__name__}")
+    return dict(value)
+
+
+def validate_numbers(path: Path, key: str, value: Any, defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """A mapping of settings over ``defaults``, each checked by the type of its default.
+
+    A bool default makes its key true or false, an int default a non-negative integer (a count: repeats, warm-up
+    calls), a float default a finite positive number (a duration): what ``timing`` sections hold.
+    """
+    rules = {k: BOOL if isinstance(d, bool) else NONNEG_INT if isinstance(d, int) else POSITIVE_NUMBER
+             for k, d in defaults.items()}
+    return validate_fields(path, key, value, defaults, rules)
+
+
+def validate_fields(path: Path, key: str, value: Any, defaults: Mapping[str, Any],
+                    rules: Mapping[str, Rule]) -> dict[str, Any]:
+    """The mapping ``value`` over ``defaults``: every key known, every value (given or default) passing its rule."""
+    out = {**defaults, **mapping(path, key, value)}
+    check_keys(path, key, out, defaults)
+    for k, (check, expected) in rules.items():
+        if not check(out[k]):
+            raise SuiteError(path, f"{key}.{k}", f"must be {expected}, got {out[k]!r}")
+    return out
+
+
+def validate_axes(path: Path, axes: Any, kind: SuiteKind, from_flag: Collection[str] = ()) -> dict[str, list[Any]]:
+    """The axes, each a non-empty list of valid, distinct values; every attention name or pattern resolves.
+
+    Args:
+        from_flag: axes whose values the command line gave (``--set``): their errors name the flag, which is what
+            the user typed, not the file.
+    """
+    axes = mapping(path, "axes", axes)
+    valid = kind.all_axes()
+    for name in ("attention", *kind.axes):
+        if name not in axes:
+            raise SuiteError(path, f"axes.{name}", f"missing axis; give a list of {valid[name].expected}")
+    out: dict[str, list[Any]] = {}
+    for name, values in axes.items():
+        where, key = ("--set", str(name)) if name in from_flag else (path, f"axes.{name}")
+        if name not in valid:
+            raise SuiteError(where, key, f"unknown axis for a {kind.name} suite; valid axes: {', '.join(valid)}")
+        values = values if isinstance(values, list) else [values]
+        if not values:
+            raise SuiteError(where, key, f"empty axis; give at least one of {valid[name].expected}")
+        for v in values:
+            if not valid[name].check(v):
+                raise SuiteError(where, key, f"bad value {v!r}; expected {valid[name].expected}")
+            _check_bounded(where, key, v)
+        if len(set(map(str, values))) != len(values):
+            raise SuiteError(where, key, f"repeated value in {values}; list each value once")
+        out[name] = values
+    where, key = ("--set", "attention") if "attention" in from_flag else (path, "axes.attention")
+    for item in out["attention"]:
+        if is_pattern(item):
+            if not attentions.list_attentions(item):
+                raise SuiteError(where, key, f"pattern {item!r} matches no registered attention; see `attnbench list`")
+        else:
+            try:
+                attentions.spec(item)
+            except RegistryError as exc:
+                raise SuiteError(where, key, str(exc)) from None
+    return out
+
+
+def _check_bounded(where: Path | str, key: str, value: Any) -> None:
+    """Any kind's numeric axis value is finite and at most :data:`INT_MAX` in size (a shape, a seed, an amplitude)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return
+    if isinstance(value, float) and not math.isfinite(value):
+        raise SuiteError(where, key, f"bad value {value!r}; give a finite number")
+    if abs(value) > INT_MAX:
+        raise SuiteError(where, key, f"bad value {value!r}: too large; give at most {INT_MAX} (2**31 - 1)")
+
+
+def validate_skip(path: Path, rules: Any, kind: SuiteKind) -> list[dict[str, Any]]:
+    rules = rules or []
+    if not isinstance(rules, list):
+        raise SuiteError(path, "skip", "must be a list of {when: {axis: condition}, reason: text}")
+    valid = kind.all_axes()
+    for i, rule in enumerate(rules):
+        if not isinstance(rule, dict) or set(rule) != {"when", "reason"} or not isinstance(rule["when"], dict):
+            raise SuiteError(path, f"skip[{i}]", "each rule is {when: {axis: condition, ...}, reason: text}")
+        for axis, cond in rule["when"].items():
+            if axis not in valid:
+                raise SuiteError(path, f"skip[{i}].when.{axis}", f"unknown axis; valid axes: {', '.join(valid)}")
+            if isinstance(cond, dict) and (
+                not cond
+                or set(cond) - set(_COMPARE)
+                or any(isinstance(b, bool) or not isinstance(b, int | float) for b in cond.values())
+            ):
+                raise SuiteError(path, f"skip[{i}].when.{axis}", "comparisons are {gt|ge|lt|le: number}")
+    return rules
+
+
+def validate_attention_config(path: Path, value: Any, where: str = "attention_config") -> dict[str, dict[str, Any]]:
+    value = mapping(path, where, value)
+    for pattern, overrides in value.items():
+        if not isinstance(overrides, dict):
+            raise SuiteError(path, f"{where}.{pattern}", "must map config fields to values")
+        if not attentions.list_attentions(str(pattern)):
+            raise SuiteError(path, f"{where}.{pattern}", "matches no registered attention (`attnbench list`)")
+    return value
+
+
+def validate_tables(suite: Suite) -> None:
+    """``report.tables`` names tables of the suite's kind; ``report.row_names`` maps attention names to labels."""
+    tables, valid = suite.report["tables"], suite.kind.tables
+    if tables is not None and (not isinstance(tables, list) or not tables or any(t not in valid for t in tables)):
+        raise SuiteError(suite.path, "report.tables", f"must be a list of {', '.join(valid)}; got {tables!r}")
+    names = suite.report["row_names"]
+    if names is not None and (not isinstance(names, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in names.items())):
+        raise SuiteError(suite.path, "report.row_names",
+                         f"must map attention names to row names, e.g. {{vanilla: Transformer}}; got {names!r}")
+
+
+def resolve_or_fail(path: Path, where: str, name: str, build: Callable[[], object]) -> None:
+    """Run ``build`` (a config resolution); a registry or value error becomes a SuiteError at ``where``."""
+    try:
+        build()
+    except RegistryError as exc:  # already names the attention
+        raise SuiteError(path, where, str(exc)) from None
+    except (ValueError, TypeError) as exc:
+        raise SuiteError(path, where, f"{name}: {exc}") from None

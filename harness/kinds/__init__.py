@@ -1,0 +1,21 @@
+"""The table of suite kinds: a suite file's ``kind`` key names one, and the loader, the runner, the store's reports and
+the CLI look it up here instead of branching on the kind (see :class:`harness.core.suite.SuiteKind`).
+
+Adding a kind = one module that builds a ``SuiteKind`` and one line below.
+"""
+
+from __future__ import annotations
+
+from ..core.suite import Axis, SuiteKind
+from .accuracy.kind import KIND as ACCURACY
+from .approximation.kind import KIND as APPROXIMATION
+from .forecasting.kind import KIND as FORECASTING
+from .speed.kind import KIND as SPEED
+
+KINDS: dict[str, SuiteKind] = {kind.name: kind for kind in (SPEED, ACCURACY, APPROXIMATION, FORECASTING)}
+DEFAULT_KIND = SPEED.name
+
+
+def every_axis() -> dict[str, Axis]:
+    """Every axis of every kind (what ``--set`` accepts before the suite's own kind is known)."""
+    return {name: axis for kind in KINDS.values() for name, axis in kind.all_axes().items()}

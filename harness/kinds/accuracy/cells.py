@@ -1,0 +1,132 @@
+"""One accuracy cell: train and test one (attention, task, seed[, noise, variant]) with checkpoints; failures become
+statuses.
+
+A cell's optional study axes: ``noise``/``noise_on`` add U(-a, a) pixel noise to the splits named
+(:func:`harness.kinds.accuracy.noise.noisy_task`, seeded by the data seed and the cell's seed, so each replicate sees
+its own draw and a rerun the same one); a ``variant``'s config overrides are already in the cell's config; an
+``incoherence`` setting in the cell measures μ-incoherence on the dev split after the last training step
+(:mod:`harness.kinds.accuracy.incoherence`).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ...core import faults
+from ...core.cell import Cell, CellResult, Context, classify_exception, memory_cap, time_limit
+from ...core.errors import first_line
+from ...core.files import TEMPORARY
+from ...models.classifier import Classifier
+from ...models.probe import probe_path, save_probe
+from .data import load_task
+from .incoherence import measure_incoherence
+from .noise import cell_noise, noisy_task
+from .tasks import TaskData
+from .training import TrainConfig, train_and_evaluate
+
+_LOADED: dict[str, TaskData] = {}
+
+
+def task_data(data: dict[str, Any], cache_dir: Path | None) -> TaskData:
+    """The task's splits for a cell's data settings; loaded (or generated) once per process."""
+    key = json.dumps(data, sort_keys=True, default=str)
+    if key not in _LOADED:
+        _LOADED[key] = load_task(
+            data["task"], data_dir=data["dir"], seq_len=data["seq_len"], seed=data["seed"],
+            sizes=tuple(data["sizes"]), cache_dir=cache_dir, **data["gen"],
+        )
+    return _LOADED[key]
+
+
+def cell_data(cell: Cell, cache_dir: Path | None) -> TaskData:
+    """The cell's dataset: its task's splits, with the cell's pixel noise if it has any."""
+    a, noise_on = cell_noise(cell.params)
+    # One noise stream per (data seed, replicate): replicates differ, a rerun is identical.
+    seed = int(cell.fixed["data"]["seed"]) * 1_000_003 + int(cell.params["seed"])
+    return noisy_task(task_data(cell.fixed["data"], cache_dir), a, noise_on, seed)
+
+
+def _load_each(cells: list[Cell], cache_dir: Path | None) -> None:
+    for data in {json.dumps(c.fixed["data"], sort_keys=True, default=str): c.fixed["data"] for c in cells}.values():
+        task_data(data, cache_dir)
+
+
+def prepare_data(cells: list[Cell], ctx: Context) -> None:
+    """Load or generate every dataset the cells need before the first one runs.
+
+    A missing or malformed data file is then an exit-2 error up front, not a failed cell an hour in, and
+    generated datasets land in the cache once rather than in each isolated worker.
+    """
+    _load_each(cells, ctx.cache_dir)
+
+
+def read_user_data(cells: list[Cell]) -> None:
+    """Read every real dataset the cells name (``data.dir``) before anything is written: a malformed file is bad
+    input, refused before the run's store exists. The splits stay loaded for :func:`prepare_data` and the cells
+    (real data is never cached on disk, so nothing is written here)."""
+    _load_each([c for c in cells if c.fixed["data"]["dir"] is not None], None)
+
+
+def checkpoint_path(workdir: Path, cell: Cell) -> Path:
+    return workdir / "checkpoints" / f"{cell.key}.pt"
+
+
+def drop_checkpoint(cell: Cell, ctx: Context) -> None:
+    """The cell's row is stored: its checkpoint is no longer needed to resume, nor the temporary file of a write
+    that a kill interrupted (:func:`harness.core.files.atomic_write` names them ``.<name>.<random>.tmp``)."""
+    path = checkpoint_path(ctx.workdir, cell)
+    path.unlink(missing_ok=True)
+    for stale in path.parent.glob(TEMPORARY.format(name=path.name)):
+        stale.unlink(missing_ok=True)
+
+
+def _incoherence(settings: dict[str, Any], batch_size: int, device: str,
+                 model: Classifier, data: TaskData) -> dict[str, float]:
+    return measure_incoherence(model, data.dev, settings["ranks"], batch_size=batch_size, device=device,
+                               layer=settings["layer"], max_examples=settings["max_examples"])
+
+
+def run_accuracy_cell(cell: Cell, ctx: Context) -> CellResult:
+    """Train on the cell's task with its attention and seed, resuming from the cell's checkpoint if any."""
+    faults.point("accuracy.cell", cell.label)
+    if cell.skip_reason:
+        return CellResult("unsupported", cell.skip_reason)
+    train = TrainConfig(**cell.fixed["train"])
+    settings = cell.fixed.get("incoherence")
+    incoherence = functools.partial(_incoherence, settings, train.batch_size, cell.device) if settings else None
+    probes = cell.fixed.get("probes")
+
+    def analyse(model: Classifier, data: TaskData) -> dict[str, float]:
+        """After the last step: the incoherence study's figures, and the attention probe (a file, no metric)."""
+        if probes:
+            try:
+                save_probe(probe_path(ctx.workdir, cell.key), model, data, examples=int(probes["examples"]),
+                           params=cell.params)
+            except (OSError, RuntimeError) as exc:  # a missing probe must not cost the trained result
+                print(f"attnbench: warning: {cell.label}: probe not written ({first_line(exc)})", file=sys.stderr)
+        return incoherence(model, data) if incoherence is not None else {}
+
+    try:
+        # the speed cells' address-space cap: an allocation that cannot fit is this cell's `oom`, not the kernel's
+        # OOM killer ending the sweep
+        with time_limit(ctx.timeout_s), memory_cap(cell.device):
+            result = train_and_evaluate(
+                cell.params["attention"], cell_data(cell, ctx.cache_dir), train, seed=cell.params["seed"],
+                device=cell.device, attention_overrides=cell.config,
+                checkpoint_path=checkpoint_path(ctx.workdir, cell), analyse=analyse,
+            )
+    except Exception as exc:  # a failed training run is a result, never the end of the sweep
+        return classify_exception(exc)
+    return CellResult("ok", "", result.metrics(), curve=result.curve)
+
+
+def describe(result: CellResult) -> str:
+    """The progress line of a finished training cell."""
+    if result.status != "ok":
+        return f"{result.status} {result.message}".strip()
+    m = result.metrics
+    return f"ok test acc {m['test_acc']:.4f} (best dev {m['best_dev_acc']:.4f}), {m['steps_per_s']:.3g} steps/s"

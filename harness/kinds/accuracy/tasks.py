@@ -1,0 +1,148 @@
+"""The five Long Range Arena tasks as data: task names and facts, splits of padded token ids, token helpers.
+
+Token conventions, the same for generated and real data:
+
+* id 0 is padding everywhere; real tokens are >= 1, so ``x != PAD_ID`` is the attention mask.
+* Bytes (Text, Retrieval) and pixel intensities (Image, Pathfinder) map value v -> id v + 1, vocabulary 257
+  (:func:`encode_documents`, :func:`pixels_to_tokens`); images are flattened row-major.
+* ListOps uses :data:`harness.kinds.accuracy.generators.LISTOPS_VOCAB` (16 ids) for generated data and the file's own
+  ids for LRA pickles.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ...core.errors import UserError
+
+PAD_ID = 0  # token id 0 is always padding; real tokens are >= 1
+BYTE_VOCAB = 257  # ids of bytes and pixel intensities: value v -> v + 1, plus PAD_ID
+
+TASKS = ("listops", "text", "retrieval", "image", "pathfinder")
+SPLITS = ("train", "dev", "test")
+#: LRA's sequence length of each task (Retrieval: per document).
+LRA_SEQ_LEN: dict[str, int] = {"listops": 2000, "text": 4000, "retrieval": 4000, "image": 1024, "pathfinder": 1024}
+#: LRA's number of classes of each task.
+NUM_CLASSES: dict[str, int] = {"listops": 10, "text": 2, "retrieval": 2, "image": 10, "pathfinder": 2}
+#: Tasks whose tokens are pixel intensities (id v + 1): raw intensities in the LRA pickles, and where additive pixel
+#: noise is defined.
+PIXEL_TASKS = ("image", "pathfinder")
+
+
+def check_task(task: str) -> str:
+    """``task`` if it is one of :data:`TASKS`, else a UserError with the closest name."""
+    if task not in TASKS:
+        close = difflib.get_close_matches(str(task), TASKS, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise UserError(f"unknown task {task!r}{hint}; valid tasks: {', '.join(TASKS)}")
+    return task
+
+
+@dataclass
+class Split:
+    """One split of a task.
+
+    Attributes:
+        x0: int64 [S, N] token ids, right-padded with PAD_ID.
+        y: int64 [S] labels in [0, num_classes).
+        x1: int64 [S, N] second documents (Retrieval), else None.
+    """
+
+    x0: torch.Tensor
+    y: torch.Tensor
+    x1: torch.Tensor | None = None
+
+    def __post_init__(self) -> None:
+        rows = self.y.shape[0] if self.y.dim() == 1 else -1
+        if self.x0.dim() != 2 or self.x0.shape[0] != rows or (self.x1 is not None and self.x1.shape != self.x0.shape):
+            x1_shape = None if self.x1 is None else tuple(self.x1.shape)
+            raise ValueError(
+                f"Split needs x0 [S, N], y [S] and x1 None or [S, N]; got x0 {tuple(self.x0.shape)}, "
+                f"y {tuple(self.y.shape)}, x1 {x1_shape}"
+            )
+
+    def __len__(self) -> int:
+        return int(self.y.shape[0])
+
+    def mask0(self) -> torch.Tensor:
+        """bool [S, N]: True at real tokens of x0."""
+        return self.x0 != PAD_ID
+
+
+
+@dataclass
+class TaskData:
+    """A task's three splits and what a model needs to know about them.
+
+    Attributes:
+        task: one of :data:`TASKS`.
+        vocab_size: largest token id + 1 (PAD_ID included).
+        num_classes: number of labels.
+        seq_len: N, the padded length of every sequence (per document for Retrieval).
+        dual: True when examples are document pairs (Retrieval).
+        train, dev, test: the splits.
+        source: ``"generated:<task>:<params>"`` or the real data directory.
+    """
+
+    task: str
+    vocab_size: int
+    num_classes: int
+    seq_len: int
+    dual: bool
+    train: Split
+    dev: Split
+    test: Split
+    source: str
+
+    def splits(self) -> dict[str, Split]:
+        """The splits by name, in :data:`SPLITS` order."""
+        return {"train": self.train, "dev": self.dev, "test": self.test}
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Tokenisation primitives (shared by generators and loaders)
+
+def pad_or_truncate(seqs: Sequence[Sequence[int]] | torch.Tensor, length: int) -> torch.Tensor:
+    """Stack id sequences into int64 [S, length]: longer ones are cut, shorter ones right-padded with PAD_ID.
+
+    Args:
+        seqs: S sequences of ids (lists, numpy arrays, ...) or an int tensor [S, M].
+        length: the output length N.
+
+    Returns:
+        int64 [S, length].
+    """
+    if isinstance(seqs, torch.Tensor):
+        x = seqs[:, :length].long()
+        return torch.nn.functional.pad(x, (0, length - x.shape[1]), value=PAD_ID)
+    out = torch.full((len(seqs), length), PAD_ID, dtype=torch.int64)
+    for i, seq in enumerate(seqs):
+        row = torch.as_tensor(np.asarray(seq[:length], dtype=np.int64))
+        out[i, : row.numel()] = row
+    return out
+
+
+def _byte_ids(data: bytes, length: int) -> np.ndarray:
+    """The one byte -> id mapping: the first ``length`` bytes, byte b -> b + 1 (int16, so 255 + 1 fits)."""
+    return np.frombuffer(data[:length], dtype=np.uint8).astype(np.int16) + 1
+
+
+def encode_documents(docs: Sequence[bytes], length: int) -> torch.Tensor:
+    """int64 [S, length]: each document byte-encoded (byte b -> id b + 1), truncated or padded to ``length``."""
+    return pad_or_truncate([_byte_ids(doc, length) for doc in docs], length)
+
+
+def pixels_to_tokens(pixels: np.ndarray) -> torch.Tensor:
+    """Grayscale images [..., H, W] -> int64 tokens [..., H * W], row-major, intensity v -> id v + 1.
+
+    Non-integer intensities (e.g. after adding U(-a, a) noise) are rounded to the nearest integer (half to even)
+    and clipped to 0..255 before the shift, so the vocabulary stays 257 and PAD_ID never appears.
+    """
+    values = np.clip(np.rint(np.asarray(pixels, dtype=np.float64)), 0, 255).astype(np.int64)
+    flat = values.reshape(*values.shape[:-2], -1)  # [..., H, W] -> [..., H * W]
+    return torch.from_numpy(flat + 1)

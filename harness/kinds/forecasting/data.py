@@ -1,0 +1,266 @@
+"""Long-term forecasting data (S3Attention journal §IV-B, Table 2, Table S6; issue 17): the six benchmarks' CSV files,
+their chronological splits with a scaler fitted on the training rows only, (history, future) windows, and offline
+generators that write the same CSV layout for the ``smoke`` and ``quick`` profiles.
+
+File layout, as the files are distributed with the Informer/Autoformer/FEDformer code: a header row, a ``date``
+column (any format pandas parses, strictly increasing) and one numeric column per variable, no missing values.
+Every check runs when a file is read, before any training, and a failure is a :class:`~harness.core.errors.UserError`
+(exit code 2) naming the file, what is wrong and what the file should hold.
+
+Splits, as the released code cuts them (``data_loader.py``, ``Dataset_ETT_minute`` and ``Dataset_Custom``), which is
+what Table 2's numbers were computed on:
+- ETT (15-minute files): 12 / 4 / 4 months of rows (34,560 / 11,520 / 11,520; "60/20/20" of the first 20 months;
+  rows after them unused).
+- Every other file: 70% train, 20% test (both rounded down as the released code does, in floating point:
+  int(700 * 0.7) = 489), the rest validation.
+- The validation and test windows start ``input_len`` rows before their first target, so every row of a split is
+  forecast once (the released code's ``border1 - seq_len``).
+- Variables keep the file's column order (the released code moves ``OT`` last; MSE and MAE average over all
+  variables, so the order does not change them).
+- One scaler per variable (mean and standard deviation of the training rows; a constant column gets scale 1), applied
+  to every split; MSE and MAE are reported on this scale, as in Table 2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ...core.errors import UserError
+from ...core.files import atomic_write, checksum_matches, spec_key, write_checksum
+
+ETT_MONTH_ROWS = 30 * 24 * 4  # rows of a 30-day month at 15-minute resolution (the released code's unit)
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """One row group of Table 2: the file it is read from, how it is split, the history length and the horizons."""
+
+    name: str
+    file: str
+    split: str  # "ett_minute" (12/4/4 months) or "ratio" (70/10/20)
+    input_len: int
+    horizons: tuple[int, ...]
+    freq: str  # time-feature resolution: "t" (minutes), "h", "d", "w" (see time_features)
+
+
+#: The six datasets of Table 2 under the file names they are distributed with; Table S6 gives their sizes. Time
+#: features are the hourly ones for all six: the released run script (``Time Series/run_M.sh``) passes no ``--freq``,
+#: so its default "h" applied to every dataset, ETTm2's 15-minute and ILI's weekly rows included.
+DATASETS: dict[str, DatasetSpec] = {
+    spec.name: spec for spec in (
+        DatasetSpec("ETTm2", "ETTm2.csv", "ett_minute", 96, (96, 192, 336, 720), "h"),
+        DatasetSpec("Electricity", "electricity.csv", "ratio", 96, (96, 192, 336, 720), "h"),
+        DatasetSpec("Exchange", "exchange_rate.csv", "ratio", 96, (96, 192, 336, 720), "h"),
+        DatasetSpec("Traffic", "traffic.csv", "ratio", 96, (96, 192, 336, 720), "h"),
+        DatasetSpec("Weather", "weather.csv", "ratio", 96, (96, 192, 336, 720), "h"),
+        DatasetSpec("ILI", "national_illness.csv", "ratio", 36, (24, 36, 48, 60), "h"),
+    )
+}
+
+
+@dataclass(frozen=True)
+class Series:
+    """A multivariate series as read: values [T, C] (float32), the time features of each row [T, F], the names."""
+
+    values: np.ndarray
+    marks: np.ndarray
+    columns: tuple[str, ...]
+    source: str
+
+
+@dataclass(frozen=True)
+class Split:
+    """One split, scaled: values [T, C] and time features [T, F]; windows start at every row that leaves a full
+    history and horizon."""
+
+    values: np.ndarray
+    marks: np.ndarray
+
+    def windows(self, input_len: int, horizon: int) -> int:
+        """How many (history, future) windows this split holds."""
+        return max(0, len(self.values) - input_len - horizon + 1)
+
+
+@dataclass(frozen=True)
+class Scaler:
+    """Per-variable standardisation fitted on the training rows."""
+
+    mean: np.ndarray
+    std: np.ndarray
+
+    @classmethod
+    def fit(cls, values: np.ndarray) -> Scaler:
+        std = values.std(axis=0)
+        return cls(values.mean(axis=0), np.where(std > 0, std, 1.0))  # a constant variable is left unscaled
+
+    def transform(self, values: np.ndarray) -> np.ndarray:
+        return ((values - self.mean) / self.std).astype(np.float32)
+
+
+def time_features(dates: pd.DatetimeIndex, freq: str) -> np.ndarray:
+    """The released code's ``timeF`` encoding: calendar fields scaled to [-0.5, 0.5], [T, F]; finer resolutions add
+    finer fields (minute and hour for "t", hour for "h"; day of week, month and year for every resolution)."""
+    fields = {
+        "minute": (dates.minute, 59), "hour": (dates.hour, 23), "weekday": (dates.day_of_week, 6),
+        "monthday": (dates.day - 1, 30), "yearday": (dates.day_of_year - 1, 365),
+    }
+    used = {"t": list(fields), "h": list(fields)[1:], "d": list(fields)[2:], "w": list(fields)[2:]}[freq]
+    return np.stack([np.asarray(fields[k][0], dtype=np.float32) / fields[k][1] - 0.5 for k in used], axis=1)
+
+
+def read_series(path: str | Path, freq: str) -> Series:
+    """Read and check one CSV file (layout in the module docstring)."""
+    path = Path(path)
+    expected = "a CSV with a header, a 'date' column and one numeric column per variable"
+    if not path.is_file():
+        raise UserError(f"{path}: no such file; the data directory must hold {path.name} ({expected})")
+    try:
+        frame = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: not readable as CSV ({str(exc).splitlines()[0]}); expected {expected}") from None
+    if frame.empty:
+        raise UserError(f"{path}: no data rows; expected {expected}")
+    if "date" not in frame.columns:
+        raise UserError(f"{path}: no 'date' column (columns: {', '.join(map(str, frame.columns[:5]))}...); "
+                        f"expected {expected}")
+    variables = [c for c in frame.columns if c != "date"]
+    if not variables:
+        raise UserError(f"{path}: only a 'date' column; expected {expected}")
+    bad = [c for c in variables if not pd.api.types.is_numeric_dtype(frame[c])]
+    if bad:
+        raise UserError(f"{path}: column {bad[0]!r} is not numeric; expected {expected}")
+    missing = frame[variables].isna().any(axis=1)
+    if missing.any():
+        raise UserError(f"{path}: missing value in data row {int(np.argmax(missing.to_numpy())) + 1}; "
+                        "fill or drop it first (the benchmarks' files have none)")
+    dates = pd.to_datetime(frame["date"], errors="coerce")
+    if dates.isna().any():
+        row = int(np.argmax(dates.isna().to_numpy()))
+        raise UserError(f"{path}: date {frame['date'].iloc[row]!r} in data row {row + 1} is not a date")
+    if not dates.is_monotonic_increasing or dates.duplicated().any():
+        raise UserError(f"{path}: the dates are not strictly increasing; the splits are chronological")
+    values = frame[variables].to_numpy(dtype=np.float64)
+    return Series(values, time_features(pd.DatetimeIndex(dates), freq), tuple(map(str, variables)), str(path))
+
+
+def borders(spec: DatasetSpec, rows: int) -> dict[str, tuple[int, int]]:
+    """[start, end) row range of each split, windows included (see the module docstring)."""
+    n = spec.input_len
+    if spec.split == "ett_minute":
+        train, val, test = 12 * ETT_MONTH_ROWS, 4 * ETT_MONTH_ROWS, 4 * ETT_MONTH_ROWS
+        if rows < train + val + test:
+            raise UserError(f"{spec.file}: {rows} rows, but the ETT split needs {train + val + test} "
+                            "(12/4/4 months of 15-minute rows); is this the full ETTm2.csv?")
+        ends = (train, train + val, train + val + test)
+    else:
+        train, test = int(rows * 0.7), int(rows * 0.2)
+        ends = (train, rows - test, rows)
+    return {"train": (0, ends[0]), "val": (ends[0] - n, ends[1]), "test": (ends[1] - n, ends[2])}
+
+
+def split_series(series: Series, spec: DatasetSpec) -> dict[str, Split]:
+    """The three splits of ``series``, scaled by a scaler fitted on the training rows; each must hold at least one
+    window of the longest horizon."""
+    ranges = borders(spec, len(series.values))
+    scaler = Scaler.fit(series.values[slice(*ranges["train"])])
+    splits = {name: Split(scaler.transform(series.values[a:b]), series.marks[a:b]) for name, (a, b) in ranges.items()}
+    check_windows(splits, spec.input_len, max(spec.horizons), series.source)
+    return splits
+
+
+def check_windows(splits: dict[str, Split], input_len: int, horizon: int, source: str) -> None:
+    """Every split holds at least one window of ``input_len`` history and ``horizon`` future rows, or a UserError
+    names the split and its size."""
+    for name, split in splits.items():
+        if split.windows(input_len, horizon) < 1:
+            raise UserError(f"{source}: the {name} split has {len(split.values)} rows, too few for one "
+                            f"window of {input_len} history + {horizon} horizon rows")
+
+
+def load_dataset(spec: DatasetSpec, data_dir: str | Path) -> dict[str, Split]:
+    """Read ``spec.file`` from ``data_dir``, check it, and split and scale it."""
+    return split_series(read_series(Path(data_dir) / spec.file, spec.freq), spec)
+
+
+class Windows(torch.utils.data.Dataset):
+    """(x [L, C], x_mark [L, F], y [H, C], y_mark [H, F]) for every start s of a split: the history is rows
+    s..s+L-1 and the future rows s+L..s+L+H-1 (x_mark and y_mark their time features)."""
+
+    def __init__(self, split: Split, input_len: int, horizon: int) -> None:
+        self.values, self.marks = torch.from_numpy(split.values), torch.from_numpy(split.marks)
+        self.input_len, self.horizon = input_len, horizon
+        self.count = split.windows(input_len, horizon)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, s: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        if not 0 <= s < self.count:
+            raise IndexError(s)
+        mid, end = s + self.input_len, s + self.input_len + self.horizon
+        return self.values[s:mid], self.marks[s:mid], self.values[mid:end], self.marks[mid:end]
+
+    def batch(self, starts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The windows starting at ``starts`` [B], stacked: x [B, L, C], x_mark [B, L, F], y [B, H, C], y_mark."""
+        rows = starts[:, None] + torch.arange(self.input_len + self.horizon)  # [B, L + H]
+        values, marks = self.values[rows], self.marks[rows]  # [B, L + H, C], [B, L + H, F]
+        return (values[:, : self.input_len], marks[:, : self.input_len], values[:, self.input_len:],
+                marks[:, self.input_len:])
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Offline generators (the smoke and quick profiles): the same CSV layout, so generated data goes through read_series
+
+
+@dataclass(frozen=True)
+class Synthetic:
+    """A generated multivariate series: ``kind`` "seasonal" (two known periods, a trend, a regime change and noise)
+    or "random_walk" (no period: a walk whose volatility changes regime, as exchange rates)."""
+
+    kind: str
+    rows: int
+    variables: int
+    seed: int = 0
+    periods: tuple[int, ...] = (24, 168)  # seasonal only: rows per cycle (a day and a week of hourly rows)
+
+    def frame(self) -> pd.DataFrame:
+        """The series as a DataFrame in the distributed layout (hourly dates from 2016-07-01)."""
+        rng = np.random.default_rng(self.seed)
+        t = np.arange(self.rows, dtype=np.float64)[:, None]  # [T, 1]
+        if self.kind == "seasonal":
+            amp = rng.uniform(0.5, 2.0, (len(self.periods), self.variables))  # [P, C]
+            phase = rng.uniform(0, 2 * np.pi, (len(self.periods), self.variables))
+            season = sum(amp[i] * np.sin(2 * np.pi * t / p + phase[i]) for i, p in enumerate(self.periods))
+            trend = rng.uniform(-1, 1, self.variables) * t / self.rows  # [T, C]
+            change = int(rng.integers(self.rows // 3, 2 * self.rows // 3))  # regime change: a level and scale shift
+            regime = np.where(t >= change, rng.uniform(0.5, 1.5, self.variables), 0.0)
+            values = (1 + 0.3 * (t >= change)) * season + trend + regime + 0.2 * rng.standard_normal(season.shape)
+        elif self.kind == "random_walk":
+            change = int(rng.integers(self.rows // 3, 2 * self.rows // 3))
+            scale = np.where(t >= change, 0.02, 0.005)  # [T, 1]: a calm and a volatile regime
+            values = 1 + np.cumsum(scale * rng.standard_normal((self.rows, self.variables)), axis=0)
+        else:
+            raise ValueError(f"unknown synthetic kind {self.kind!r} (seasonal or random_walk)")
+        dates = pd.date_range("2016-07-01", periods=self.rows, freq="h")
+        columns = {f"v{i}": values[:, i] for i in range(self.variables)}
+        return pd.DataFrame({"date": dates.strftime("%Y-%m-%d %H:%M:%S"), **columns})
+
+    def key(self) -> str:
+        fields = {"kind": self.kind, "rows": self.rows, "variables": self.variables, "seed": self.seed,
+                  "periods": list(self.periods), "version": 1}
+        return spec_key(fields)
+
+
+def synthetic_csv(synthetic: Synthetic, cache_dir: str | Path) -> Path:
+    """The generated series as a CSV file in ``cache_dir`` (written once; a file that does not match its checksum
+    is written again)."""
+    path = Path(cache_dir) / "forecast" / f"{synthetic.kind}-{synthetic.key()}.csv"
+    if not checksum_matches(path):
+        atomic_write(path, lambda tmp: synthetic.frame().to_csv(tmp, index=False, float_format="%.6f"))
+        write_checksum(path)
+    return path

@@ -1,0 +1,240 @@
+"""Reports of a forecasting suite: the paper's Table 2 (MSE and MAE per dataset and horizon, mean(std) over seeds,
+the best of each column group bold, a "1st Count" row), one forecast figure per dataset, and ``claims.md`` for
+Table 2's claims (§IV-B): S3Attention is comparable to FEDformer, with more first places on 3 of the 6 datasets;
+on Exchange it has > 30% lower MSE and MAE.
+
+Verdicts follow :mod:`harness.report.claims`. A first place counts only where it is established: per dataset,
+horizon and metric, the paired-by-seed difference between S3Attention and FEDformer has a 95% interval that excludes
+zero. S3Attention "wins" a dataset when its established wins there outnumber its established losses.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ...core.files import atomic_write
+from ...report.claims import (
+    CONTRADICTED,
+    INCONCLUSIVE,
+    NOT_MEASURED,
+    REPRODUCED,
+    Claim,
+    all_of,
+    interval_words,
+    sign_verdict,
+    write_claims,
+)
+from ...report.format import display_name, mark, render_table, write_csv, write_raw, write_table_files
+from ...report.plots import plt
+from ...report.stats import Interval, t_interval
+from .data import DATASETS
+from .models import ARCHITECTURES, architecture
+
+METRICS = ("test_mse", "test_mae")
+S3, FEDFORMER = "s3attention", "fedformer_fourier"
+#: The paper's column order; other attentions follow in name order.
+PAPER_ORDER = (S3, FEDFORMER, "autocorrelation", "probsparse", "logsparse", "reformer")
+EXAMPLE_DIR = "forecasts"
+#: Forecasts without a model, measured by every cell on its test windows: column label -> metric prefix.
+NAIVE = {"Repeat last": "naive_last", "Window mean": "naive_mean", "Fourier extrap.": "naive_fourier"}
+NO_SKILL: dict[str, str] = {"md": "‡", "tex": r"$^\ddagger$"}
+
+
+def summary(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per (attention, dataset, horizon): mean, std and count of each metric over the ok seeds; attentions
+    in the paper's order, datasets in Table 2's, horizons ascending."""
+    ok = df[df["status"] == "ok"]
+    if ok.empty:
+        return pd.DataFrame()
+    out = ok.groupby(["attention", "dataset", "horizon"])[list(METRICS)].agg(["mean", "std", "count"])
+    out.columns = [f"{m}_{s}" for m, s in out.columns]
+    naive = [c for p in NAIVE.values() for c in (f"{p}_mse", f"{p}_mae") if c in ok]
+    if naive:  # the same windows for every cell of a (dataset, horizon): one value, whichever cell measured it
+        out = out.join(ok.groupby(["dataset", "horizon"])[naive].mean(), on=["dataset", "horizon"])
+    out = out.reset_index()
+    rank = {a: i for i, a in enumerate(PAPER_ORDER)}
+    out["_a"] = out["attention"].map(lambda a: (rank.get(a, len(rank)), a))
+    out["_d"] = out["dataset"].map(list(DATASETS).index)
+    return out.sort_values(["_d", "horizon", "_a"]).drop(columns=["_a", "_d"]).reset_index(drop=True)
+
+
+def _cell(stats: pd.DataFrame, key: tuple[str, str, int], metric: str) -> tuple[str, float | None]:
+    """"mean(std)" of one metric of one (attention, dataset, horizon), and the mean as shown (3 decimals)."""
+    if key not in stats.index or pd.isna(stats.at[key, f"{metric}_mean"]):
+        return "–", None
+    mean, std = stats.at[key, f"{metric}_mean"], stats.at[key, f"{metric}_std"]
+    return f"{mean:.3f}" + ("" if pd.isna(std) else f"({std:.3f})"), round(float(mean), 3)
+
+
+def table2_rows(s: pd.DataFrame, order: Sequence[str], fmt: str) -> tuple[list[list[str]], dict[str, int], int]:
+    """The table's rows (dataset, horizon, MSE and MAE per attention with the lowest shown mean of each metric bold,
+    then the naive forecasts'), each attention's count of first places (ties count for each), and how many model
+    means do not beat the better naive forecast (marked ‡)."""
+    stats = s.set_index(["attention", "dataset", "horizon"])
+    naive = [p for p in NAIVE.values() if f"{p}_mse" in s]
+    firsts, no_skill = dict.fromkeys(order, 0), 0
+    rows = []
+    for dataset in dict.fromkeys(s["dataset"]):
+        for horizon in sorted(set(s.loc[s["dataset"] == dataset, "horizon"])):
+            here = s[(s["dataset"] == dataset) & (s["horizon"] == horizon)].iloc[0]
+            texts: dict[tuple[str, str], str] = {}
+            for metric in METRICS:
+                cells = {a: _cell(stats, (a, dataset, horizon), metric) for a in order}
+                best = min((v for _, v in cells.values() if v is not None), default=None)
+                floor = min((round(float(here[f"{p}{metric[4:]}"]), 3) for p in naive), default=None)
+                for a, (text, value) in cells.items():
+                    first = value is not None and value == best
+                    firsts[a] += first
+                    unskilled = value is not None and floor is not None and value >= floor
+                    no_skill += unskilled
+                    texts[(a, metric)] = mark(text, 0 if first else None, fmt) + (NO_SKILL[fmt] if unskilled else "")
+            rows.append([str(dataset), str(horizon)] + [texts[(a, m)] for a in order for m in METRICS]
+                        + [f"{here[f'{p}{m[4:]}']:.3f}" for p in naive for m in METRICS])
+    return rows, firsts, no_skill
+
+
+def model_name(attention: str, names: Mapping[str, str] | None = None) -> str:
+    """A Table 2 column's name: ``report.row_names``, else the model (FEDformer for ``fedformer_fourier``), with the
+    attention in brackets where the model is not that attention's own (a preset, or the Transformer)."""
+    if names and attention in names:
+        return names[attention]
+    model = architecture(attention)[0]
+    return model if attention in ARCHITECTURES else f"{model} ({display_name(attention)})"
+
+
+def _header(order: Sequence[str], names: Mapping[str, str] | None, naive: Sequence[str]) -> list[str]:
+    return (["Dataset", "H"] + [f"{model_name(a, names)} {m}" for a in order for m in ("MSE", "MAE")]
+            + [f"{label} {m}" for label in naive for m in ("MSE", "MAE")])
+
+
+def paired(df: pd.DataFrame, a: str, b: str, dataset: str, horizon: int, metric: str) -> pd.Series:
+    """Per seed: ``a``'s metric minus ``b``'s, on the seeds both finished."""
+    ok = df[(df["status"] == "ok") & (df["dataset"] == dataset) & (df["horizon"] == horizon)]
+    wide = ok.pivot_table(index="seed", columns="attention", values=metric)
+    if a not in wide or b not in wide:
+        return pd.Series(dtype=float)
+    return (wide[a] - wide[b]).dropna()
+
+
+def wins_verdict(won: int, lost: int, unclear: int, needed: int, of: int = 6) -> str:
+    """"S3Attention wins at least ``needed`` of the ``of`` datasets": reproduced when it surely does, contradicted
+    when it cannot even if every unclear dataset went its way; not measured on fewer than ``of`` datasets."""
+    if won + lost + unclear < of:
+        return NOT_MEASURED
+    return REPRODUCED if won >= needed else CONTRADICTED if won + unclear < needed else INCONCLUSIVE
+
+
+def table2_claims(df: pd.DataFrame, s3: str = S3, fedformer: str = FEDFORMER) -> list[Claim]:
+    """The two claims of §IV-B on this suite's results (nothing when either model is missing)."""
+    names = set(df["attention"])
+    if s3 not in names or fedformer not in names:
+        return []
+    outcome = {"won": [], "lost": [], "unclear": []}
+    for dataset in dict.fromkeys(df["dataset"]):
+        better = worse = 0
+        for horizon in sorted(set(df.loc[df["dataset"] == dataset, "horizon"])):
+            for metric in METRICS:
+                iv = t_interval(paired(df, s3, fedformer, dataset, horizon, metric).tolist())
+                if iv is not None and iv.n >= 2 and not iv.contains_zero:
+                    better, worse = better + (iv.hi < 0), worse + (iv.lo > 0)
+        outcome["won" if better > worse else "lost" if worse > better else "unclear"].append(
+            f"{dataset} ({better}–{worse})")
+    won, lost, unclear = (len(outcome[k]) for k in ("won", "lost", "unclear"))
+    claims = [Claim(
+        "Table 2", "S3Attention comparable to FEDformer, winning 3 of the 6 datasets",
+        f"S3Attention wins {won} ({', '.join(outcome['won']) or '–'}), loses {lost} "
+        f"({', '.join(outcome['lost']) or '–'}), unclear {unclear} ({', '.join(outcome['unclear']) or '–'}); "
+        "(established wins–losses over horizons × {MSE, MAE})", wins_verdict(won, lost, unclear, 3))]
+    if "Exchange" in set(df["dataset"]):
+        parts, verdicts = [], []
+        for metric in METRICS:
+            iv = reduction(df, s3, fedformer, "Exchange", metric)
+            parts.append(f"{metric[5:].upper()} {interval_words(iv, '%')}")
+            verdicts.append(sign_verdict(iv, above=True, bound=30.0))
+        claims.append(Claim("Table 2", "Exchange: > 30% lower MSE and MAE than FEDformer",
+                            "reduction " + "; ".join(parts), all_of(verdicts)))
+    return claims
+
+
+def reduction(df: pd.DataFrame, s3: str, fedformer: str, dataset: str, metric: str) -> Interval | None:
+    """S3Attention's reduction of ``metric`` against FEDformer in percent, averaged over the horizons, per seed; its
+    mean and 95% interval over the seeds."""
+    ok = df[(df["status"] == "ok") & (df["dataset"] == dataset)]
+    wide = ok.pivot_table(index=["seed", "horizon"], columns="attention", values=metric)
+    if s3 not in wide or fedformer not in wide:
+        return None
+    per = (100.0 * (1.0 - wide[s3] / wide[fedformer])).dropna().groupby(level="seed").mean()
+    return t_interval(per.tolist())
+
+
+def forecast_figure(df: pd.DataFrame, out_dir: Path, dataset: str, names: Mapping[str, str] | None) -> Path | None:
+    """History, truth and each model's forecast of the middle test window (last variable, first seed, shortest
+    horizon) from the cells' saved examples."""
+    ok = df[(df["status"] == "ok") & (df["dataset"] == dataset)]
+    if ok.empty:
+        return None
+    first = ok[(ok["horizon"] == ok["horizon"].min()) & (ok["seed"] == ok["seed"].min())]
+    keys = sorted(zip(first["attention"], first["key"], strict=True), key=lambda ak: _paper_rank(ak[0]))
+    examples = {a: out_dir / EXAMPLE_DIR / f"{k}.json" for a, k in keys}
+    examples = {a: json.loads(p.read_text()) for a, p in examples.items() if p.is_file()}
+    if not examples:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 3.2))
+    any_example = next(iter(examples.values()))
+    history, truth = any_example["history"], any_example["truth"]
+    t_hist, t_future = np.arange(-len(history), 0), np.arange(len(truth))
+    ax.plot(t_hist, history, color="black", lw=1, label="history")
+    ax.plot(t_future, truth, color="black", lw=1, ls="--", label="truth")
+    for attention, example in examples.items():
+        ax.plot(t_future, example["forecast"], lw=1, label=model_name(attention, names))
+    ax.axvline(0, color="grey", lw=0.5)
+    ax.set(title=f"{dataset}: one test window (last variable, scaled), horizon {len(truth)}", xlabel="step")
+    ax.legend(fontsize=7, ncol=4)
+    fig.tight_layout()
+    path = out_dir / f"forecast_{dataset}.png"
+    atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
+    plt.close(fig)
+    return path
+
+
+def _paper_rank(attention: str) -> tuple[int, str]:
+    return (PAPER_ORDER.index(attention) if attention in PAPER_ORDER else len(PAPER_ORDER), attention)
+
+
+def write_forecast_reports(df: pd.DataFrame, curves: pd.DataFrame, out_dir: Path, *, env: Mapping[str, object],
+                           suite: str, options: Mapping[str, Any]) -> list[Path]:
+    """``results.csv``, ``curves.csv`` (validation MSE as ``dev_loss``), ``table2.{csv,md,tex}``,
+    ``forecast_<dataset>.png`` and ``claims.md`` beside the store."""
+    files = write_raw(df, out_dir, env) + [write_csv(curves, out_dir / "curves.csv")]
+    s = summary(df)
+    if s.empty:
+        return files
+    names = options.get("row_names")
+    order = sorted(dict.fromkeys(s["attention"]), key=_paper_rank)
+    naive = [label for label, p in NAIVE.items() if f"{p}_mse" in s]
+    files.append(write_csv(s, out_dir / "table2.csv"))
+    bodies = {}
+    for fmt in ("md", "tex"):
+        rows, firsts, no_skill = table2_rows(s, order, fmt)
+        rows.append(["1st Count", ""] + [str(firsts[a]) if k == 0 else "" for a in order for k in range(2)]
+                    + [""] * (2 * len(naive)))
+        bodies[fmt] = render_table(_header(order, names, naive), rows, fmt)
+    seeds = int(df.loc[df["status"] == "ok", "seed"].nunique())
+    failed = df[df["status"] != "ok"]
+    note = (f"Test MSE and MAE on the standardised series, mean(std) over {seeds} seed(s); lower is better, the "
+            f"lowest mean of each metric bold. 1st Count: first places over both metrics."
+            + (f" {NO_SKILL['md']}: no lower than the best naive forecast on the same windows (the history's last "
+               f"value repeated; the history's mean; the history's Fourier extrapolation with S3Attention's harmonics, "
+               f"Algorithm 4 without a model), {no_skill} of {2 * len(s)} model means." if naive else "")
+            + (f" {len(failed)} cell(s) did not finish ({', '.join(sorted(set(failed['status'])))}); see the CSV."
+               if len(failed) else ""))
+    files += write_table_files(out_dir, "table2", title=f"Table 2 — multivariate long-term forecasting ({suite})",
+                               note=note, md_body=bodies["md"], tex_body=bodies["tex"], env=env)
+    files += [p for d in dict.fromkeys(s["dataset"]) if (p := forecast_figure(df, out_dir, d, names)) is not None]
+    return files + write_claims(out_dir, table2_claims(df), suite=suite)

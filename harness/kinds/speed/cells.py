@@ -1,0 +1,331 @@
+"""Measure one cell: build the workload, check it is finite, then time it, take its peak memory, count FLOPs.
+
+Every failure becomes a status (never an exception out of ``measure_cell``): ``oom`` for allocation failures
+(CUDA OOM, CPU allocator failure, MemoryError), ``timeout`` when the cell's time limit fires, ``nan`` for
+non-finite outputs, losses or gradients, ``unsupported`` for capability refusals, ``error`` for the rest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+import attentions
+
+from ...core import faults
+from ...core.cell import (
+    Cell,
+    CellResult,
+    CellTimeout,
+    Context,
+    NonFinite,
+    classify_exception,
+    memory_cap,
+    time_limit,
+)
+from ...core.errors import first_line
+from ...measure.compile import checked_first_call, compile_module, compile_scope, compiles, no_recompiles
+from ...measure.flops import count_work
+from ...measure.gpu import gpu_state, pinned_sdpa, profile_call, slowdown_reason, time_graph
+from ...measure.memory import peak_memory_bytes
+from ...measure.quiet import calibrate, cpu_times, load_between, noise_flags
+from ...measure.timing import time_interleaved
+from ...models.classifier import Classifier
+
+TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+#: Mixed precision (torch's AMP recipe): float32 weights and inputs, the forward under autocast to this dtype, the
+#: backward and the optimiser step outside it. What most GPU training runs, and the paper-era "fp16" runs.
+AMP_DTYPES = {"amp_bf16": torch.bfloat16, "amp_fp16": torch.float16}
+
+
+def _autocast(device: torch.device, dtype_name: str, forward: Callable[[Tensor], Tensor]) -> Callable[[Tensor], Tensor]:
+    """``forward`` under autocast to the AMP dtype the cell names, or itself for a plain dtype."""
+    if dtype_name not in AMP_DTYPES:
+        return forward
+
+    def amp(x: Tensor) -> Tensor:
+        with torch.autocast(device.type, dtype=AMP_DTYPES[dtype_name]):
+            return forward(x)
+
+    return amp
+
+
+def _check_finite(what: str, *tensors: Tensor | None) -> None:
+    for t in tensors:
+        if t is not None and not torch.isfinite(t).all():
+            raise NonFinite(f"non-finite values in {what}")
+
+
+def build_workload(cell: Cell, device: torch.device) -> tuple[Callable[[], Tensor], Callable[[], Tensor], nn.Module]:
+    """The function timed for this cell (one call = one fwd, fwd+bwd or training step), the same call on the eager
+    module (what FLOPs and bytes are counted on: Inductor's fused kernels are not aten ops) and the module.
+
+    A ``compile: inductor`` cell times the module wrapped in ``torch.compile`` (:mod:`harness.measure.compile`);
+    compilation happens at its first call.
+    """
+    p, fx = cell.params, cell.fixed
+    dtype = TORCH_DTYPES.get(p["dtype"], torch.float32)  # AMP cells keep float32 weights and inputs
+    b, n, d = p["batch_size"], p["seq_len"], p["dim"]
+    torch.manual_seed(fx["seed"])
+    if p["mode"] == "train_step":
+        return _train_step_workload(cell, device, dtype)
+
+    module = attentions.build(p["attention"], **cell.config, dim=d, heads=p["heads"], max_seq_len=n)
+    module = module.to(device=device, dtype=dtype)
+    x = torch.randn(b, n, d, device=device, dtype=dtype)
+    if p["mode"] == "fwd":
+        module.eval()
+
+        def inference(forward: Callable[[Tensor], Tensor]) -> Callable[[], Tensor]:
+            def fwd() -> Tensor:
+                with torch.inference_mode():
+                    return _autocast(device, p["dtype"], forward)(x)
+
+            return fwd
+
+        return _calls(cell, module, inference)
+
+    module.train()
+    x.requires_grad_(True)
+    grad_out = torch.randn(b, n, d, device=device, dtype=dtype)
+    params = [q for q in module.parameters() if q.requires_grad]
+
+    def forward_backward(forward: Callable[[Tensor], Tensor]) -> Callable[[], Tensor]:
+        amp = _autocast(device, p["dtype"], forward)
+        grad_like: dict[torch.dtype, Tensor] = {dtype: grad_out}  # the output gradient in the output's dtype (AMP)
+
+        def fwd_bwd() -> Tensor:
+            for q in params:  # grads set to None so every call allocates the same (no accumulation)
+                q.grad = None
+            x.grad = None
+            y = amp(x)
+            if y.dtype not in grad_like:  # cast once, at the first call, outside every later timing
+                grad_like[y.dtype] = grad_out.to(y.dtype)
+            y.backward(grad_like[y.dtype])
+            return y
+
+        return fwd_bwd
+
+    return _calls(cell, module, forward_backward)
+
+
+def _train_step_workload(cell: Cell, device: torch.device, dtype: torch.dtype
+                         ) -> tuple[Callable[[], Tensor], Callable[[], Tensor], nn.Module]:
+    """A ``train_step`` cell's workload: the encoder classifier, AdamW, one step per call (as ``build_workload``)."""
+    p, fx = cell.params, cell.fixed
+    b, n, d = p["batch_size"], p["seq_len"], p["dim"]
+    model = Classifier(
+        p["attention"], num_classes=fx["num_classes"], vocab_size=fx["vocab_size"], max_seq_len=n, dim=d,
+        heads=p["heads"], layers=fx["layers"], mlp_dim=fx["mlp_dim"], attention_overrides=cell.config,
+    ).to(device=device, dtype=dtype).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    tokens = torch.randint(fx["vocab_size"], (b, n), device=device)
+    labels = torch.randint(fx["num_classes"], (b,), device=device)
+
+    def train_step(forward: Callable[[Tensor], Tensor]) -> Callable[[], Tensor]:
+        def step() -> Tensor:
+            opt.zero_grad(set_to_none=True)
+            loss = F.cross_entropy(_autocast(device, p["dtype"], forward)(tokens).float(), labels)
+            loss.backward()
+            opt.step()
+            return loss
+
+        return step
+
+    return _calls(cell, model, train_step)
+
+
+def _calls(cell: Cell, module: nn.Module, call: Callable[[Callable[[Tensor], Tensor]], Callable[[], Tensor]]
+           ) -> tuple[Callable[[], Tensor], Callable[[], Tensor], nn.Module]:
+    """(timed call, eager call, module): ``call`` around the compiled module where the cell compiles, else eager;
+    either with SDPA pinned to the cell's ``sdpa_backend`` where it names one."""
+    backend = cell.params.get("sdpa_backend")
+
+    def pinned(fn: Callable[[], Tensor]) -> Callable[[], Tensor]:
+        if backend in (None, "auto"):
+            return fn
+
+        def run() -> Tensor:
+            with pinned_sdpa(backend):
+                return fn()
+
+        return run
+
+    eager = pinned(call(module))
+    if not compiles(cell.params):
+        return eager, eager, module
+    return pinned(call(compile_module(module, cell.params["attention"]))), eager, module
+
+
+@dataclass
+class Workload:
+    """A cell built, checked finite and measured for memory and FLOPs, ready to be timed with its group."""
+
+    cell: Cell
+    fn: Callable[[], Tensor]
+    module: nn.Module
+    metrics: dict[str, Any]
+    spent_s: float  # of its time limit
+    result: CellResult | None = None  # set by the group's timing; None = ok, untimed (memory and FLOPs only)
+
+
+def _prepare(cell: Cell, ctx: Context) -> Workload | CellResult:
+    """Build the cell's workload, check it is finite, take its peak memory and FLOPs; a failure is its result."""
+    faults.point("measure.cell", cell.label)
+    device = torch.device(cell.device)
+    try:
+        entry = attentions.spec(cell.params["attention"])
+    except attentions.RegistryError as exc:
+        return CellResult("error", str(exc))
+    metrics: dict[str, Any] = {"backend": entry.backend, "complexity": entry.caps.complexity}
+    reason = cell.skip_reason or entry.unavailable_reason(device)
+    if reason:
+        return CellResult("unsupported", reason, metrics)
+    started = time.perf_counter()
+    try:
+        with time_limit(ctx.timeout_s), memory_cap(device):
+            fn, eager, module = build_workload(cell, device)
+            metrics["params"] = sum(q.numel() for q in module.parameters())
+            if compiles(cell.params):
+                out, compile_metrics = checked_first_call(fn, eager, module, cell.params["dtype"])
+                metrics.update(compile_metrics)
+            else:
+                out = fn()
+            grads = [q.grad for q in module.parameters()]
+            _check_finite(f"{cell.params['mode']} output/loss", out)
+            _check_finite("gradients", *grads)
+            del out, grads
+            if "memory" in cell.metrics:
+                metrics["peak_mem_bytes"] = peak_memory_bytes(fn, device, calls=3)
+            if "flops" in cell.metrics:
+                metrics.update(_work(eager))
+            if device.type == "cuda" and cell.timing.get("gpu_profile"):  # launch-bound or not, which SDPA ran
+                metrics.update(profile_call(fn, device))
+    except Exception as exc:  # every failure is a result, never the end of the sweep
+        result = classify_exception(exc)
+        result.metrics = metrics
+        return result
+    return Workload(cell, fn, module, metrics, time.perf_counter() - started)
+
+
+def _work(fn: Callable[[], object]) -> dict[str, Any]:
+    """``gflops``, ``gbytes_moved`` and ``intensity_flop_per_byte`` (:func:`~harness.measure.flops.count_work`), or
+    ``flops_error`` where the counter cannot trace the call: FLOPs are a derived figure, so a variant the counter
+    fails on (torch's module tracker breaks on a Parameter passed to a submodule under ``inference_mode``, as Luna's
+    learned context is) keeps its time and memory."""
+    try:
+        flops, moved = count_work(fn)
+        return {"gflops": flops / 1e9, "gbytes_moved": moved / 1e9,
+                "intensity_flop_per_byte": flops / moved if moved else float("nan")}
+    except (torch.cuda.OutOfMemoryError, MemoryError):
+        raise
+    except Exception as exc:  # noqa: BLE001  (any tracing failure of the counter; the cell itself ran)
+        return {"flops_error": f"{type(exc).__name__}: {first_line(exc)}"}
+
+
+def measure_cell(cell: Cell, ctx: Context) -> CellResult:
+    """Run one cell in this process and return its final status and metrics (``ctx``: time limit, GEMM peak)."""
+    return measure_group([cell], ctx)[0]
+
+
+def measure_group(cells: list[Cell], ctx: Context) -> list[CellResult]:
+    """Measure cells that differ only by attention together: each is built and checked alone, then all are timed in
+    interleaved rounds (:func:`harness.measure.timing.time_interleaved`), so their ratios survive a drifting machine.
+
+    The timing window's load and the reference kernel's drift are recorded in every timed cell (``noisy`` flag and
+    reason, :mod:`harness.measure.quiet`), and the per-round samples are returned with each result (stored raw).
+    A cell's time limit covers its own building, checking and timing.
+    """
+    with compile_scope(any(compiles(cell.params) for cell in cells)):
+        prepared = [_prepare(cell, ctx) for cell in cells]
+        timed = [w for w in prepared if isinstance(w, Workload) and "time" in w.cell.metrics]
+        if timed:
+            time_group(timed, ctx)
+    out = []
+    for item in prepared:
+        if isinstance(item, CellResult):
+            out.append(item)
+            continue
+        result = item.result or CellResult("ok", "", item.metrics)
+        if result.status == "ok" and "time_ms_median" in item.metrics and "gflops" in item.metrics:
+            item.metrics["gflops_per_s"] = item.metrics["gflops"] / (item.metrics["time_ms_median"] / 1e3)
+            if ctx.gemm_peak_gflops:
+                item.metrics["gemm_peak_fraction"] = item.metrics["gflops_per_s"] / ctx.gemm_peak_gflops
+        out.append(result)
+    del prepared, timed  # the workloads: free their memory before the next group
+    if cells and cells[0].device.startswith("cuda"):
+        torch.cuda.empty_cache()
+    return out
+
+
+def time_group(timed: list[Workload], ctx: Context) -> None:
+    """Time the workloads interleaved and set each one's result (ok with samples, or the failure)."""
+    device = torch.device(timed[0].cell.device)
+
+    @contextlib.contextmanager
+    def guard(i: int) -> Iterator[None]:
+        left = None if not ctx.timeout_s else ctx.timeout_s - timed[i].spent_s
+        if left is not None and left <= 0:
+            raise CellTimeout(f"cell exceeded its {ctx.timeout_s:g} s time limit")
+        started = time.perf_counter()
+        try:
+            with time_limit(left):
+                yield
+        except CellTimeout:  # what is left of the limit fired: the message names the cell's limit
+            raise CellTimeout(f"cell exceeded its {ctx.timeout_s:g} s time limit") from None
+        finally:
+            timed[i].spent_s += time.perf_counter() - started
+
+    timing = dict(timed[0].cell.timing)
+    graphs = bool(timing.pop("cuda_graph", False)) and device.type == "cuda"
+    timing.pop("gpu_profile", None)
+    before = calibrate(device) if ctx.calibration_ms else None
+    state = gpu_state(device)
+    window = cpu_times()
+    with memory_cap(device), no_recompiles(any(compiles(w.cell.params) for w in timed)):
+        timings = time_interleaved([w.fn for w in timed], device, guard=guard, **timing)
+    load = load_between(window, cpu_times())
+    state_after = gpu_state(device)
+    # the faster of the reference before and after the group: a slowdown that lasted through the group shows in
+    # both, a transient of a few milliseconds in one (see harness.measure.quiet)
+    calibration = min(before, calibrate(device)) / ctx.calibration_ms if before and ctx.calibration_ms else None
+    flags = noise_flags(load, calibration, slowdown_reason(state, state_after))
+    flags.update({k: v for k, v in state_after.items()})
+    group = uuid.uuid4().hex[:12]
+    for w, t in zip(timed, timings, strict=True):
+        if isinstance(t, Exception):
+            w.result = classify_exception(t)
+            w.result.metrics = w.metrics
+            continue
+        q25, q75 = np.percentile(t.times_ms, [25, 75])
+        w.metrics.update(time_ms_median=t.median_ms, time_ms_iqr=t.iqr_ms, time_ms_q25=float(q25),
+                         time_ms_q75=float(q75), time_ms_mean=t.mean_ms, n_calls=t.n_calls, rounds=len(t.times_ms),
+                         threads=t.threads, timing_group=group, timing_method=t.method,
+                         **({} if t.page_faults_per_call is None else {"page_faults_per_call": t.page_faults_per_call}),
+                         steps_per_s=1000.0 / t.median_ms if t.median_ms > 0 else float("nan"), **flags)
+        if graphs:  # the same call captured as a CUDA graph, timed after the eager rounds
+            with memory_cap(device):
+                w.metrics.update(time_graph(w.fn, device, timing))
+        w.result = CellResult("ok", "", w.metrics, samples=list(t.times_ms))
+
+
+def describe(result: CellResult) -> str:
+    """The progress line of a finished speed cell."""
+    if result.status != "ok":
+        return f"{result.status} {result.message}".strip()
+    m, parts = result.metrics, []
+    if "time_ms_median" in m:
+        parts.append(f"{m['time_ms_median']:.3g} ms (IQR {m.get('time_ms_iqr', float('nan')):.2g})"
+                     + (f" noisy: {m['noisy_reason']}" if m.get("noisy") else ""))
+    if "peak_mem_bytes" in m:
+        parts.append(f"{m['peak_mem_bytes'] / 2**20:.3g} MiB")
+    return "ok " + ", ".join(parts)

@@ -1,0 +1,165 @@
+"""The ``speed`` suite kind: each cell times and measures one attention layer (fwd, fwd+bwd) or one training step of
+the encoder classifier, at one shape, mode and dtype (see :mod:`harness.kinds.speed.cells`); reported as the paper's
+Table 4, fitted slopes and scaling plots (:mod:`harness.kinds.speed.report`)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ...core.cell import Cell
+from ...core.errors import SuiteError
+from ...core.store import Store
+from ...core.suite import (
+    NONNEG_INT,
+    POSITIVE_INT,
+    Axis,
+    Rule,
+    Suite,
+    SuiteKind,
+    attention_config,
+    capability_reason,
+    identity,
+    is_positive_int,
+    resolve_or_fail,
+    validate_fields,
+    validate_numbers,
+)
+from ...measure.compile import MODES as COMPILE_MODES
+from ...measure.compile import compiles
+from ...measure.gpu import SDPA_BACKENDS
+from ...report.format import shown_env
+from .cells import describe, measure_cell, measure_group
+from .report import write_speed_reports
+
+MODES = ("fwd", "fwd+bwd", "train_step")
+DTYPES = ("float32", "bfloat16", "float16", "amp_bf16", "amp_fp16")  # amp_*: float32 weights, forward autocast
+METRICS = ("time", "memory", "flops")
+#: ``flush_l2``: CUDA only, evict L2 before each timed call so every call starts cold (triton's do_bench); no effect
+#: on the CPU.
+#: Checked by the types of these defaults (:func:`~harness.core.suite.validate_numbers`) when the suite loads: a nan
+#: or inf run time never ends, a fractional count fails in `range` in every cell.
+TIMING_DEFAULTS: dict[str, Any] = {"min_run_time_s": 1.0, "min_repeats": 5, "warmup": 2, "flush_l2": False}
+#: Opt-in GPU measurements (:mod:`harness.measure.gpu`), CUDA only: ``timing.cuda_graph: true`` also times each call
+#: captured as a CUDA graph (``graph_time_ms_median``: the call without its host launch cost); ``timing.gpu_profile:
+#: true`` runs each call under the profiler for ``gpu_busy_fraction``, ``cuda_kernels_per_call`` and the SDPA backend
+#: that ran (a profiler session per cell: seconds across a large sweep). Kept out of the timing block unless true,
+#: so the cells of suites that do not ask for them keep their keys.
+OPT_IN_TIMING = ("cuda_graph", "gpu_profile")
+#: The train_step model (encoder depth, MLP width, vocabulary, classes) and its seed.
+FIXED_DEFAULTS: dict[str, Any] = {"layers": 2, "mlp_dim": 128, "vocab_size": 256, "num_classes": 2, "seed": 0}
+# A zero or negative size builds a wrong model (or fails in every train_step cell) instead of refusing the suite.
+FIXED_RULES: dict[str, Rule] = {"layers": POSITIVE_INT, "mlp_dim": POSITIVE_INT, "vocab_size": POSITIVE_INT,
+                                "num_classes": POSITIVE_INT, "seed": NONNEG_INT}
+
+AXES = {
+    "seq_len": Axis(is_positive_int, "positive integers"),
+    "batch_size": Axis(is_positive_int, "positive integers"),
+    "heads": Axis(is_positive_int, "positive integers"),
+    "dim": Axis(is_positive_int, "positive integers"),
+    "mode": Axis(lambda v: v in MODES, f"one of {', '.join(MODES)}"),
+    "dtype": Axis(lambda v: v in DTYPES, f"one of {', '.join(DTYPES)}"),
+    # eager, or the layer (the encoder in train_step cells) under torch.compile (harness.measure.compile); [eager] when
+    # a suite does not give it
+    "compile": Axis(lambda v: v in COMPILE_MODES, f"one of {', '.join(COMPILE_MODES)}"),
+}
+
+
+#: Axes a speed suite may add: ``sdpa_backend`` pins torch's SDPA to one backend (``auto``: torch's choice, as a cell
+#: without the axis); a backend that cannot run a cell's shape or device is that cell's error.
+SDPA_CHOICES = ("auto", *SDPA_BACKENDS)
+OPTIONAL_AXES = {"sdpa_backend": Axis(lambda v: v in SDPA_CHOICES, f"one of {', '.join(SDPA_CHOICES)}")}
+
+
+def _metrics(path: Path, metrics: Any) -> tuple[str, ...]:
+    metrics = metrics if isinstance(metrics, list) else [metrics]
+    bad = [m for m in metrics if m not in METRICS]
+    if bad or not metrics:
+        raise SuiteError(path, "metrics", f"bad metric(s) {bad or metrics}; choose from {', '.join(METRICS)}")
+    if len(set(metrics)) != len(metrics):
+        raise SuiteError(path, "metrics", f"repeated metric in {metrics}; list each once")
+    return tuple(metrics)
+
+
+def parse(path: Path, doc: dict[str, Any]) -> dict[str, Any]:
+    """The speed fields of a suite: ``fixed``, ``metrics`` and ``timing``, defaults filled in, every value checked;
+    the ``compile`` axis is ``[eager]`` unless the suite gives it."""
+    axes = doc.setdefault("axes", {})
+    if isinstance(axes, dict):
+        axes.setdefault("compile", ["eager"])
+    timing_doc = doc.get("timing")
+    chosen = {}
+    if isinstance(timing_doc, dict):
+        timing_doc = dict(timing_doc)
+        for key in OPT_IN_TIMING:
+            if key in timing_doc:
+                chosen[key] = timing_doc.pop(key)
+                if not isinstance(chosen[key], bool):
+                    raise SuiteError(path, f"timing.{key}", f"must be true or false, got {chosen[key]!r}")
+    timing = validate_numbers(path, "timing", timing_doc, TIMING_DEFAULTS)
+    return {"fixed": validate_fields(path, "fixed", doc.get("fixed"), FIXED_DEFAULTS, FIXED_RULES),
+            "metrics": _metrics(path, doc.get("metrics", list(METRICS))),
+            "timing": {**timing, **{k: True for k, on in chosen.items() if on}}}
+
+
+def validate(suite: Suite) -> None:
+    """Build every attention's config once, so a bad override fails now rather than in cell 57."""
+    for name in suite.attentions():
+        for dim, heads in itertools.product(suite.axes["dim"], suite.axes["heads"]):
+            resolve_or_fail(suite.path, "config", name, lambda name=name, dim=dim, heads=heads: attention_config(
+                name, suite.config_for(name), dim=dim, heads=heads, seq_len=max(suite.axes["seq_len"])))
+
+
+def label(params: Mapping[str, Any]) -> str:
+    compiled = f" {params['compile']}" if compiles(params) else ""
+    sdpa = f" sdpa={params['sdpa_backend']}" if params.get("sdpa_backend", "auto") != "auto" else ""
+    return (f"{params['attention']} n={params['seq_len']} b={params['batch_size']} {params['mode']} "
+            f"{params['dtype']}{compiled}{sdpa}")
+
+
+def make_cell(suite: Suite, params: dict[str, Any], device: str) -> Cell:
+    name, n = params["attention"], params["seq_len"]
+    return Cell(
+        suite=suite.name, params=params, fixed=suite.fixed, metrics=suite.metrics, timing=suite.timing,
+        config=attention_config(name, suite.config_for(name), dim=params["dim"], heads=params["heads"], seq_len=n),
+        device=device, kind=suite.kind.name, label=label(params), **identity(suite, name),
+        # layer cells have no padding; train_step cells feed every token too
+        skip_reason=suite.skip_reason(params) or capability_reason(name, n, padded=False),
+    )
+
+
+def group_key(cell: Cell) -> tuple[Any, ...]:
+    """Cells that differ only by attention are timed together (interleaved), so their ratios are paired."""
+    return (cell.device, *sorted((k, v) for k, v in cell.params.items() if k != "attention"))
+
+
+def _nothing(*_: Any) -> None:
+    """Speed cells need no preparation and leave nothing behind."""
+
+
+def write_reports(store: Store, name: str, options: Mapping[str, Any], keys: list[str] | None) -> list:
+    df = store.dataframe(keys)
+    groups = set(df["timing_group"].dropna()) if "timing_group" in df.columns else set()
+    runs = store.runs(set(df["run_id"]))
+    roofs = {r.run_id: (r.env.get("gemm_peak_gflops"), r.env.get("memory_bandwidth_gbs")) for r in runs.itertuples()}
+    return write_speed_reports(df, store.path.parent, env=shown_env(runs), suite=name,
+                               baseline=options.get("baseline", "vanilla"),
+                               slope_min_seq_len=int(options.get("slope_min_seq_len", 1024)),
+                               samples=store.group_samples(groups), roofs=roofs)
+
+
+KIND = SuiteKind(
+    name="speed", axes=AXES, optional_axes=OPTIONAL_AXES, keys=frozenset({"fixed", "metrics", "timing"}),
+    tables=("table4",),
+    reads_data=False, parse=parse, validate=validate, make_cell=make_cell, run=measure_cell, prepare=_nothing,
+    finished=_nothing, describe=describe, write_reports=write_reports,
+    code=("harness.core.cell", "harness.kinds.speed.cells", "harness.measure.timing", "harness.measure.memory",
+          "harness.measure.flops", "harness.measure.traffic", "harness.measure.compile", "harness.measure.quiet",
+          "harness.measure.gpu",
+          "harness.models.classifier"),
+    group_key=group_key, run_group=measure_group,
+)
+
+

@@ -1,0 +1,164 @@
+"""FLOP counts of one call, and the achieved GEMM throughput of a device.
+
+FLOPs are counted with ``torch.utils.flop_counter.FlopCounterMode``, which knows matmuls,
+convolutions and the CUDA attention kernels, but counts 0 for the fused CPU attention kernel and
+for FFTs, and it counts a sparse (CSR/COO) matmul as if its sparse operand were dense. Formulas for
+those are registered here: a sparse @ dense product costs 2·nnz·d, a sampled (SDDMM) product 2·nnz·k.
+
+FFT convention (the FFTW benchmark one): a complex FFT of length N costs 5·N·log2(N) real FLOPs,
+a real-input (r2c) or real-output (c2r) FFT half of that, 2.5·N·log2(N). For a transform over
+several axes N is the product of the transformed sizes. This is a nominal count (the radix-2
+Cooley-Tukey count), not what a given library executes, which is why it is the usual yardstick.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
+
+from .timing import time_fn
+from .traffic import TrafficCounter
+
+
+def count_flops(fn: Callable[[], object]) -> int:
+    """Returns the FLOPs of one call of ``fn`` (a multiply-add counts as 2).
+
+    Counts every op the call dispatches, including a backward pass if ``fn`` runs one. Like
+    PyTorch's own formulas for SDPA, attention is counted dense: a causal mask does not halve it.
+
+    Args:
+        fn: The call to count; takes no arguments. It is run exactly once.
+
+    Returns:
+        Total FLOPs.
+    """
+    with FlopCounterMode(display=False, custom_mapping=_CUSTOM_FLOP_FORMULAS) as counter:
+        fn()
+    return int(counter.get_total_flops())
+
+
+def count_work(fn: Callable[[], object]) -> tuple[int, int]:
+    """(FLOPs, bytes moved) of one call of ``fn``, counted in the same single run (:func:`count_flops`,
+    :class:`~harness.measure.traffic.TrafficCounter`)."""
+    with FlopCounterMode(display=False, custom_mapping=_CUSTOM_FLOP_FORMULAS) as flops, TrafficCounter() as moved:
+        fn()
+    return int(flops.get_total_flops()), moved.total
+
+
+def measure_gemm_peak_gflops(
+    device: torch.device, dtype: torch.dtype = torch.float32, size: int = 2048
+) -> float:
+    """Returns the achieved GFLOP/s of a square ``size`` x ``size`` matmul on ``device``.
+
+    This is the practical peak that achieved attention FLOP/s are reported against. It runs under
+    the process's current matmul precision settings (e.g. TF32 on CUDA), as the attention calls do.
+
+    Args:
+        device: Device to measure.
+        dtype: Element type of the operands.
+        size: Side of the square matrices; the product costs 2·size³ FLOPs.
+
+    Returns:
+        GFLOP/s from the median call time.
+    """
+    a = torch.randn(size, size, device=device).to(dtype)
+    b = torch.randn(size, size, device=device).to(dtype)
+    # Write into a preallocated output so that allocation is not part of the GEMM time.
+    out = torch.empty(size, size, device=device, dtype=dtype)
+    timing = time_fn(lambda: torch.mm(a, b, out=out), device, min_run_time_s=0.5)
+    return 2 * size**3 / (timing.median_ms * 1e-3) / 1e9
+
+
+def _fft_flops(n: int, n_signals: int, per_point: float) -> int:
+    """``per_point``·N·log2(N) FLOPs for each of ``n_signals`` transforms of N points."""
+    if n <= 1:
+        return 0
+    return round(per_point * n * math.log2(n) * n_signals)
+
+
+def _transform_sizes(shape: Sequence[int], dims: Sequence[int]) -> tuple[int, int]:
+    """Returns (points per transform, number of transforms) for a transform of ``dims``."""
+    n = math.prod(shape[d] for d in dims)
+    return n, math.prod(shape) // n if n else 0
+
+
+def _fft_r2c_flop(self_shape, dim, *args, out_shape=None, **kwargs) -> int:
+    """aten._fft_r2c: real input of ``self_shape`` transformed over ``dim``."""
+    n, n_signals = _transform_sizes(self_shape, dim)
+    return _fft_flops(n, n_signals, 2.5)
+
+
+def _fft_c2r_flop(self_shape, dim, normalization, last_dim_size, *args, out_shape=None, **kwargs) -> int:
+    """aten._fft_c2r: the transform length is that of the real output (``last_dim_size`` on the last axis)."""
+    real_shape = list(self_shape)
+    real_shape[dim[-1]] = last_dim_size
+    n, n_signals = _transform_sizes(real_shape, dim)
+    return _fft_flops(n, n_signals, 2.5)
+
+
+def _fft_c2c_flop(self_shape, dim, *args, out_shape=None, **kwargs) -> int:
+    """aten._fft_c2c: complex input of ``self_shape`` transformed over ``dim``."""
+    n, n_signals = _transform_sizes(self_shape, dim)
+    return _fft_flops(n, n_signals, 5.0)
+
+
+def _sdpa_cpu_flop(query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:
+    """aten._scaled_dot_product_flash_attention_for_cpu: QK^T and PV."""
+    return sdpa_flop_count(query_shape, key_shape, value_shape)
+
+
+def _sdpa_cpu_backward_flop(
+    grad_out_shape, query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs
+) -> int:
+    """aten._scaled_dot_product_flash_attention_for_cpu_backward (grad_out, query, key, value, ...)."""
+    return sdpa_backward_flop_count(grad_out_shape, query_shape, key_shape, value_shape)
+
+
+def _raw(formula: Callable[..., int]) -> Callable[..., int]:
+    """Mark a formula as taking the op's real arguments (tensors, so layouts and nnz can be read)."""
+    formula._get_raw = True  # type: ignore[attr-defined]
+    return formula
+
+
+def _is_sparse(t: object) -> bool:
+    return isinstance(t, torch.Tensor) and t.layout != torch.strided
+
+
+@_raw
+def _mm_flop(a: torch.Tensor, b: torch.Tensor, *args, out_val=None, **kwargs) -> int:
+    """aten.mm: 2·m·k·n dense; a sparse operand contributes only its stored entries (2·nnz·other side)."""
+    if _is_sparse(a):
+        return 2 * a._nnz() * b.shape[-1]
+    if _is_sparse(b):
+        return 2 * b._nnz() * a.shape[0]
+    return 2 * a.shape[0] * a.shape[1] * b.shape[1]
+
+
+@_raw
+def _addmm_flop(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *args, out_val=None, **kwargs) -> int:
+    """aten.addmm: the product (as aten.mm) plus the bias add, as torch's own formula counts it."""
+    return _mm_flop(a, b)
+
+
+@_raw
+def _sampled_addmm_flop(pattern: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *args, out_val=None,
+                        **kwargs) -> int:
+    """aten.sparse_sampled_addmm (SDDMM): one length-k dot product per stored entry of the pattern."""
+    return 2 * pattern._nnz() * a.shape[-1]
+
+
+# FlopCounterMode wraps the non-raw formulas with its shape_wrapper: tensor arguments arrive as shapes and
+# the output shape as the ``out_shape`` keyword; raw ones (``_get_raw``) get the tensors themselves.
+_CUSTOM_FLOP_FORMULAS = {
+    torch.ops.aten.mm: _mm_flop,
+    torch.ops.aten.addmm: _addmm_flop,
+    torch.ops.aten.sparse_sampled_addmm: _sampled_addmm_flop,
+    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: _sdpa_cpu_flop,
+    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward: _sdpa_cpu_backward_flop,
+    torch.ops.aten._fft_r2c: _fft_r2c_flop,
+    torch.ops.aten._fft_c2r: _fft_c2r_flop,
+    torch.ops.aten._fft_c2c: _fft_c2c_flop,
+}

@@ -1,0 +1,483 @@
+"""Real-data loaders, on small fixture files written here in each real format."""
+
+from __future__ import annotations
+
+import codecs
+import io
+import os
+import pickle
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from harness.core.errors import UserError
+from harness.kinds.accuracy import loaders
+from harness.kinds.accuracy.data import load_task
+from harness.kinds.accuracy.tasks import PAD_ID
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Fixture writers, one per format
+
+
+class Python2Pickler(pickle._Pickler):
+    """Protocol 2 as Python 2's cPickle wrote the CIFAR-10 batches: every string a byte string (the dict's keys,
+    numpy's dtype codes and array data), which ``encoding="bytes"`` reads back as bytes."""
+
+    dispatch = dict(pickle._Pickler.dispatch)
+
+    def save_byte_string(self, obj: str | bytes) -> None:
+        data = obj.encode("latin1") if isinstance(obj, str) else obj
+        if len(data) < 256:
+            self.write(pickle.SHORT_BINSTRING + bytes([len(data)]) + data)
+        else:
+            self.write(pickle.BINSTRING + struct.pack("<i", len(data)) + data)
+        self.memoize(obj)
+
+    dispatch[str] = dispatch[bytes] = save_byte_string
+
+
+def write_pickle(path: Path, obj: Any, protocol: int | str = pickle.DEFAULT_PROTOCOL) -> Path:
+    """``obj`` pickled with ``protocol``, or as numpy 1 wrote it ("numpy1": protocol 2, numpy.core names), or as
+    Python 2 did ("python2": numpy 1 names, byte strings)."""
+    buffer = io.BytesIO()
+    if protocol == "python2":
+        Python2Pickler(buffer, protocol=2).dump(obj)
+    else:
+        pickle.dump(obj, buffer, protocol=2 if protocol == "numpy1" else int(protocol))
+    raw = buffer.getvalue()
+    if protocol in ("numpy1", "python2"):
+        raw = raw.replace(b"cnumpy._core.", b"cnumpy.core.")  # the GLOBAL opcodes of numpy 1's module names
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(raw)
+    return path
+
+
+@dataclass
+class Call:
+    """Unpickling it calls ``func(*args)``: what a tampered data file can make ``pickle.load`` do."""
+
+    func: Callable[..., Any]
+    args: tuple[Any, ...]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self.func, self.args
+
+
+def touch(path: Path) -> Call:
+    return Call(os.system, (f"touch {path}",))
+
+
+def lra_records(n: int, length: int, *, dual: bool = False, pixels: bool = False, seed: int = 0) -> list[dict]:
+    """Records like the PyTorch LRA scripts dump: int32 ids zero-padded at the end, numpy int labels."""
+    rng = np.random.default_rng(seed)
+    records = []
+    for i in range(n):
+        rec: dict[str, Any] = {"label": np.int32(i % 2)}
+        for key in ("input_ids_0", "input_ids_1") if dual else ("input_ids_0",):
+            if pixels:
+                ids = rng.integers(0, 256, size=length).astype(np.int32)  # raw intensities, 0 = black
+            else:
+                real = int(rng.integers(1, length))
+                ids = np.concatenate([rng.integers(1, 20, size=real), np.zeros(length - real)]).astype(np.int32)
+            rec[key] = ids
+        records.append(rec)
+    return records
+
+
+def write_lra_pickles(root: Path, task: str, *, n: int = 6, length: int = 12, protocol: int | str = 4,
+                      **kwargs: Any) -> dict[str, list]:
+    out = {}
+    for split_i, split in enumerate(("train", "dev", "test")):
+        out[split] = lra_records(n, length, seed=split_i, dual=task == "retrieval", **kwargs)
+        write_pickle(root / f"{loaders.PICKLE_PREFIX[task]}.{split}.pickle", out[split], protocol)
+    return out
+
+
+def write_cifar(root: Path, n: int = 10, protocol: int | str = 4) -> dict[str, np.ndarray]:
+    """Six CIFAR-10 batches of ``n`` images (bytes keys, uint8 [n, 3072] RGB planes), as the python version."""
+    rng = np.random.default_rng(0)
+    batches = {}
+    for name in (*loaders.CIFAR_TRAIN_BATCHES, "test_batch"):
+        data = rng.integers(0, 256, size=(n, 3072), dtype=np.uint8)
+        labels = [i % 10 for i in range(n)]
+        write_pickle(root / name, {b"batch_label": name.encode(), b"data": data, b"labels": labels}, protocol)
+        batches[name] = data
+    return batches
+
+
+def gray(rows: np.ndarray) -> np.ndarray:
+    """LRA's grayscale of CIFAR rows uint8 [N, 3072] (RGB planes): float [N, 32, 32]."""
+    rgb = rows.reshape(-1, 3, 32, 32).astype(float)  # [N, 3072] -> [N, channel, row, col]
+    return np.rint(0.2989 * rgb[:, 0] + 0.5870 * rgb[:, 1] + 0.1140 * rgb[:, 2])
+
+
+def write_imdb(root: Path, per_class: int = 10) -> None:
+    for part in ("train", "test"):
+        for name in ("pos", "neg"):
+            folder = root / part / name
+            folder.mkdir(parents=True)
+            for i in range(per_class):
+                (folder / f"{i}_7.txt").write_bytes(f"{part} {name} review {i} <br />".encode() + bytes([200, 0]))
+
+
+def write_aan(root: Path) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    for split, file in loaders.AAN_FILES.items():
+        rows = [f"{i % 2}\tid{i}a\tid{i}b\t{split} doc {i} first\t{split} doc {i} second" for i in range(4)]
+        (root / file).write_text("\n".join(rows) + "\n")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Reading each format
+
+
+@pytest.mark.parametrize("task", ["listops", "text", "retrieval"])
+def test_lra_token_pickles_keep_their_ids(tmp_path: Path, task: str) -> None:
+    records = write_lra_pickles(tmp_path, task)
+    td = load_task(task, data_dir=tmp_path, seq_len=8)
+    assert td.source == str(tmp_path) and td.dual == (task == "retrieval") and td.seq_len == 8
+    for name, split in td.splits().items():
+        expected = np.stack([r["input_ids_0"][:8] for r in records[name]])
+        assert torch.equal(split.x0, torch.from_numpy(expected).long())
+        assert split.y.tolist() == [int(r["label"]) for r in records[name]]
+        assert (split.x1 is not None) == td.dual
+    assert td.vocab_size == max(int(s.x0.max()) for s in td.splits().values()) + 1
+    assert td.num_classes == {"listops": 10, "text": 2, "retrieval": 2}[task]
+
+
+def test_lra_pickles_are_padded_to_seq_len(tmp_path: Path) -> None:
+    write_lra_pickles(tmp_path, "listops", length=5)
+    td = load_task("listops", data_dir=tmp_path, seq_len=9, max_depth=6)  # generator parameters are not used
+    assert td.train.x0.shape == (6, 9) and (td.train.x0[:, 5:] == PAD_ID).all()
+
+
+@pytest.mark.parametrize("task", ["image", "pathfinder"])
+def test_lra_pixel_pickles_are_shifted_off_padding(tmp_path: Path, task: str) -> None:
+    records = write_lra_pickles(tmp_path, task, length=1024, pixels=True)
+    td = load_task(task, data_dir=tmp_path)
+    assert td.seq_len == 1024 and td.vocab_size == 257
+    assert torch.equal(td.dev.x0, torch.from_numpy(np.stack([r["input_ids_0"] for r in records["dev"]])).long() + 1)
+    assert td.train.mask0().all()  # black pixels are tokens, not padding
+
+
+def test_cifar10_batches(tmp_path: Path) -> None:
+    batches = write_cifar(tmp_path / "cifar-10-batches-py")
+    td = load_task("image", data_dir=tmp_path)  # found in the standard subdirectory
+    # Five batches of 10 = 50 training images; dev = the last 10% of them, as LRA's train[90%:].
+    assert (len(td.train), len(td.dev), len(td.test)) == (45, 5, 10)
+    assert td.vocab_size == 257 and td.num_classes == 10 and td.seq_len == 1024
+    last = batches["data_batch_5"][-1].reshape(3, 32, 32).astype(float)  # the last dev image, RGB planes
+    gray = np.rint(0.2989 * last[0] + 0.5870 * last[1] + 0.1140 * last[2])
+    assert torch.equal(td.dev.x0[-1], torch.from_numpy(gray.reshape(-1)).long() + 1)
+    assert td.dev.y.tolist() == [5, 6, 7, 8, 9]
+    first_test = batches["test_batch"][0].reshape(3, 32, 32).astype(float)
+    assert td.test.x0[0, 33].item() == np.rint(0.2989 * first_test[0, 1, 1] + 0.5870 * first_test[1, 1, 1]
+                                               + 0.1140 * first_test[2, 1, 1]) + 1
+    pixels, labels = loaders.read_cifar10(tmp_path / "cifar-10-batches-py")["train"]
+    assert pixels.shape == (45, 32, 32) and pixels.dtype == np.uint8 and labels.shape == (45,)
+
+
+def test_cifar10_truncated_to_any_seq_len(tmp_path: Path) -> None:
+    write_cifar(tmp_path, n=2)
+    td = load_task("image", data_dir=tmp_path, seq_len=1000)  # real data needs no square length
+    assert td.train.x0.shape == (9, 1000)
+
+
+def test_imdb(tmp_path: Path) -> None:
+    write_imdb(tmp_path / "aclImdb")
+    td = load_task("text", data_dir=tmp_path, seq_len=40, seed=0)
+    assert (len(td.train), len(td.dev), len(td.test)) == (18, 2, 20)
+    assert td.num_classes == 2 and td.vocab_size <= 257
+    decoded = [bytes((row[row != PAD_ID] - 1).tolist()) for row in td.test.x0]
+    assert decoded[0].startswith(b"test neg review 0 <br />") and td.test.y[0].item() == 0
+    assert all(d.split()[1] == (b"pos" if y else b"neg") for d, y in zip(decoded, td.test.y.tolist(), strict=True))
+    # The dev split is a seeded 10% of train: reproducible, seed-dependent, disjoint from the rest of train.
+    again = load_task("text", data_dir=tmp_path, seq_len=40, seed=0)
+    other = load_task("text", data_dir=tmp_path, seq_len=40, seed=5)
+    assert torch.equal(again.dev.x0, td.dev.x0) and not torch.equal(other.dev.x0, td.dev.x0)
+    rows = {tuple(r.tolist()) for r in torch.cat([td.train.x0, td.dev.x0])}
+    assert len(rows) == 20
+
+
+def test_imdb_truncates_long_reviews(tmp_path: Path) -> None:
+    write_imdb(tmp_path)
+    td = load_task("text", data_dir=tmp_path, seq_len=8)
+    assert bytes((td.test.x0[0] - 1).tolist()) == b"test neg"
+
+
+def test_aan_tsv(tmp_path: Path) -> None:
+    write_aan(tmp_path / "tsv_data")
+    td = load_task("retrieval", data_dir=tmp_path, seq_len=64)
+    assert td.dual and (len(td.train), len(td.dev), len(td.test)) == (4, 4, 4)
+    assert td.dev.y.tolist() == [0, 1, 0, 1]
+    first = bytes((td.dev.x0[1][td.dev.mask0()[1]] - 1).tolist())
+    second = bytes((td.dev.x1[1][td.dev.x1[1] != 0] - 1).tolist())
+    assert (first, second) == (b"dev doc 1 first", b"dev doc 1 second")
+
+
+def test_aan_header_and_float_labels(tmp_path: Path) -> None:
+    write_aan(tmp_path)
+    path = tmp_path / loaders.AAN_FILES["train"]
+    path.write_text("label\tid1\tid2\ttext1\ttext2\n1.0\ta\tb\tx\ty\n")
+    td = loaders.load_aan(tmp_path, seq_len=4)
+    assert td.train.y.tolist() == [1]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Pickles are data: every layout numpy and Python 2 write loads; nothing that calls other code does
+
+
+@pytest.mark.parametrize("protocol", [0, 1, 2, 3, 4, 5, "numpy1", "python2"])
+def test_pickles_of_every_protocol_load(tmp_path: Path, protocol: int | str) -> None:
+    records = write_lra_pickles(tmp_path / "lra", "retrieval", protocol=protocol)
+    td = load_task("retrieval", data_dir=tmp_path / "lra", seq_len=12)
+    assert torch.equal(td.test.x1, torch.from_numpy(np.stack([r["input_ids_1"] for r in records["test"]])).long())
+    assert td.test.y.tolist() == [int(r["label"]) for r in records["test"]]
+    batches = write_cifar(tmp_path / "cifar", n=6, protocol=protocol)
+    pixels, labels = loaders.read_cifar10(tmp_path / "cifar")["test"]
+    assert np.array_equal(pixels, gray(batches["test_batch"])) and labels.tolist() == list(range(6))
+
+
+@pytest.mark.parametrize(
+    ("call", "name"),
+    [
+        (touch(Path("pwned")), f"{os.system.__module__}.system"),
+        (Call(eval, ("1 + 1",)), "builtins.eval"),
+        (Call(codecs.encode, ("text", "rot13")), "_codecs.encode(..., 'rot13')"),  # only latin1, as pickle writes bytes
+        (Call(np.load, ("x.npy",)), "numpy.load"),
+    ],
+)
+def test_unpickler_refuses_any_other_callable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, call: Call,
+                                              name: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    raw = pickle.dumps([{"input_ids_0": call, "label": 0}], protocol=4)
+    with pytest.raises(loaders.RefusedGlobal) as info:
+        loaders.LraUnpickler(io.BytesIO(raw)).load()
+    assert info.value.name == name and not (tmp_path / "pwned").exists()
+    if call.func is os.system:  # the control: plain pickle runs the command
+        pickle.loads(raw)
+        assert (tmp_path / "pwned").exists()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Errors: one line naming the file, the problem and the expected format
+
+
+def missing_dir(root: Path) -> tuple[str, Path]:
+    return "listops", root / "nope"  # load_task is pointed at the culprit itself (see the test)
+
+
+def missing_split(root: Path) -> tuple[str, Path]:
+    write_lra_pickles(root, "listops")
+    (root / "listops.dev.pickle").unlink()
+    return "listops", root / "listops.dev.pickle"
+
+
+def not_a_list_of_dicts(root: Path) -> tuple[str, Path]:
+    write_lra_pickles(root, "text")
+    return "text", write_pickle(root / "text.test.pickle", [{"label": 1, "input_ids_0": [1]}, [1, 2]])
+
+
+def no_label(root: Path) -> tuple[str, Path]:
+    write_lra_pickles(root, "listops")
+    return "listops", write_pickle(root / "listops.train.pickle", [{"input_ids_0": np.arange(1, 4)}])
+
+
+def no_second_document(root: Path) -> tuple[str, Path]:
+    write_lra_pickles(root, "retrieval")
+    return "retrieval", write_pickle(root / "retrieval.dev.pickle", [{"input_ids_0": [1, 2], "label": 0}])
+
+
+def not_a_pickle(root: Path) -> tuple[str, Path]:
+    write_lra_pickles(root, "listops")
+    (root / "listops.test.pickle").write_bytes(b"certainly not a pickle")
+    return "listops", root / "listops.test.pickle"
+
+
+def tsv_wrong_columns(root: Path) -> tuple[str, Path]:
+    write_aan(root)
+    path = root / loaders.AAN_FILES["test"]
+    path.write_text("1\tid1\tid2\tonly one text\n")
+    return "retrieval", path
+
+
+def cifar_without_data(root: Path) -> tuple[str, Path]:
+    write_cifar(root)
+    return "image", write_pickle(root / "data_batch_3", {b"labels": [0, 1]})
+
+
+def cifar_missing_batch(root: Path) -> tuple[str, Path]:
+    write_cifar(root)
+    (root / "test_batch").unlink()
+    return "image", root / "test_batch"
+
+
+def cifar_wrong_shape(root: Path) -> tuple[str, Path]:
+    write_cifar(root)
+    return "image", write_pickle(root / "data_batch_2", {b"data": np.zeros((2, 100), np.uint8), b"labels": [0, 1]})
+
+
+def imdb_missing_folder(root: Path) -> tuple[str, Path]:
+    write_imdb(root)
+    for f in (root / "test" / "neg").iterdir():
+        f.unlink()
+    (root / "test" / "neg").rmdir()
+    return "text", root / "test" / "neg"
+
+
+def nothing_recognised(root: Path) -> tuple[str, Path]:
+    (root / "README").write_text("hello")
+    return "pathfinder", root
+
+
+# Bad data the loaders used to accept, or to fail on with a traceback or terabytes of embedding.
+
+
+def hostile_pickle(root: Path) -> tuple[str, Path]:
+    write_lra_pickles(root, "listops")
+    return "listops", write_pickle(root / "listops.train.pickle", [{"input_ids_0": touch(root / "pwned"), "label": 0}])
+
+
+def hostile_cifar_batch(root: Path) -> tuple[str, Path]:
+    write_cifar(root)
+    return "image", write_pickle(root / "data_batch_4", {b"data": touch(root / "pwned"), b"labels": [0]}, "python2")
+
+
+def empty_train_pickle(root: Path) -> tuple[str, Path]:
+    write_lra_pickles(root, "listops")
+    return "listops", write_pickle(root / "listops.train.pickle", [])
+
+
+def label_beyond_classes(root: Path) -> tuple[str, Path]:
+    records = write_lra_pickles(root, "listops")["dev"]
+    records[1]["label"] = np.int32(10)
+    return "listops", write_pickle(root / "listops.dev.pickle", records)
+
+
+def label_inf(root: Path) -> tuple[str, Path]:
+    write_lra_pickles(root, "text")
+    return "text", write_pickle(root / "text.test.pickle", [{"input_ids_0": np.arange(1, 4), "label": np.inf}])
+
+
+def huge_token_id(root: Path) -> tuple[str, Path]:
+    records = write_lra_pickles(root, "retrieval")["train"]
+    records[2]["input_ids_1"] = np.array([5, 10**12, 0], dtype=np.int64)
+    return "retrieval", write_pickle(root / "retrieval.train.pickle", records)
+
+
+def pixel_above_255(root: Path) -> tuple[str, Path]:
+    write_lra_pickles(root, "pathfinder", pixels=True)
+    path = root / f"{loaders.PICKLE_PREFIX['pathfinder']}.dev.pickle"
+    return "pathfinder", write_pickle(path, [{"input_ids_0": np.array([0, 256], dtype=np.int32), "label": 1}])
+
+
+def ragged_ids(root: Path) -> tuple[str, Path]:
+    write_lra_pickles(root, "listops")
+    return "listops", write_pickle(root / "listops.test.pickle", [{"input_ids_0": [[1, 2], [3]], "label": 1}])
+
+
+def tsv_rows(root: Path, rows: list[str]) -> tuple[str, Path]:
+    """The AAN files, with the train file's rows (label first) replaced by ``rows``."""
+    write_aan(root)
+    path = root / loaders.AAN_FILES["train"]
+    path.write_text("".join(f"{label}\tid1\tid2\tfirst\tsecond\n" for label in rows))
+    return "retrieval", path
+
+
+def tsv_label_inf(root: Path) -> tuple[str, Path]:
+    return tsv_rows(root, ["1", "inf"])
+
+
+def tsv_label_nan_first(root: Path) -> tuple[str, Path]:
+    return tsv_rows(root, ["nan", "1"])  # a number, so not a header
+
+
+def tsv_label_2(root: Path) -> tuple[str, Path]:
+    return tsv_rows(root, ["label", "0", "2.0"])
+
+
+def tsv_second_header(root: Path) -> tuple[str, Path]:
+    return tsv_rows(root, ["label", "1", "label"])  # only the first line may be a header
+
+
+def tsv_header_only(root: Path) -> tuple[str, Path]:
+    return tsv_rows(root, ["label"])
+
+
+def cifar_label_10(root: Path) -> tuple[str, Path]:
+    write_cifar(root)
+    data = np.zeros((2, 3072), np.uint8)
+    return "image", write_pickle(root / "test_batch", {b"data": data, b"labels": [3, 10]}, "python2")
+
+
+def cifar_empty_test_batch(root: Path) -> tuple[str, Path]:
+    write_cifar(root)
+    return "image", write_pickle(root / "test_batch", {b"data": np.zeros((0, 3072), np.uint8), b"labels": []})
+
+
+def cifar_too_few_for_dev(root: Path) -> tuple[str, Path]:
+    write_cifar(root, n=1)  # 5 training images: 10% of them rounds to none
+    return "image", root
+
+
+def imdb_too_few_for_dev(root: Path) -> tuple[str, Path]:
+    write_imdb(root, per_class=1)
+    return "text", root / "train"
+
+
+BAD_DATA = [
+    (hostile_pickle, f"attnbench refuses to unpickle {os.system.__module__}.system: only Python containers and "
+                     "numpy arrays, dtypes and scalars are allowed; this file is not an LRA pickle or was tampered"),
+    (hostile_cifar_batch, f"refuses to unpickle {os.system.__module__}.system"),
+    (empty_train_pickle, "no records (an empty list)"),
+    (label_beyond_classes, "record 1 'label' 10 is not a class of listops (an integer in 0..9)"),
+    (label_inf, "record 0 'label' inf is not a class of text (an integer in 0..1)"),
+    (huge_token_id, "record 2 'input_ids_1' holds 1000000000000, above 1048575, the largest token id accepted"),
+    (pixel_above_255, "record 0 'input_ids_0' holds 256, above 255, the largest 8-bit intensity"),
+    (ragged_ids, "record 0 'input_ids_0' is not an array of non-negative ints"),
+    (tsv_label_inf, ":2: label 'inf' is not a class of retrieval (an integer in 0..1)"),
+    (tsv_label_nan_first, ":1: label 'nan' is not a class of retrieval"),
+    (tsv_label_2, ":3: label '2.0' is not a class of retrieval"),
+    (tsv_second_header, ":3: label 'label' is not a class of retrieval"),
+    (tsv_header_only, "no rows"),
+    (cifar_label_10, "b'labels' holds 10, not a class of image (an integer in 0..9)"),
+    (cifar_empty_test_batch, "b'data' holds no images"),
+    (cifar_too_few_for_dev, "5 training examples leave the dev split (10% of them) empty"),
+    (imdb_too_few_for_dev, "2 training examples leave the dev split (10% of them) empty"),
+]
+
+
+@pytest.mark.parametrize(
+    ("make", "problem"),
+    [
+        *BAD_DATA,
+        (missing_dir, "data directory not found"),
+        (missing_split, "file not found"),
+        (not_a_list_of_dicts, "not a list of dicts"),
+        (no_label, "has no 'label'"),
+        (no_second_document, "has no 'input_ids_1'"),
+        (not_a_pickle, "cannot be unpickled"),
+        (tsv_wrong_columns, "4 tab-separated columns"),
+        (cifar_without_data, "no b'data' entry"),
+        (cifar_missing_batch, "file not found"),
+        (cifar_wrong_shape, "(2, 100)"),
+        (imdb_missing_folder, "directory not found"),
+        (nothing_recognised, "no pathfinder data found"),
+    ],
+)
+def test_malformed_data_is_a_user_error(
+    tmp_path: Path, make: Callable[[Path], tuple[str, Path]], problem: str
+) -> None:
+    task, culprit = make(tmp_path)
+    with pytest.raises(UserError) as info:
+        load_task(task, data_dir=culprit if make is missing_dir else tmp_path, seq_len=16)
+    message = str(info.value)
+    assert "\n" not in message
+    assert str(culprit) in message and problem in message and "expected" in message
+    assert not (tmp_path / "pwned").exists()

@@ -1,0 +1,100 @@
+"""Table 2's report and its claims' verdicts, on constructed results with a known answer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from harness.kinds.forecasting.table2 import reduction, table2_claims, wins_verdict, write_forecast_reports
+from harness.report.claims import CONTRADICTED, INCONCLUSIVE, NOT_MEASURED, REPRODUCED
+
+DATASETS = ["ETTm2", "Electricity", "Exchange", "Traffic", "Weather", "ILI"]
+
+
+def _results(s3_factor: dict[str, float], noise: float = 0.0, seeds: int = 3) -> pd.DataFrame:
+    """FEDformer's MSE and MAE 1.0 (+ a per-seed wobble) everywhere; S3Attention's its factor times FEDformer's."""
+    rows = []
+    for dataset in DATASETS:
+        for horizon in (24, 48) if dataset == "ILI" else (96, 336):
+            for seed in range(seeds):
+                wobble = noise * (seed - (seeds - 1) / 2)
+                base = 1.0 + 0.01 * seed
+                for attention, value in (("fedformer_fourier", base), ("s3attention", base * s3_factor[dataset]
+                                                                        + wobble)):
+                    rows.append({"attention": attention, "dataset": dataset, "horizon": horizon, "seed": seed,
+                                 "status": "ok", "test_mse": value, "test_mae": value,
+                                 "key": f"{attention}-{dataset}-{horizon}-{seed}"})
+    return pd.DataFrame(rows)
+
+
+def test_wins_three_datasets_and_exchange_30_percent_lower_are_reproduced() -> None:
+    factors = {"ETTm2": 0.8, "Electricity": 1.2, "Exchange": 0.6, "Traffic": 1.2, "Weather": 0.9, "ILI": 1.1}
+    claims = table2_claims(_results(factors))
+    assert [c.verdict for c in claims] == [REPRODUCED, REPRODUCED]
+    assert "wins 3" in claims[0].measured and "loses 3" in claims[0].measured
+    assert "40.00%" in claims[1].measured
+
+
+def test_fewer_wins_and_a_smaller_exchange_gain_are_contradicted() -> None:
+    factors = {"ETTm2": 1.2, "Electricity": 1.2, "Exchange": 0.9, "Traffic": 1.2, "Weather": 0.9, "ILI": 1.1}
+    assert [c.verdict for c in table2_claims(_results(factors))] == [CONTRADICTED, CONTRADICTED]
+
+
+def test_noisy_seeds_leave_both_claims_inconclusive() -> None:
+    factors = {"ETTm2": 0.95, "Electricity": 1.05, "Exchange": 0.7, "Traffic": 1.0, "Weather": 0.97, "ILI": 1.0}
+    verdicts = [c.verdict for c in table2_claims(_results(factors, noise=0.5))]
+    assert verdicts == [INCONCLUSIVE, INCONCLUSIVE]
+
+
+def test_the_wins_rule_and_missing_inputs() -> None:
+    assert wins_verdict(3, 3, 0, 3) == REPRODUCED
+    assert wins_verdict(1, 4, 1, 3) == CONTRADICTED
+    assert wins_verdict(2, 2, 2, 3) == INCONCLUSIVE
+    assert wins_verdict(3, 0, 0, 3) == NOT_MEASURED  # three datasets measured of six
+    only_s3 = _results(dict.fromkeys(DATASETS, 1.0))
+    assert table2_claims(only_s3[only_s3["attention"] == "s3attention"]) == []
+    one_seed = _results(dict.fromkeys(DATASETS, 0.5), seeds=1)
+    assert reduction(one_seed, "s3attention", "fedformer_fourier", "Exchange", "test_mse").n == 1
+
+
+def test_the_table_bolds_the_lowest_mean_and_counts_first_places(tmp_path: Path) -> None:
+    factors = {"ETTm2": 0.8, "Electricity": 1.2, "Exchange": 0.6, "Traffic": 1.2, "Weather": 0.9, "ILI": 1.1}
+    df = _results(factors)
+    files = write_forecast_reports(df, pd.DataFrame(), tmp_path, env={}, suite="t",
+                                   options={"row_names": {"s3attention": "S3"}})
+    assert {p.name for p in files} >= {"table2.csv", "table2.md", "table2.tex", "claims.md"}
+    md = (tmp_path / "table2.md").read_text()
+    assert md.index("S3 MSE") < md.index("S3 MAE") < md.index("FEDformer MSE")  # the paper's column order
+    exchange = next(line for line in md.splitlines() if line.startswith("| Exchange"))
+    assert "**0.606(0.006)**" in exchange  # 0.6 x (1.00, 1.01, 1.02): mean 0.606, std 0.006
+    count = next(line for line in md.splitlines() if line.startswith("| 1st Count"))
+    assert [c.strip() for c in count.strip("|").split("|") if c.strip()][1:] == ["12", "12"]
+    assert r"\textbf{0.606(0.006)}" in (tmp_path / "table2.tex").read_text()
+    assert pd.read_csv(tmp_path / "table2.csv").shape[0] == 24  # 2 attentions x 12 (dataset, horizon)
+
+
+@pytest.mark.parametrize("status", ["oom", "error"])
+def test_failed_cells_are_left_out_and_counted(tmp_path: Path, status: str) -> None:
+    df = _results(dict.fromkeys(DATASETS, 0.9))
+    df.loc[0, "status"] = status
+    write_forecast_reports(df, pd.DataFrame(), tmp_path, env={}, suite="t", options={})
+    assert f"1 cell(s) did not finish ({status})" in (tmp_path / "table2.md").read_text()
+
+
+def test_results_no_better_than_a_naive_forecast_are_marked(tmp_path: Path) -> None:
+    """Repeat-last scores 0.95 on Exchange (a random walk: persistence is hard to beat) and 5.0 elsewhere: on
+    Exchange FEDformer's 1.0x are marked, S3Attention's 0.6x are not; the note counts them."""
+    df = _results({"ETTm2": 0.8, "Electricity": 1.2, "Exchange": 0.6, "Traffic": 1.2, "Weather": 0.9, "ILI": 1.1})
+    for prefix, value in (("naive_last", 5.0), ("naive_mean", 7.0), ("naive_fourier", 6.0)):
+        df[f"{prefix}_mse"] = df[f"{prefix}_mae"] = value
+    df.loc[df["dataset"] == "Exchange", ["naive_last_mse", "naive_last_mae"]] = 0.95
+    write_forecast_reports(df, pd.DataFrame(), tmp_path, env={}, suite="t", options={})
+    md = (tmp_path / "table2.md").read_text()
+    exchange = [line for line in md.splitlines() if line.startswith("| Exchange")]
+    assert len(exchange) == 2 and all(line.count("‡") == 2 for line in exchange)  # FEDformer's MSE and MAE
+    assert [c.strip() for c in exchange[0].strip("|").split("|")][-6:] == ["0.950", "0.950", "7.000", "7.000",
+                                                                           "6.000", "6.000"]
+    assert "4 of 48 model means" in md
+    assert r"1.010(0.010)$^\ddagger$" in (tmp_path / "table2.tex").read_text()

@@ -1,0 +1,108 @@
+"""Tests of harness.timing (structure and units only; nothing here asserts a speed)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from harness.measure.timing import GLIBC_TUNABLES_TIMING, TimingResult, time_fn, timing_env_active
+
+CPU = torch.device("cpu")
+
+
+def test_cpu_result_is_consistent() -> None:
+    x = torch.randn(64, 64)
+    result = time_fn(lambda: x @ x, CPU, min_run_time_s=0.05, min_repeats=7)
+    assert isinstance(result, TimingResult)
+    assert len(result.times_ms) >= 7
+    assert result.n_calls >= len(result.times_ms)
+    assert min(result.times_ms) <= result.median_ms <= max(result.times_ms)
+    assert min(result.times_ms) <= result.mean_ms <= max(result.times_ms)
+    assert result.iqr_ms >= 0
+    assert result.threads == torch.get_num_threads()
+    assert result.method == "torch.utils.benchmark.blocked_autorange"
+
+
+def test_slow_call_is_topped_up_to_min_repeats() -> None:
+    # One call outlasts min_run_time_s, so blocked_autorange alone yields a single sample.
+    result = time_fn(lambda: time.sleep(0.02), CPU, min_run_time_s=0.01, min_repeats=4, warmup=0)
+    assert len(result.times_ms) == 4
+    assert result.n_calls == 4
+
+
+def test_sleep_is_reported_in_milliseconds() -> None:
+    result = time_fn(lambda: time.sleep(0.01), CPU, min_run_time_s=0.05, min_repeats=3, warmup=1)
+    assert 9.0 <= result.median_ms <= 60.0
+
+
+def test_warmup_calls_are_made_and_not_counted() -> None:
+    calls = []
+    result = time_fn(lambda: calls.append(1), CPU, min_run_time_s=0.01, min_repeats=5, warmup=3)
+    # blocked_autorange also calls fn while sizing its blocks, so only a lower bound is exact.
+    assert len(calls) >= 3 + result.n_calls
+
+
+def test_result_is_immutable() -> None:
+    result = time_fn(lambda: None, CPU, min_run_time_s=0.01)
+    with pytest.raises(AttributeError):
+        result.median_ms = 0.0  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("value", "active"),
+    [
+        (None, False),
+        ("", False),
+        ("glibc.malloc.mmap_threshold=33554432", False),
+        (GLIBC_TUNABLES_TIMING, True),
+        ("glibc.pthread.rseq=0:" + GLIBC_TUNABLES_TIMING, True),
+    ],
+)
+def test_timing_env_active(monkeypatch: pytest.MonkeyPatch, value: str | None, active: bool) -> None:
+    if value is None:
+        monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
+    else:
+        monkeypatch.setenv("GLIBC_TUNABLES", value)
+    assert timing_env_active() is active
+
+
+_AFTER_FAILED_ALLOCATION = """
+import ctypes, resource, threading, torch
+# A second thread, as the runner has (torch's pool, tqdm's monitor): glibc retries a failed allocation in another
+# arena only in a multi-threaded process.
+threading.Thread(target=threading.Event().wait, daemon=True).start()
+with open("/proc/self/status") as f:
+    vm = next(int(line.split()[1]) for line in f if line.startswith("VmSize:")) * 1024
+resource.setrlimit(resource.RLIMIT_AS, (vm + 2**30, resource.RLIM_INFINITY))  # 1 GiB of headroom
+try:
+    torch.empty(2**30)  # 4 GiB: fails, as an n^2 cell past the runner's cap does
+except RuntimeError:
+    pass
+else:
+    raise SystemExit("the allocation was expected to fail")
+block = torch.ones(2**25)  # 128 MiB: a large block after the failure
+del block
+ctypes.CDLL("libc.so.6").malloc_stats()  # per-arena statistics on stderr
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc only")
+@pytest.mark.parametrize(("tunables", "one_arena"), [
+    (GLIBC_TUNABLES_TIMING, True),
+    # The control: without arena_max=1 glibc opens more arenas (the slowdown's cause), so the check can fail.
+    (GLIBC_TUNABLES_TIMING.replace(":glibc.malloc.arena_max=1", ""), False),
+])
+def test_failed_allocation_keeps_one_malloc_arena(tunables: str, one_arena: bool) -> None:
+    assert "arena_max=1" in GLIBC_TUNABLES_TIMING
+    env = {**os.environ, "GLIBC_TUNABLES": tunables, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-c", _AFTER_FAILED_ALLOCATION], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    arenas = re.findall(r"^Arena (\d+):", proc.stderr, flags=re.M)
+    assert (arenas == ["0"]) is one_arena, proc.stderr
