@@ -21,6 +21,7 @@ import yaml
 from torch import nn
 
 import attentions
+import harness.measure.group
 import harness.run.runner
 from attentions import registry
 from harness.kinds import KINDS
@@ -120,8 +121,8 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
 @pytest.fixture
 def fast_runner(monkeypatch: pytest.MonkeyPatch) -> None:
     """Skip the ~1 s GEMM peak and bandwidth measurements a run does before its first timed cell."""
-    monkeypatch.setattr(harness.run.runner, "measure_gemm_peak_gflops", lambda device: 100.0)
-    monkeypatch.setattr(harness.run.runner, "measure_memory_bandwidth_gbs", lambda device: 10.0)
+    monkeypatch.setattr(harness.measure.group, "measure_gemm_peak_gflops", lambda device: 100.0)
+    monkeypatch.setattr(harness.measure.group, "measure_memory_bandwidth_gbs", lambda device: 10.0)
 
 
 def kill_in_step(monkeypatch: pytest.MonkeyPatch, step: int) -> None:

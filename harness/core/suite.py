@@ -11,7 +11,7 @@ import fnmatch
 import itertools
 import math
 import operator
-from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -113,6 +113,18 @@ class SuiteKind:
         code: the modules whose source determines this kind's numbers (part of every cell's key).
         group_key: cells with equal group keys are run together by ``run_group`` (None: one cell at a time).
         run_group: runs a group of cells in this process (the speed kind times them interleaved).
+        timed: whether a cell's figures are times (None: no cell's are): such a cell waits for a quiet machine under
+            ``--require-quiet``, and a group of them is timed beside its baseline, so that every speed-up is paired.
+        run_env: measurements of the machine that a run of these cells needs once, before its first cell, stored
+            with the run (the timed kinds: the GEMM peak and bandwidth of the roofline, the noise check's reference
+            kernel).
+        value_order: for an axis, the order of its values in cross-suite views (``report --rank``): e.g. the LRA
+            tasks in the paper's order rather than alphabetically.
+        normalise: a results frame of this kind with its optional axes filled (cells without a study axis group
+            with the default ones), for the cross-suite views.
+        value_text: how an axis value reads inside a label of a cross-suite view (``a=2``, ``Text``).
+        rank_subset: the cells a ranking reads of a results frame of this kind, and whether that is a part of them
+            (the robustness study is ranked on its noisy cells).
     """
 
     name: str
@@ -133,9 +145,34 @@ class SuiteKind:
     group_key: Callable[[Cell], Hashable] | None = None
     run_group: Callable[[list[Cell], Context], list[CellResult]] | None = None
     check_inputs: Callable[[list[Cell]], None] | None = None
+    timed: Callable[[Cell], bool] | None = None
+    run_env: Callable[[list[Cell], torch.device], dict[str, Any]] | None = None
+    value_order: Mapping[str, Sequence[Any]] = field(default_factory=dict)
+    normalise: Callable[[Any], Any] | None = None
+    value_text: Callable[[str, Any], str] | None = None
+    rank_subset: Callable[[Any], tuple[Any, bool]] | None = None
 
     def all_axes(self) -> dict[str, Axis]:
         return {"attention": ATTENTION_AXIS, **self.axes, **self.optional_axes}
+
+
+#: The registered suite kinds by name, filled by :mod:`harness.kinds` (one line per kind there). The core and the
+#: report primitives read kinds from here, never import one.
+KINDS: dict[str, SuiteKind] = {}
+
+
+def register_kind(kind: SuiteKind) -> SuiteKind:
+    """Add ``kind`` to :data:`KINDS` (a name registered twice is an error)."""
+    if kind.name in KINDS and KINDS[kind.name] is not kind:
+        raise ValueError(f"suite kind {kind.name!r} is registered twice")
+    KINDS[kind.name] = kind
+    return kind
+
+
+def is_timed(cell: Cell) -> bool:
+    """A cell whose figures are times (see :attr:`SuiteKind.timed`)."""
+    timed = KINDS[cell.kind].timed if cell.kind in KINDS else None
+    return bool(timed and timed(cell) and not cell.skip_reason)
 
 
 @dataclass

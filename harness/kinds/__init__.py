@@ -1,18 +1,20 @@
 """The table of suite kinds: a suite file's ``kind`` key names one, and the loader, the runner, the store's reports and
 the CLI look it up here instead of branching on the kind (see :class:`harness.core.suite.SuiteKind`).
 
-Adding a kind = one module that builds a ``SuiteKind`` and one line below.
+Adding a kind = one package that builds a ``SuiteKind`` and one entry below; the kinds register into
+:data:`harness.core.suite.KINDS`, which the core, the runner and the report primitives read (none imports a kind).
 """
 
 from __future__ import annotations
 
-from ..core.suite import Axis, SuiteKind
+from ..core.suite import KINDS, Axis, register_kind
 from .accuracy.kind import KIND as ACCURACY
 from .approximation.kind import KIND as APPROXIMATION
 from .forecasting.kind import KIND as FORECASTING
 from .speed.kind import KIND as SPEED
 
-KINDS: dict[str, SuiteKind] = {kind.name: kind for kind in (SPEED, ACCURACY, APPROXIMATION, FORECASTING)}
+for _kind in (SPEED, ACCURACY, APPROXIMATION, FORECASTING):  # one entry per kind
+    register_kind(_kind)
 DEFAULT_KIND = SPEED.name
 
 

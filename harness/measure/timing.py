@@ -14,12 +14,19 @@ import timeit
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 import torch.utils.benchmark as benchmark
 
 from ..core.tunables import GLIBC_TUNABLES_TIMING, timing_env_active  # noqa: F401  (re-exported: the timing settings)
+
+#: A suite's ``timing`` settings and their defaults (the timed kinds' suites). ``flush_l2``: CUDA only, evict L2 before
+#: each timed call so every call starts cold (triton's do_bench); no effect on the CPU. Checked by the types of these
+#: defaults (:func:`~harness.core.suite.validate_numbers`) when the suite loads: a nan or inf run time never ends, a
+#: fractional count fails in `range` in every cell.
+TIMING_DEFAULTS: dict[str, Any] = {"min_run_time_s": 1.0, "min_repeats": 5, "warmup": 2, "flush_l2": False}
 
 # Size of the buffer zeroed before each CUDA call to evict L2 (as triton's do_bench does):
 # larger than the L2 of any current GPU (H100: 50 MB, H200: 60 MB).

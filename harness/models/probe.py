@@ -21,8 +21,8 @@ import torch
 from torch import Tensor
 
 from ..core.files import atomic_write
-from ..kinds.accuracy.tasks import TaskData
 from .classifier import Classifier
+from .tasks import TaskData
 
 PROBE_DIR = "probes"
 PROBE_DEFAULTS: dict[str, Any] = {"examples": 8}

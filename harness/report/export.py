@@ -8,7 +8,7 @@ from typing import Any
 
 from ..core.errors import UserError
 from ..core.store import Store
-from ..kinds import KINDS
+from ..core.suite import KINDS
 
 
 def write_suite_reports(store: Store, name: str | None = None, options: Mapping[str, Any] | None = None, *,

@@ -26,9 +26,7 @@ import pandas as pd
 
 from ..core.errors import UserError
 from ..core.store import Store
-from ..kinds import KINDS
-from ..kinds.accuracy.summary import axis_text, row_label, with_axis_defaults
-from ..kinds.accuracy.tasks import TASKS
+from ..core.suite import KINDS, SuiteKind
 from .format import (
     MISSING,
     Fmt,
@@ -145,18 +143,39 @@ def default_out_dir(directories: Sequence[str | Path]) -> Path:
 # Metrics of one suite
 
 
-def _axis_value_text(column: str, value: Hashable) -> str:
+def _kind(df: pd.DataFrame) -> SuiteKind:
+    """The one registered kind of a store's cells."""
+    kinds = set(df["kind"])
+    if len(kinds) != 1 or next(iter(kinds)) not in KINDS:
+        raise UserError(f"cells of suite kinds {', '.join(sorted(map(str, kinds)))}: a store holds one known kind")
+    return KINDS[kinds.pop()]
+
+
+def _normalised(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with its kind's optional axes filled (:attr:`SuiteKind.normalise`)."""
+    kind = _kind(df)
+    return kind.normalise(df) if kind.normalise is not None else df
+
+
+def _value_text(kind: SuiteKind, column: str, value: Hashable) -> str:
+    """How one axis value reads in a label: the kind's words where it has them (``a=2``, ``Text``)."""
+    return kind.value_text(column, value) if kind.value_text is not None else str(value)
+
+
+def _axis_value_text(kind: SuiteKind, column: str, value: Hashable) -> str:
     if column == "seq_len":
         return f"n={value}"
     if column in ("task", "noise", "noise_on", "mode", "dtype", "device"):
-        return axis_text(column, value)
+        return _value_text(kind, column, value)
     return f"{column}={value}"
 
 
-def _sort_value(column: str, value: Hashable) -> tuple[float, str]:
-    """Numbers by size, tasks in the paper's order, the rest by name (so n=64 comes before n=128)."""
-    if column == "task" and value in TASKS:
-        return (float(TASKS.index(value)), "")
+def _sort_value(kind: SuiteKind, column: str, value: Hashable) -> tuple[float, str]:
+    """Numbers by size, an axis the kind orders (the LRA tasks) in its order, the rest by name (n=64 before
+    n=128)."""
+    order = list(kind.value_order.get(column, ()))
+    if value in order:
+        return (float(order.index(value)), "")
     if isinstance(value, int | float | np.number) and not isinstance(value, bool):
         return (float(value), "")
     return (float("inf"), str(value))
@@ -164,21 +183,8 @@ def _sort_value(column: str, value: Hashable) -> tuple[float, str]:
 
 def _metric_axes(df: pd.DataFrame) -> list[str]:
     """The axes a metric is a cell of: the suite kind's axes and the device, without variant and replicate axes."""
-    kinds = set(df["kind"])
-    if len(kinds) != 1 or next(iter(kinds)) not in KINDS:
-        raise UserError(f"cells of suite kinds {', '.join(sorted(map(str, kinds)))}: a store holds one known kind")
-    axes = [*KINDS[kinds.pop()].all_axes(), "device"]
+    axes = [*_kind(df).all_axes(), "device"]
     return [a for a in axes if a in df.columns and a not in (*VARIANT_AXES, *REPLICATE_AXES)]
-
-
-def _only_noisy(df: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
-    """A robustness suite (cells with noise a > 0) is ranked on its noisy cells: accuracy under noise.
-
-    Its clean cells are clean accuracy, which an accuracy suite ranks; and not the relative drop from a = 0, which a
-    model at chance (the ``none`` control) would win by losing nothing.
-    """
-    noisy = df["noise"] > 0
-    return (df[noisy], True) if noisy.any() else (df, False)
 
 
 def suite_metrics(df: pd.DataFrame, suite: str) -> tuple[pd.DataFrame, str]:
@@ -190,11 +196,12 @@ def suite_metrics(df: pd.DataFrame, suite: str) -> tuple[pd.DataFrame, str]:
         finished ok), runs, ok_runs and reason (the statuses of the failed runs, "" when every run is ok); and the
         description.
     """
-    df = with_axis_defaults(df)
+    kind = _kind(df)
+    df = _normalised(df)
     axes = _metric_axes(df)
     # the axes that vary over the whole suite, so a robustness metric names its noise level even with one a > 0
     shown = [a for a in axes if a in PRIMARY_AXES or df[a].nunique(dropna=False) > 1]
-    df, noisy_only = _only_noisy(df)
+    df, part_only = kind.rank_subset(df) if kind.rank_subset is not None else (df, False)
     df = df.assign(_variant=_variant_names(df))
     ok = df["status"] == "ok"
     frames, used = [], []
@@ -210,8 +217,9 @@ def suite_metrics(df: pd.DataFrame, suite: str) -> tuple[pd.DataFrame, str]:
         grouped = cells.groupby([*axes, "_variant"], dropna=False, sort=False)
         out = grouped.agg(value=("_value", "mean"), runs=("status", "size"), ok_runs=("_value", "count"),
                           reason=("_failed", lambda s: ", ".join(sorted(set(s.dropna()))))).reset_index()
-        out = out.sort_values(axes, key=lambda c: c.map(lambda v, col=c.name: _sort_value(col, v)), kind="stable")
-        labels = [", ".join(_axis_value_text(a, v) for a, v in zip(shown, r, strict=True))
+        out = out.sort_values(axes, key=lambda c: c.map(lambda v, col=c.name: _sort_value(kind, col, v)),
+                              kind="stable")
+        labels = [", ".join(_axis_value_text(kind, a, v) for a, v in zip(shown, r, strict=True))
                   for r in out[shown].itertuples(index=False, name=None)]
         frames.append(pd.DataFrame({
             "suite": suite, "metric": [f"{quantity.name} @ {t}" if t else quantity.name for t in labels],
@@ -219,7 +227,7 @@ def suite_metrics(df: pd.DataFrame, suite: str) -> tuple[pd.DataFrame, str]:
             "value": out["value"], "runs": out["runs"], "ok_runs": out["ok_runs"], "reason": out["reason"]}))
     values = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=["suite", "metric", "column", "higher_is_better", "variant", "value", "runs", "ok_runs", "reason"])
-    return values, _describe(used, shown, df, noisy_only)
+    return values, _describe(used, shown, df, part_only)
 
 
 def _describe(used: Sequence[RankedQuantity], shown: Sequence[str], df: pd.DataFrame, noisy_only: bool) -> str:
@@ -294,7 +302,7 @@ def rank(suites: Sequence[SuiteResults]) -> Ranking:
     for label, suite in zip(labels, suites, strict=True):
         values, descriptions[label] = suite_metrics(suite.df, label)
         frames.append(values)
-        present[label] = set(_variant_names(with_axis_defaults(suite.df)))
+        present[label] = set(_variant_names(_normalised(suite.df)))
     variants = sorted(set().union(*present.values()))
     ranked, skipped = zscores(pd.concat(frames, ignore_index=True))
     if ranked.empty:
@@ -327,9 +335,16 @@ def _env(labels: Sequence[str], suites: Sequence[SuiteResults]) -> dict[str, obj
 
 
 def _variant_names(df: pd.DataFrame) -> list[str]:
-    axes = [a for a in VARIANT_AXES if a in df.columns]  # budget "default": the attention at its own settings
-    return [row_label({a: "" if a == "budget" and x == "default" else x for a, x in zip(axes, v, strict=True)})
-            for v in df[axes].itertuples(index=False, name=None)]
+    """Each cell's variant as a name: the attention, then its other variant axes in parentheses, e.g.
+    ``s3attention (r=1)`` or ``linformer (k=256)``; an approximation's budget "default" is the attention itself."""
+    kind = _kind(df)
+    axes = [a for a in VARIANT_AXES if a in df.columns]
+    names = []
+    for values in df[axes].itertuples(index=False, name=None):
+        extras = [_value_text(kind, a, v) for a, v in zip(axes[1:], values[1:], strict=True)
+                  if str(v) not in ("", "default", "nan")]
+        names.append(f"{values[0]} ({', '.join(extras)})" if extras else str(values[0]))
+    return names
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ import torch
 from ..core import faults
 from ..core.cell import Cell, CellResult, Context
 from ..core.store import Store
+from ..core.suite import is_timed
 from ..kinds import KINDS
 
 
@@ -50,7 +51,7 @@ def groups(todo: list[Cell], every_cell: list[Cell] = (), baseline: str | None =
         group_key = KINDS[members[0].kind].group_key
         reference = next((c for c in every_cell if c.params["attention"] == baseline and not c.skip_reason
                           and group_key(c) == key[1]), None)  # type: ignore[misc]
-        timed = any("time" in c.metrics and not c.skip_reason for c in members)  # memory and FLOPs are not paired
+        timed = any(is_timed(c) for c in members)  # memory and FLOPs are not paired
         if reference is not None and timed:
             members.insert(0, reference)
     return list(out.values())

@@ -28,10 +28,8 @@ from ..core.envinfo import collect_env
 from ..core.errors import RunFailed, UserError
 from ..core.files import directory_lock, remove_temporaries
 from ..core.store import Store
-from ..core.suite import Suite, expand_patterns
-from ..measure.flops import measure_gemm_peak_gflops
-from ..measure.quiet import BUSY_CORES, calibrate, other_load
-from ..measure.traffic import measure_memory_bandwidth_gbs
+from ..core.suite import Suite, expand_patterns, is_timed
+from ..measure.quiet import BUSY_CORES, other_load
 from ..report.export import write_suite_reports
 from . import ray_executor
 from .execute import Recorder, RunSummary, execute_group, groups
@@ -144,12 +142,8 @@ def _run_env(suite: Suite, device: str, todo: list[Cell], local_executor: str, e
     if executor == "ray":
         env.update(ray_executor.describe(address, cpus_per_task))
     env["report"] = suite.report_options()  # so `attnbench report` rewrites the same tables later
-    if any("flops" in c.metrics and "time" in c.metrics for c in todo):
-        env["gemm_peak_gflops"] = measure_gemm_peak_gflops(torch.device(device))
-        env["memory_bandwidth_gbs"] = measure_memory_bandwidth_gbs(torch.device(device))  # the roofline's slope
-    if any("time" in c.metrics for c in todo):
-        # the reference kernel every timed group is compared with (a GPU kernel on a GPU)
-        env["calibration_ms"] = calibrate(torch.device(device))
+    if todo and suite.kind.run_env is not None:  # what the kind measures of the machine once (GEMM peak, ...)
+        env.update(suite.kind.run_env(todo, torch.device(device)))
     return env
 
 
@@ -157,7 +151,7 @@ def _run_local(batches: list[list[Cell]], ctx: Context, record: Recorder, isolat
                quiet_limit_s: float | None) -> None:
     """Run the groups one after the other, in this process or (``isolate``) each in a fresh worker process."""
     for cells in batches:
-        if quiet_limit_s is not None and any("time" in c.metrics for c in cells):
+        if quiet_limit_s is not None and any(is_timed(c) for c in cells):
             wait_for_quiet(quiet_limit_s)
         for cell in cells:
             record.starting(cell)

@@ -15,6 +15,7 @@ import pytest
 
 import attentions
 import harness.kinds.speed.cells
+import harness.measure.group
 from harness.core import faults
 from harness.core.cell import Cell, CellResult, Context
 from harness.core.store import Store
@@ -114,13 +115,13 @@ def test_speed_cells_have_no_padding(throwaway: Callable[..., Any], write_yaml: 
 def test_flush_l2_timing_key_reaches_the_timer(monkeypatch: pytest.MonkeyPatch,
                                                write_yaml: Callable[..., Path]) -> None:
     seen: list[dict[str, Any]] = []
-    real = harness.kinds.speed.cells.time_interleaved
+    real = harness.measure.group.time_interleaved
 
     def spy(fns: list[Callable[[], object]], device: Any, **kwargs: Any) -> Any:
         seen.append(kwargs)
         return real(fns, device, **kwargs)
 
-    monkeypatch.setattr(harness.kinds.speed.cells, "time_interleaved", spy)
+    monkeypatch.setattr(harness.measure.group, "time_interleaved", spy)
     doc = tiny_doc(metrics=["time"], timing={"flush_l2": True})
     cell = next(c for c in load_suite(write_yaml(doc), "quick").expand("cpu") if c.params["mode"] == "fwd")
     assert harness.kinds.speed.cells.measure_cell(cell, Context(Path("."))).status == "ok"

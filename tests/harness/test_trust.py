@@ -14,6 +14,7 @@ import pytest
 
 import harness.core.provenance
 import harness.kinds.speed.cells
+import harness.measure.group
 import harness.run.runner
 from harness.commands import default_threads
 from harness.core.cell import Cell, CellResult, Context
@@ -103,7 +104,7 @@ def test_timed_cells_store_their_samples_and_a_quiet_run_flags_nothing(write_yam
 
 def test_a_busy_machine_flags_the_cells_and_warns(monkeypatch: pytest.MonkeyPatch, cli: Callable[..., CliResult],
                                                   write_yaml: Callable[..., Path], tmp_path: Path) -> None:
-    monkeypatch.setattr(harness.kinds.speed.cells, "load_between",
+    monkeypatch.setattr(harness.measure.group, "load_between",
                         lambda a, b: {"load_other_cores": 1.0, "steal_fraction": 0.0})
     result = cli("run", write_yaml(tiny_doc(metrics=["time"])), "--out", tmp_path, "--device", "cpu")
     assert result.code == 0, result.err

@@ -19,13 +19,13 @@ from typing import Any
 from ...core import faults
 from ...core.cell import Cell, CellResult, Context, classify_exception, memory_cap, time_limit
 from ...core.errors import first_line
-from ...core.files import TEMPORARY
+from ...models.checkpoints import checkpoint_path
 from ...models.classifier import Classifier
 from ...models.probe import probe_path, save_probe
+from ...models.tasks import TaskData
 from .data import load_task
 from .incoherence import measure_incoherence
 from .noise import cell_noise, noisy_task
-from .tasks import TaskData
 from .training import TrainConfig, train_and_evaluate
 
 _LOADED: dict[str, TaskData] = {}
@@ -69,19 +69,6 @@ def read_user_data(cells: list[Cell]) -> None:
     input, refused before the run's store exists. The splits stay loaded for :func:`prepare_data` and the cells
     (real data is never cached on disk, so nothing is written here)."""
     _load_each([c for c in cells if c.fixed["data"]["dir"] is not None], None)
-
-
-def checkpoint_path(workdir: Path, cell: Cell) -> Path:
-    return workdir / "checkpoints" / f"{cell.key}.pt"
-
-
-def drop_checkpoint(cell: Cell, ctx: Context) -> None:
-    """The cell's row is stored: its checkpoint is no longer needed to resume, nor the temporary file of a write
-    that a kill interrupted (:func:`harness.core.files.atomic_write` names them ``.<name>.<random>.tmp``)."""
-    path = checkpoint_path(ctx.workdir, cell)
-    path.unlink(missing_ok=True)
-    for stale in path.parent.glob(TEMPORARY.format(name=path.name)):
-        stale.unlink(missing_ok=True)
 
 
 def _incoherence(settings: dict[str, Any], batch_size: int, device: str,

@@ -1,6 +1,6 @@
 """Loading a task: generated offline (deterministic from a seed, cached with a checksum) or read from real data.
 
-:func:`load_task` returns a :class:`~harness.kinds.accuracy.tasks.TaskData` (train/dev/test splits of int64 token ids,
+:func:`load_task` returns a :class:`~harness.models.tasks.TaskData` (train/dev/test splits of int64 token ids,
 right-padded with PAD_ID) either from the offline generators of :mod:`harness.kinds.accuracy.generators` and
 :mod:`harness.kinds.accuracy.pixels` (``data_dir=None``) or from the real LRA files the user has
 (:mod:`harness.kinds.accuracy.loaders`).
@@ -25,9 +25,7 @@ import torch
 from ...core.errors import UserError
 from ...core.files import atomic_write, checksum_matches, checksum_path, spec_key, write_checksum
 from ...core.files import sha256_file as _sha256  # noqa: F401  (tests write sidecars with it)
-from . import generators, pixels
-from .loaders import load_real
-from .tasks import (
+from ...models.tasks import (
     BYTE_VOCAB,
     LRA_SEQ_LEN,
     NUM_CLASSES,
@@ -39,6 +37,8 @@ from .tasks import (
     pad_or_truncate,
     pixels_to_tokens,
 )
+from . import generators, pixels
+from .loaders import load_real
 
 #: Bumped whenever a generator's output changes, so that stale cache files are never reused.
 CACHE_VERSION = 5

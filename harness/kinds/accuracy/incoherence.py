@@ -25,7 +25,7 @@ from torch import Tensor, nn
 
 from attentions.s3attention import S3Attention
 
-from .tasks import Split
+from ...models.tasks import Split
 
 
 def mu_incoherence(x: Tensor, rank: int) -> Tensor:

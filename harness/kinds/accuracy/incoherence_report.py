@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ...report.format import FAILED_NOTE, Fmt, escape, failed_text, render_table, suite_title
-from ...report.plots import plot_incoherence
+from .plots import plot_incoherence
 from .summary import TASK_LABELS, row_order, seeds_text, varying_label, with_axis_defaults, with_labels
 
 _MU_COLUMN = re.compile(r"^mu_x_r(\d+)_mean$")

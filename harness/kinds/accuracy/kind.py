@@ -36,12 +36,14 @@ from ...core.suite import (
     resolve_or_fail,
     validate_attention_config,
 )
+from ...models.checkpoints import drop_checkpoint
 from ...models.probe import PROBE_DEFAULTS
+from ...models.tasks import LRA_SEQ_LEN, TASKS
 from ...report.format import shown_env
-from .cells import describe, drop_checkpoint, prepare_data, read_user_data, run_accuracy_cell
+from .cells import describe, prepare_data, read_user_data, run_accuracy_cell
 from .noise import NOISE_ON, cell_noise, noise_problem
+from .summary import axis_text, only_noisy, with_axis_defaults
 from .table1 import write_accuracy_reports
-from .tasks import LRA_SEQ_LEN, TASKS
 from .training import TrainConfig, TrainConfigError
 
 TABLES = ("table1", "table5", "table6", "table7", "tableS7")
@@ -265,8 +267,9 @@ KIND = SuiteKind(
     parse=parse, validate=validate, make_cell=make_cell, run=run_accuracy_cell, prepare=prepare_data,
     check_inputs=read_user_data, finished=drop_checkpoint, describe=describe, write_reports=write_reports,
     code=("harness.core.cell", "harness.kinds.accuracy.cells", "harness.kinds.accuracy.training",
-    "harness.models.classifier", "harness.kinds.accuracy.data",
-          "harness.kinds.accuracy.tasks", "harness.kinds.accuracy.noise", "harness.kinds.accuracy.generators",
-          "harness.kinds.accuracy.pixels", "harness.kinds.accuracy.loaders", "harness.kinds.accuracy.incoherence",
-          "harness.models.probe"),
+          "harness.models.classifier", "harness.kinds.accuracy.data", "harness.models.tasks",
+          "harness.kinds.accuracy.noise", "harness.kinds.accuracy.generators", "harness.kinds.accuracy.pixels",
+          "harness.kinds.accuracy.loaders", "harness.kinds.accuracy.incoherence", "harness.models.probe",
+          "harness.models.checkpoints"),
+    value_order={"task": TASKS}, normalise=with_axis_defaults, value_text=axis_text, rank_subset=only_noisy,
 )

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from ...core.errors import UserError, first_line
-from .tasks import (
+from ...models.tasks import (
     BYTE_VOCAB,
     NUM_CLASSES,
     PIXEL_TASKS,
@@ -275,7 +275,7 @@ def read_cifar10(data_dir: str | Path) -> dict[str, tuple[np.ndarray, np.ndarray
     """Grayscale CIFAR-10 by split: uint8 [S, 32, 32] and int64 labels [S] (dev = last 10% of train).
 
     The raw pixels are exposed so that the noise-robustness suite can perturb intensities before
-    :func:`harness.kinds.accuracy.tasks.pixels_to_tokens`.
+    :func:`harness.models.tasks.pixels_to_tokens`.
     """
     root = Path(data_dir)
     parts = [_read_cifar_batch(root / name) for name in CIFAR_TRAIN_BATCHES]
@@ -371,7 +371,7 @@ def load_real(task: str, data_dir: str | Path, *, seq_len: int, seed: int = 0) -
     """Read a task's real data, in the format recognised from the directory's files (see the module docstring).
 
     Args:
-        task: one of :data:`harness.kinds.accuracy.tasks.TASKS`.
+        task: one of :data:`harness.models.tasks.TASKS`.
         data_dir: the directory.
         seq_len: every sequence is truncated or padded to this length (per document for Retrieval).
         seed: seed of IMDB's dev split.

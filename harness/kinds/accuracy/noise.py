@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from ...core.errors import UserError
-from .tasks import PAD_ID, PIXEL_TASKS, Split, TaskData
+from ...models.tasks import PAD_ID, PIXEL_TASKS, Split, TaskData
 
 #: Noise in every split: the paper's setting, noise added "during generating sample sequences".
 TRAIN_TEST = "train+test"
@@ -48,7 +48,7 @@ def add_pixel_noise(x: torch.Tensor, a: float, generator: torch.Generator) -> to
     Token id t = v + 1 carries intensity v in 0..255. Each real position becomes
     ``clip(round_half_even(v + a * (2u - 1)), 0, 255) + 1`` with u ~ U[0, 1) from ``generator``: the noise is added
     to the intensity, rounded to the nearest integer (half to even, as
-    :func:`harness.kinds.accuracy.tasks.pixels_to_tokens`) and clipped to 0..255, so the vocabulary stays 257. The
+    :func:`harness.models.tasks.pixels_to_tokens`) and clipped to 0..255, so the vocabulary stays 257. The
     draw u depends only on the generator and the shape, not on
     ``a``, so datasets at different amplitudes share one realisation scaled by ``a`` (common random numbers: the
     columns of Table 5 differ by the amplitude alone, not by a fresh draw). At a = 0 every token is unchanged.

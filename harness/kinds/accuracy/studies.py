@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ...report.claims import Claim, table5_claims, table6_claims, table7_claims, tableS7_claims, write_claims
+from ...report.claims import Claim, write_claims
 from ...report.format import (
     CONTROL_NOTE,
     FAILED_NOTE,
@@ -37,10 +37,11 @@ from ...report.format import (
     write_csv,
     write_table_files,
 )
-from ...report.plots import plot_ablation, plot_noise_robustness, plot_parameter_sweep
+from .claims import table5_claims, table6_claims, table7_claims, tableS7_claims
 from .differences import table5_differences, variant_differences, write_differences
 from .incoherence_report import incoherence_ranks, incoherence_summary, tableS7, tableS7_figures, tableS7_note
 from .noise import TEST_ONLY, TRAIN_TEST
+from .plots import plot_ablation, plot_noise_robustness, plot_parameter_sweep
 from .summary import (
     AVG,
     AXIS_DEFAULTS,

@@ -12,9 +12,9 @@ from typing import Any
 
 import pandas as pd
 
+from ...models.tasks import TASKS
 from ...report.format import BELOW_CONTROL, Fmt, display_name, failed_text
 from .noise import TEST_ONLY, TRAIN_TEST
-from .tasks import TASKS
 
 TASK_LABELS = {"listops": "ListOps", "text": "Text", "retrieval": "Retrieval", "image": "Image",
                "pathfinder": "Pathfinder"}
@@ -49,6 +49,16 @@ def varying_axes(df: pd.DataFrame, candidates: Sequence[str] = tuple(AXIS_DEFAUL
     """The ``candidates`` columns of ``df`` that take more than one value: the axes a row label must show so that
     rows of different variants or noise levels are never merged."""
     return [c for c in candidates if c in df.columns and df[c].nunique(dropna=False) > 1]
+
+
+def only_noisy(df: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
+    """A robustness suite (cells with noise a > 0) is ranked on its noisy cells: accuracy under noise.
+
+    Its clean cells are clean accuracy, which an accuracy suite ranks; and not the relative drop from a = 0, which a
+    model at chance (the ``none`` control) would win by losing nothing.
+    """
+    noisy = df["noise"] > 0
+    return (df[noisy], True) if noisy.any() else (df, False)
 
 
 def axis_text(column: str, value: Any, display: bool = False) -> str:

@@ -27,8 +27,8 @@ from ...report.format import (
     write_raw,
     write_table_files,
 )
-from ...report.plots import plot_learning_curves
 from .differences import table1_differences, write_differences
+from .plots import plot_learning_curves
 from .studies import STUDY_TABLES, write_study_reports
 from .summary import (
     AVG,

@@ -21,9 +21,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ...core import faults
-from ...core.files import atomic_write
+from ...models.checkpoints import batch_indices, load_checkpoint, save_checkpoint
 from ...models.classifier import Classifier
-from .tasks import Split, TaskData
+from ...models.tasks import Split, TaskData
 
 POOLINGS = ("mean", "cls", "mean_all")
 #: Named training recipes: the settings each one fixes unless a suite gives them explicitly. ``harness`` is the
@@ -202,15 +202,6 @@ def evaluate(model: Classifier, split: Split, *, batch_size: int, device: torch.
     return loss_sum / max(n, 1), correct / max(n, 1)
 
 
-def batch_indices(n_train: int, batch_size: int, step: int, seed: int) -> Tensor:
-    """Indices of the examples of ``step``: one seeded permutation per epoch, so resuming needs no state."""
-    per_epoch = math.ceil(n_train / batch_size)
-    epoch, offset = divmod(step, per_epoch)
-    g = torch.Generator().manual_seed(seed * 100_003 + epoch)
-    perm = torch.randperm(n_train, generator=g)
-    return perm[offset * batch_size : (offset + 1) * batch_size]
-
-
 def _schedule(warmup: int, total: int) -> Callable[[int], float]:
     def factor(step: int) -> float:
         if warmup > 0 and step < warmup:
@@ -322,24 +313,3 @@ def _evaluate_into(state: dict[str, Any], model: Classifier, data: TaskData, cfg
         state["best_weights"] = copy.deepcopy(model.state_dict())
 
 
-def save_checkpoint(path: Path, model: nn.Module, opt: torch.optim.Optimizer,
-                    sched: torch.optim.lr_scheduler.LRScheduler, state: dict[str, Any]) -> None:
-    def write(tmp: Path) -> None:
-        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
-                    "rng": torch.get_rng_state(), "state": state}, tmp)
-        faults.point("training.checkpoint_write", str(path))  # the new checkpoint is written, not yet in place
-
-    atomic_write(path, write)  # a kill mid-write leaves the previous checkpoint intact
-
-
-def load_checkpoint(path: Path, model: nn.Module, opt: torch.optim.Optimizer,
-                    sched: torch.optim.lr_scheduler.LRScheduler, device: torch.device) -> dict[str, Any]:
-    """Restore a run from its checkpoint (shared by the accuracy and forecasting trainers); returns its state."""
-    # weights_only: a checkpoint holds tensors, numbers and containers only, so loading one never runs code from a
-    # file someone could have put in the output directory
-    saved = torch.load(path, map_location=device, weights_only=True)
-    model.load_state_dict(saved["model"])
-    opt.load_state_dict(saved["opt"])
-    sched.load_state_dict(saved["sched"])
-    torch.set_rng_state(saved["rng"])
-    return saved["state"]

@@ -28,8 +28,8 @@ from attentions.base import QKVProjection
 
 from ...core import faults
 from ...core.cell import Cell, CellResult, Context, NonFinite, classify_exception, memory_cap, time_limit
+from ...measure.group import Workload, time_group
 from ...models.probe import load_probe
-from ..speed.cells import Workload, time_group
 from .error import attention_matrix, matrix_errors, output_errors
 
 
@@ -116,7 +116,7 @@ def measure_cell(cell: Cell, ctx: Context) -> CellResult:
 
 def measure_group(cells: list[Cell], ctx: Context) -> list[CellResult]:
     """Cells of one length and input: each one's errors, then their forward passes timed in interleaved rounds
-    (:func:`harness.kinds.speed.cells.time_group`: the load and drift flags of the speed suite come with them)."""
+    (:func:`harness.measure.group.time_group`: the load and drift flags of the speed suite come with them)."""
     prepared = [_prepare(cell, ctx) for cell in cells]
     timed = [w for w in prepared if isinstance(w, Workload)]
     if timed:

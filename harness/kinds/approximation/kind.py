@@ -51,10 +51,11 @@ from ...core.suite import (
     resolve_or_fail,
     validate_numbers,
 )
+from ...measure.group import is_time_cell, timing_env
+from ...measure.timing import TIMING_DEFAULTS
 from ...models.probe import PROBE_DIR, load_probe
+from ...models.tasks import TASKS
 from ...report.format import shown_env
-from ..accuracy.tasks import TASKS
-from ..speed.kind import TIMING_DEFAULTS
 from .cells import describe, measure_cell, measure_group
 from .report import write_approximation_reports
 
@@ -260,7 +261,6 @@ KIND = SuiteKind(
     parse=parse, validate=validate, make_cell=make_cell, run=measure_cell, prepare=_nothing, finished=_nothing,
     describe=describe, write_reports=write_reports,
     code=("harness.core.cell", "harness.kinds.approximation.cells", "harness.kinds.approximation.error",
-    "harness.kinds.speed.cells",
-          "harness.measure.timing", "harness.measure.quiet", "harness.models.probe"),
-    group_key=group_key, run_group=measure_group,
+          "harness.measure.timing", "harness.measure.quiet", "harness.models.probe", "harness.measure.group"),
+    group_key=group_key, run_group=measure_group, timed=is_time_cell, run_env=timing_env,
 )

@@ -36,7 +36,7 @@ from ...report.format import (
     write_csv,
     write_raw,
 )
-from ...report.plots import _single_axes
+from ...report.plots import single_axes
 from ...report.stats import paired_ratio
 
 COLUMNS = ("rel_fro", "max_abs", "cos_mean", "cos_min", "attn_tv", "time_ms_median", "speedup")
@@ -165,7 +165,7 @@ def plot_pareto(df: pd.DataFrame, out_dir: Path, *, suite: str, reference: str) 
                 axis.set_major_formatter(mticker.FormatStrFormatter("%g"))
 
         title = f"{suite_title(suite)}: error against speed, n = {length_label(int(n))}, {inp} input"
-        written += _single_axes(out_dir, f"pareto_{inp}_n{int(n)}", title, draw,
+        written += single_axes(out_dir, f"pareto_{inp}_n{int(n)}", title, draw,
                                 xlabel=f"forward speed-up over {reference} (same rounds; > 1 is faster)",
                                 ylabel="relative error ‖y − e‖/‖e‖")
     return written

@@ -47,8 +47,8 @@ from ...core.suite import (
     mapping,
     resolve_or_fail,
 )
+from ...models.checkpoints import checkpoint_path, drop_checkpoint
 from ...report.format import shown_env
-from ..accuracy.cells import checkpoint_path, drop_checkpoint
 from .blocks import ForecastConfig
 from .data import (
     DATASETS,
@@ -275,12 +275,10 @@ KIND = SuiteKind(
     keys=frozenset({"data", "model", "model_config", "train", "datasets"}), tables=TABLES, reads_data=True,
     parse=parse, validate=validate, make_cell=make_cell, run=run, prepare=prepare, check_inputs=check_inputs,
     finished=drop_checkpoint, describe=describe, write_reports=write_reports,
-    code=("harness.core.cell", "harness.kinds.accuracy.training", "harness.kinds.forecasting.kind",
-    "harness.kinds.forecasting.training",
-          "harness.kinds.forecasting.data", "harness.kinds.forecasting.blocks", "harness.kinds.forecasting.models",
-          "harness.kinds.forecasting.embed", "harness.kinds.forecasting.fourier",
-          "harness.kinds.forecasting.s3_forecaster",
-          "harness.kinds.forecasting.fedformer", "harness.kinds.forecasting.autoformer",
-          "harness.kinds.forecasting.informer",
+    code=("harness.core.cell", "harness.models.checkpoints", "harness.kinds.forecasting.kind",
+          "harness.kinds.forecasting.training", "harness.kinds.forecasting.data", "harness.kinds.forecasting.blocks",
+          "harness.kinds.forecasting.models", "harness.kinds.forecasting.embed", "harness.kinds.forecasting.fourier",
+          "harness.kinds.forecasting.s3_forecaster", "harness.kinds.forecasting.fedformer",
+          "harness.kinds.forecasting.autoformer", "harness.kinds.forecasting.informer",
           "harness.kinds.forecasting.logtrans", "harness.kinds.forecasting.reformer"),
 )

@@ -8,7 +8,7 @@ profiles can stop inside an epoch: validation every ``eval_every`` steps (0: onc
 
 Deterministic under a seed on CPU (initialisation, FEB-f's random modes, the data order — one seeded permutation of
 the training windows per epoch — and dropout). Checkpoints hold the model, optimiser, learning-rate state, RNG,
-best weights and curve (:func:`harness.kinds.accuracy.training.save_checkpoint`), so a killed cell resumed from its last
+best weights and curve (:func:`harness.models.checkpoints.save_checkpoint`), so a killed cell resumed from its last
 checkpoint ends with the result an uninterrupted one would have.
 """
 
@@ -26,7 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from ...core import faults
-from ..accuracy.training import batch_indices, load_checkpoint, save_checkpoint
+from ...models.checkpoints import batch_indices, load_checkpoint, save_checkpoint
 from .blocks import ForecastConfig
 from .data import Split, Windows
 from .fourier import FourierExtrapolation

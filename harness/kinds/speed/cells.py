@@ -7,14 +7,10 @@ non-finite outputs, losses or gradients, ``unsupported`` for capability refusals
 
 from __future__ import annotations
 
-import contextlib
 import time
-import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -25,7 +21,6 @@ from ...core import faults
 from ...core.cell import (
     Cell,
     CellResult,
-    CellTimeout,
     Context,
     NonFinite,
     classify_exception,
@@ -33,12 +28,11 @@ from ...core.cell import (
     time_limit,
 )
 from ...core.errors import first_line
-from ...measure.compile import checked_first_call, compile_module, compile_scope, compiles, no_recompiles
+from ...measure.compile import checked_first_call, compile_module, compile_scope, compiles
 from ...measure.flops import count_work
-from ...measure.gpu import gpu_state, pinned_sdpa, profile_call, slowdown_reason, time_graph
+from ...measure.gpu import pinned_sdpa, profile_call
+from ...measure.group import Workload, time_group
 from ...measure.memory import peak_memory_bytes
-from ...measure.quiet import calibrate, cpu_times, load_between, noise_flags
-from ...measure.timing import time_interleaved
 from ...models.classifier import Classifier
 
 TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -166,18 +160,6 @@ def _calls(cell: Cell, module: nn.Module, call: Callable[[Callable[[Tensor], Ten
     return pinned(call(compile_module(module, cell.params["attention"]))), eager, module
 
 
-@dataclass
-class Workload:
-    """A cell built, checked finite and measured for memory and FLOPs, ready to be timed with its group."""
-
-    cell: Cell
-    fn: Callable[[], Tensor]
-    module: nn.Module
-    metrics: dict[str, Any]
-    spent_s: float  # of its time limit
-    result: CellResult | None = None  # set by the group's timing; None = ok, untimed (memory and FLOPs only)
-
-
 def _prepare(cell: Cell, ctx: Context) -> Workload | CellResult:
     """Build the cell's workload, check it is finite, take its peak memory and FLOPs; a failure is its result."""
     faults.point("measure.cell", cell.label)
@@ -265,57 +247,6 @@ def measure_group(cells: list[Cell], ctx: Context) -> list[CellResult]:
     if cells and cells[0].device.startswith("cuda"):
         torch.cuda.empty_cache()
     return out
-
-
-def time_group(timed: list[Workload], ctx: Context) -> None:
-    """Time the workloads interleaved and set each one's result (ok with samples, or the failure)."""
-    device = torch.device(timed[0].cell.device)
-
-    @contextlib.contextmanager
-    def guard(i: int) -> Iterator[None]:
-        left = None if not ctx.timeout_s else ctx.timeout_s - timed[i].spent_s
-        if left is not None and left <= 0:
-            raise CellTimeout(f"cell exceeded its {ctx.timeout_s:g} s time limit")
-        started = time.perf_counter()
-        try:
-            with time_limit(left):
-                yield
-        except CellTimeout:  # what is left of the limit fired: the message names the cell's limit
-            raise CellTimeout(f"cell exceeded its {ctx.timeout_s:g} s time limit") from None
-        finally:
-            timed[i].spent_s += time.perf_counter() - started
-
-    timing = dict(timed[0].cell.timing)
-    graphs = bool(timing.pop("cuda_graph", False)) and device.type == "cuda"
-    timing.pop("gpu_profile", None)
-    before = calibrate(device) if ctx.calibration_ms else None
-    state = gpu_state(device)
-    window = cpu_times()
-    with memory_cap(device), no_recompiles(any(compiles(w.cell.params) for w in timed)):
-        timings = time_interleaved([w.fn for w in timed], device, guard=guard, **timing)
-    load = load_between(window, cpu_times())
-    state_after = gpu_state(device)
-    # the faster of the reference before and after the group: a slowdown that lasted through the group shows in
-    # both, a transient of a few milliseconds in one (see harness.measure.quiet)
-    calibration = min(before, calibrate(device)) / ctx.calibration_ms if before and ctx.calibration_ms else None
-    flags = noise_flags(load, calibration, slowdown_reason(state, state_after))
-    flags.update({k: v for k, v in state_after.items()})
-    group = uuid.uuid4().hex[:12]
-    for w, t in zip(timed, timings, strict=True):
-        if isinstance(t, Exception):
-            w.result = classify_exception(t)
-            w.result.metrics = w.metrics
-            continue
-        q25, q75 = np.percentile(t.times_ms, [25, 75])
-        w.metrics.update(time_ms_median=t.median_ms, time_ms_iqr=t.iqr_ms, time_ms_q25=float(q25),
-                         time_ms_q75=float(q75), time_ms_mean=t.mean_ms, n_calls=t.n_calls, rounds=len(t.times_ms),
-                         threads=t.threads, timing_group=group, timing_method=t.method,
-                         **({} if t.page_faults_per_call is None else {"page_faults_per_call": t.page_faults_per_call}),
-                         steps_per_s=1000.0 / t.median_ms if t.median_ms > 0 else float("nan"), **flags)
-        if graphs:  # the same call captured as a CUDA graph, timed after the eager rounds
-            with memory_cap(device):
-                w.metrics.update(time_graph(w.fn, device, timing))
-        w.result = CellResult("ok", "", w.metrics, samples=list(t.times_ms))
 
 
 def describe(result: CellResult) -> str:

@@ -30,6 +30,8 @@ from ...core.suite import (
 from ...measure.compile import MODES as COMPILE_MODES
 from ...measure.compile import compiles
 from ...measure.gpu import SDPA_BACKENDS
+from ...measure.group import is_time_cell, timing_env
+from ...measure.timing import TIMING_DEFAULTS
 from ...report.format import shown_env
 from .cells import describe, measure_cell, measure_group
 from .report import write_speed_reports
@@ -37,11 +39,6 @@ from .report import write_speed_reports
 MODES = ("fwd", "fwd+bwd", "train_step")
 DTYPES = ("float32", "bfloat16", "float16", "amp_bf16", "amp_fp16")  # amp_*: float32 weights, forward autocast
 METRICS = ("time", "memory", "flops")
-#: ``flush_l2``: CUDA only, evict L2 before each timed call so every call starts cold (triton's do_bench); no effect
-#: on the CPU.
-#: Checked by the types of these defaults (:func:`~harness.core.suite.validate_numbers`) when the suite loads: a nan
-#: or inf run time never ends, a fractional count fails in `range` in every cell.
-TIMING_DEFAULTS: dict[str, Any] = {"min_run_time_s": 1.0, "min_repeats": 5, "warmup": 2, "flush_l2": False}
 #: Opt-in GPU measurements (:mod:`harness.measure.gpu`), CUDA only: ``timing.cuda_graph: true`` also times each call
 #: captured as a CUDA graph (``graph_time_ms_median``: the call without its host launch cost); ``timing.gpu_profile:
 #: true`` runs each call under the profiler for ``gpu_busy_fraction``, ``cuda_kernels_per_call`` and the SDPA backend
@@ -157,9 +154,8 @@ KIND = SuiteKind(
     finished=_nothing, describe=describe, write_reports=write_reports,
     code=("harness.core.cell", "harness.kinds.speed.cells", "harness.measure.timing", "harness.measure.memory",
           "harness.measure.flops", "harness.measure.traffic", "harness.measure.compile", "harness.measure.quiet",
-          "harness.measure.gpu",
-          "harness.models.classifier"),
-    group_key=group_key, run_group=measure_group,
+          "harness.measure.gpu", "harness.measure.group", "harness.models.classifier"),
+    group_key=group_key, run_group=measure_group, timed=is_time_cell, run_env=timing_env,
 )
 
 

@@ -16,7 +16,7 @@ import pandas as pd
 
 from ...core.files import atomic_write_text
 from ...core.suite import SKIPPED_BY_RULE, is_finite_number
-from ...report.claims import speed_claims, write_claims
+from ...report.claims import write_claims
 from ...report.format import (
     COMPILE_NAMES,
     MEMORY,
@@ -48,10 +48,11 @@ from ...report.format import (
     write_raw,
     write_table_files,
 )
-from ...report.plots import plot_scaling
 from ...report.stats import paired_ratio
+from .claims import speed_claims
 from .compiled import write_compile_comparison
 from .crossover import crossover_baselines, group_crossovers, plot_marks, write_crossover
+from .plots import plot_scaling
 from .roofline import Roofs, write_roofline
 from .slopes import fitted_slopes, slopes_md
 
@@ -336,7 +337,7 @@ def write_speed_reports(df: pd.DataFrame, out_dir: Path, *, env: Mapping[str, ob
     ``table4_<slug>.md`` and ``table4_<slug>.tex``, ``slopes.csv`` and ``slopes.md``, ``crossover.csv`` and
     ``crossover.md`` (the length from which each variant is faster and leaner than ``vanilla_sdpa`` and
     ``vanilla``, :mod:`harness.kinds.speed.crossover`), ``claims.md`` (the paper's Table 4 claims, where S3Attention and
-    the baseline ran), and with ``plots`` the figures of :func:`harness.report.plots.plot_scaling`, with the
+    the baseline ran), and with ``plots`` the figures of :func:`harness.kinds.speed.plots.plot_scaling`, with the
     crossovers marked.
 
     Args:

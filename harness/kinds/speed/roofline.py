@@ -32,7 +32,7 @@ from ...report.format import (
     write_csv,
     write_table_files,
 )
-from ...report.plots import _outside_legend, plt, save_figure, variant_style
+from ...report.plots import outside_legend, plt, save_figure, variant_style
 
 #: Per run id: (GEMM peak GFLOP/s, copy bandwidth GB/s), from the run's environment.
 Roofs = Mapping[str, tuple[float | None, float | None]]
@@ -116,7 +116,7 @@ def plot_roofline(points: pd.DataFrame, out_dir: Path, *, stem: str, title: str)
         ax.set_ylabel("Achieved GFLOP/s")
         ax.set_title(title, fontsize="medium")
         ax.grid(True, which="both", alpha=0.3)
-        _outside_legend(ax, handles)
+        outside_legend(ax, handles)
         return save_figure(fig, out_dir, stem)
     finally:
         plt.close(fig)

@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 import harness.kinds.speed.cells
+import harness.measure.group
 import harness.run.runner
 from harness.core.cell import Cell, CellResult, CellTimeout, Context, NonFinite, classify_exception
 from harness.core.store import STATUSES, Store
@@ -433,7 +434,7 @@ def test_only_runs_a_subset_but_reports_the_whole_suite(tiny_suite: Path, tmp_pa
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     import pandas as pd
 
-    monkeypatch.setattr(harness.run.runner, "measure_gemm_peak_gflops", lambda device: 100.0)
+    monkeypatch.setattr(harness.measure.group, "measure_gemm_peak_gflops", lambda device: 100.0)
     suite = load_suite(tiny_suite, "quick")
     run_suite(suite, out=tmp_path, progress=False)
     summary = run_suite(suite, out=tmp_path, only=["s3*"], fresh=True, progress=False)

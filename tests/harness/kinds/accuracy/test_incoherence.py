@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from harness.kinds.accuracy.incoherence import measure_incoherence, mu_incoherence
-from harness.kinds.accuracy.tasks import Split
 from harness.models.classifier import Classifier
+from harness.models.tasks import Split
 
 
 def _hadamard(n: int) -> torch.Tensor:

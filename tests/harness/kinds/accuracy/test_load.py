@@ -13,7 +13,7 @@ import torch
 import harness.kinds.accuracy.data as data
 from harness.core.errors import UserError
 from harness.kinds.accuracy.data import load_task
-from harness.kinds.accuracy.tasks import LRA_SEQ_LEN, PAD_ID, TASKS
+from harness.models.tasks import LRA_SEQ_LEN, PAD_ID, TASKS
 from tests.harness.kinds.accuracy.test_loaders import touch
 
 # Small generator settings per task, so that every task loads in well under a second.

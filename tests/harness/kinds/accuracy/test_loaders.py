@@ -19,7 +19,7 @@ import torch
 from harness.core.errors import UserError
 from harness.kinds.accuracy import loaders
 from harness.kinds.accuracy.data import load_task
-from harness.kinds.accuracy.tasks import PAD_ID
+from harness.models.tasks import PAD_ID
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Fixture writers, one per format

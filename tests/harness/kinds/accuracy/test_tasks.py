@@ -1,4 +1,4 @@
-"""Token primitives and Split (harness.kinds.accuracy.tasks)."""
+"""Token primitives and Split (harness.models.tasks)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from harness.kinds.accuracy.tasks import PAD_ID, Split, encode_documents, pad_or_truncate, pixels_to_tokens
+from harness.models.tasks import PAD_ID, Split, encode_documents, pad_or_truncate, pixels_to_tokens
 
 
 def test_pad_or_truncate_lists_arrays_and_tensors() -> None:

@@ -11,8 +11,9 @@ import pytest
 import torch
 
 import harness.kinds.accuracy.training
-from harness.kinds.accuracy.tasks import Split, TaskData
-from harness.kinds.accuracy.training import TrainConfig, batch_indices, train_and_evaluate
+from harness.kinds.accuracy.training import TrainConfig, train_and_evaluate
+from harness.models.checkpoints import batch_indices
+from harness.models.tasks import Split, TaskData
 from tests.conftest import kill_in_step
 
 

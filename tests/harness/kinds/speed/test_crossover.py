@@ -27,9 +27,9 @@ from harness.kinds.speed.crossover import (
     group_crossovers,
     plot_marks,
 )
+from harness.kinds.speed.plots import plot_scaling
 from harness.kinds.speed.report import GROUP_COLUMNS, write_speed_reports
 from harness.kinds.speed.scaling_fit import fit_scaling
-from harness.report.plots import plot_scaling
 from tests.harness.kinds.speed.test_speed import ENV
 
 LENGTHS = (256, 512, 1024, 2048, 4096)

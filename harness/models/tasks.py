@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ...core.errors import UserError
+from ..core.errors import UserError
 
 PAD_ID = 0  # token id 0 is always padding; real tokens are >= 1
 BYTE_VOCAB = 257  # ids of bytes and pixel intensities: value v -> v + 1, plus PAD_ID

@@ -1,0 +1,139 @@
+"""The accuracy suites' figures: learning curves (the paper's Fig. 3) and the study figures of Tables 5, 6, 7 and
+S7."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.ticker import NullLocator
+
+from ...report.plots import errorbar, outside_legend, plt, save_figure, single_axes
+from .noise import TEST_ONLY, TRAIN_TEST
+
+
+def plot_learning_curves(curves: pd.DataFrame, out_dir: Path, *, task: str, title: str,
+                         by: str = "attention") -> list[Path]:
+    """Training loss and dev accuracy against step for one task, one line per value of ``by`` (the paper's Fig. 3).
+
+    Lines are the mean over seeds at each evaluation step; the band spans the seeds' min and max. ``by`` is a
+    label column that tells models apart (attention, or attention with variant and noise level), so that runs of
+    different variants are never averaged into one line.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    try:
+        for i, (label, sub) in enumerate(curves.groupby(by, sort=True)):
+            sub = sub.assign(dev_acc=100.0 * sub["dev_acc"])  # accuracy in %, as every table shows it
+            stats = sub.groupby("step")[["train_loss", "dev_acc"]].agg(["mean", "min", "max"])
+            for ax, column in zip(axes, ("train_loss", "dev_acc"), strict=True):
+                steps = stats.index.to_numpy()
+                # markers: a curve of one evaluation (a short run) is still a visible point
+                ax.plot(steps, stats[(column, "mean")], color=f"C{i % 10}", label=str(label), marker="o", ms=2.5)
+                ax.fill_between(steps, stats[(column, "min")], stats[(column, "max")], color=f"C{i % 10}",
+                                alpha=0.15, linewidth=0)
+        for ax, label in zip(axes, ("Training loss", "Dev accuracy (%)"), strict=True):
+            ax.set_xlabel("Step")
+            ax.set_ylabel(label)
+            ax.grid(True, alpha=0.3)
+        outside_legend(axes[1])
+        fig.suptitle(title, fontsize="medium")
+        return save_figure(fig, out_dir, f"curves_{task}")
+    finally:
+        plt.close(fig)
+
+
+def plot_noise_robustness(summary: pd.DataFrame, out_dir: Path, *, stem: str, title: str) -> list[Path]:
+    """Table 5's figure: test accuracy against noise amplitude a, one colour per model, error bars = std over seeds;
+    solid where the noise is in every split, dashed where only the test split is noisy.
+
+    Args:
+        summary: Columns ``label`` (model), ``noise``, ``noise_on``, ``mean``, ``std``; the a = 0 rows (noise_on
+            ``train+test``) start the lines of both modes.
+    """
+    styles = {TRAIN_TEST: ("-", "noise on train and test"), TEST_ONLY: ("--", "noise on test only")}
+
+    def draw(ax: plt.Axes) -> None:
+        noisy = summary[summary["noise"] > 0]
+        for i, (label, sub) in enumerate(summary.groupby("label", sort=False)):
+            clean = sub[sub["noise"] == 0]
+            name: str | None = str(label)  # the legend names each model once
+            for mode, (ls, _) in styles.items():
+                points = sub[(sub["noise"] > 0) & (sub["noise_on"] == mode)]
+                if points.empty and not (mode == TRAIN_TEST and noisy.empty):
+                    continue  # a mode this model was not run in would be a lone a = 0 point
+                points = pd.concat([clean, points]).dropna(subset=["mean"]).sort_values("noise")
+                errorbar(ax, points["noise"], points, color=f"C{i % 10}", ls=ls, marker="o", label=name)
+                name = None
+        levels = sorted(summary["noise"].unique())
+        ax.set_xticks(levels, labels=[f"{a:g}" for a in levels])
+        if (noisy["noise_on"] == TEST_ONLY).any():
+            for ls, text in styles.values():
+                ax.plot([], [], color="0.3", ls=ls, label=text)
+
+    return single_axes(out_dir, stem, title, draw, xlabel="Noise amplitude a of U(-a, a)", ylabel="Test accuracy (%)")
+
+
+def plot_parameter_sweep(summary: pd.DataFrame, out_dir: Path, *, stem: str, title: str,
+                         parameter: str) -> list[Path]:
+    """Table 6's figure: test accuracy against one parameter's value (log2 axis when all values are positive),
+    one line per task and a thick line for the average over tasks.
+
+    Args:
+        summary: Columns ``value`` (numeric), ``series`` (task label or ``Average``), ``mean``, ``std``.
+        parameter: The parameter's name, the x label.
+    """
+
+    def draw(ax: plt.Axes) -> None:
+        for i, (series, sub) in enumerate(summary.groupby("series", sort=False)):
+            points = sub.dropna(subset=["mean"]).sort_values("value")
+            thick = series == "Average"
+            errorbar(ax, points["value"], points, color="k" if thick else f"C{i % 10}", lw=3 if thick else 1.5,
+                      marker="o", label=str(series), zorder=3 if thick else 2)
+        values = sorted(float(v) for v in summary["value"].unique())
+        if all(v > 0 for v in values):
+            ax.set_xscale("log", base=2)
+            ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_xticks(values, labels=[f"{v:g}" for v in values])
+
+    return single_axes(out_dir, stem, title, draw, xlabel=parameter, ylabel="Test accuracy (%)")
+
+
+def plot_ablation(diffs: pd.DataFrame, out_dir: Path, *, stem: str, title: str) -> list[Path]:
+    """Table 7's figure: horizontal bars of each ablated model's average accuracy minus the baseline's.
+
+    Args:
+        diffs: Columns ``model`` (display name) and ``diff`` (percentage points), in table order.
+    """
+
+    def draw(ax: plt.Axes) -> None:
+        y = np.arange(len(diffs))
+        values = diffs["diff"].to_numpy(dtype=float)
+        ax.barh(y, values, color=["C3" if v < 0 else "C2" for v in values])
+        ax.set_yticks(y, labels=[str(m) for m in diffs["model"]])
+        ax.invert_yaxis()  # first row of the table on top
+        ax.axvline(0.0, color="0.3", lw=1)
+
+    height = 1.2 + 0.45 * len(diffs)
+    return single_axes(out_dir, stem, title, draw, xlabel="Average accuracy − baseline (points)", ylabel="",
+                        figsize=(6.4, height))
+
+
+def plot_incoherence(summary: pd.DataFrame, out_dir: Path, *, stem: str, title: str) -> list[Path]:
+    """Table S7's figure: μ-incoherence before and after the Fourier convolution, a pair of bars per (row, rank)
+    with the pooled std as error bars.
+
+    Args:
+        summary: Columns ``label``, ``rank``, ``mu_x_mean``, ``mu_x_std``, ``mu_smooth_mean``, ``mu_smooth_std``.
+    """
+
+    def draw(ax: plt.Axes) -> None:
+        x = np.arange(len(summary))
+        for offset, which, name in ((-0.2, "mu_x", "μ_X"), (0.2, "mu_smooth", "μ_X^smooth")):
+            ax.bar(x + offset, summary[f"{which}_mean"].to_numpy(dtype=float), width=0.4, label=name,
+                   yerr=summary[f"{which}_std"].to_numpy(dtype=float), capsize=3)
+        ax.set_xticks(x, labels=[f"{label}\nrank={rank}" for label, rank in zip(summary["label"], summary["rank"],
+                                                                                 strict=True)])
+
+    return single_axes(out_dir, stem, title, draw, xlabel="", ylabel="μ-incoherence")

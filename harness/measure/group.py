@@ -1,0 +1,105 @@
+"""Time a group of prepared workloads together: interleaved rounds, the machine's load and the reference kernel's
+drift around them, the GPU's state, each call as a CUDA graph where asked. Shared by the kinds that time (speed,
+approximation); each builds its own workloads."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from ..core.cell import Cell, CellResult, CellTimeout, Context, classify_exception, memory_cap, time_limit
+from .compile import compiles, no_recompiles
+from .flops import measure_gemm_peak_gflops
+from .gpu import gpu_state, slowdown_reason, time_graph
+from .quiet import calibrate, cpu_times, load_between, noise_flags
+from .timing import time_interleaved
+from .traffic import measure_memory_bandwidth_gbs
+
+
+def is_time_cell(cell: Cell) -> bool:
+    """A cell the timed kinds time (its metrics name ``time``)."""
+    return "time" in cell.metrics
+
+
+def timing_env(cells: list[Cell], device: torch.device) -> dict[str, Any]:
+    """What a run of timed cells measures of the machine once, before the first: the GEMM peak and the memory
+    bandwidth (the roofline's ceilings) where FLOPs are counted, and the reference kernel every timed group's drift is
+    compared with (:func:`harness.measure.quiet.calibrate`; a GPU kernel on a GPU)."""
+    env: dict[str, Any] = {}
+    if any("flops" in c.metrics and "time" in c.metrics for c in cells):
+        env["gemm_peak_gflops"] = measure_gemm_peak_gflops(device)
+        env["memory_bandwidth_gbs"] = measure_memory_bandwidth_gbs(device)
+    if any("time" in c.metrics for c in cells):
+        env["calibration_ms"] = calibrate(device)
+    return env
+
+
+@dataclass
+class Workload:
+    """A cell built, checked finite and measured for memory and FLOPs, ready to be timed with its group."""
+
+    cell: Cell
+    fn: Callable[[], Tensor]
+    module: nn.Module
+    metrics: dict[str, Any]
+    spent_s: float  # of its time limit
+    result: CellResult | None = None  # set by the group's timing; None = ok, untimed (memory and FLOPs only)
+
+
+def time_group(timed: list[Workload], ctx: Context) -> None:
+    """Time the workloads interleaved and set each one's result (ok with samples, or the failure)."""
+    device = torch.device(timed[0].cell.device)
+
+    @contextlib.contextmanager
+    def guard(i: int) -> Iterator[None]:
+        left = None if not ctx.timeout_s else ctx.timeout_s - timed[i].spent_s
+        if left is not None and left <= 0:
+            raise CellTimeout(f"cell exceeded its {ctx.timeout_s:g} s time limit")
+        started = time.perf_counter()
+        try:
+            with time_limit(left):
+                yield
+        except CellTimeout:  # what is left of the limit fired: the message names the cell's limit
+            raise CellTimeout(f"cell exceeded its {ctx.timeout_s:g} s time limit") from None
+        finally:
+            timed[i].spent_s += time.perf_counter() - started
+
+    timing = dict(timed[0].cell.timing)
+    graphs = bool(timing.pop("cuda_graph", False)) and device.type == "cuda"
+    timing.pop("gpu_profile", None)
+    before = calibrate(device) if ctx.calibration_ms else None
+    state = gpu_state(device)
+    window = cpu_times()
+    with memory_cap(device), no_recompiles(any(compiles(w.cell.params) for w in timed)):
+        timings = time_interleaved([w.fn for w in timed], device, guard=guard, **timing)
+    load = load_between(window, cpu_times())
+    state_after = gpu_state(device)
+    # the faster of the reference before and after the group: a slowdown that lasted through the group shows in
+    # both, a transient of a few milliseconds in one (see harness.measure.quiet)
+    calibration = min(before, calibrate(device)) / ctx.calibration_ms if before and ctx.calibration_ms else None
+    flags = noise_flags(load, calibration, slowdown_reason(state, state_after))
+    flags.update({k: v for k, v in state_after.items()})
+    group = uuid.uuid4().hex[:12]
+    for w, t in zip(timed, timings, strict=True):
+        if isinstance(t, Exception):
+            w.result = classify_exception(t)
+            w.result.metrics = w.metrics
+            continue
+        q25, q75 = np.percentile(t.times_ms, [25, 75])
+        w.metrics.update(time_ms_median=t.median_ms, time_ms_iqr=t.iqr_ms, time_ms_q25=float(q25),
+                         time_ms_q75=float(q75), time_ms_mean=t.mean_ms, n_calls=t.n_calls, rounds=len(t.times_ms),
+                         threads=t.threads, timing_group=group, timing_method=t.method,
+                         **({} if t.page_faults_per_call is None else {"page_faults_per_call": t.page_faults_per_call}),
+                         steps_per_s=1000.0 / t.median_ms if t.median_ms > 0 else float("nan"), **flags)
+        if graphs:  # the same call captured as a CUDA graph, timed after the eager rounds
+            with memory_cap(device):
+                w.metrics.update(time_graph(w.fn, device, timing))
+        w.result = CellResult("ok", "", w.metrics, samples=list(t.times_ms))

@@ -1,0 +1,62 @@
+"""What the kinds that train share besides their models: the checkpoint of a training cell (where it lives, how it is
+written atomically and read back without running code, when it goes) and the seeded batch order that lets a killed
+run resume from its checkpoint and end where an uninterrupted one would."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ..core import faults
+from ..core.cell import Cell, Context
+from ..core.files import TEMPORARY, atomic_write
+
+
+def checkpoint_path(workdir: Path, cell: Cell) -> Path:
+    """Where a training cell keeps its checkpoint while it runs (named by its key)."""
+    return workdir / "checkpoints" / f"{cell.key}.pt"
+
+
+def drop_checkpoint(cell: Cell, ctx: Context) -> None:
+    """The cell's row is stored: its checkpoint is no longer needed to resume, nor the temporary file of a write
+    that a kill interrupted (:func:`harness.core.files.atomic_write` names them ``.<name>.<random>.tmp``)."""
+    path = checkpoint_path(ctx.workdir, cell)
+    path.unlink(missing_ok=True)
+    for stale in path.parent.glob(TEMPORARY.format(name=path.name)):
+        stale.unlink(missing_ok=True)
+
+
+def batch_indices(n_train: int, batch_size: int, step: int, seed: int) -> Tensor:
+    """Indices of the examples of ``step``: one seeded permutation per epoch, so resuming needs no state."""
+    per_epoch = math.ceil(n_train / batch_size)
+    epoch, offset = divmod(step, per_epoch)
+    g = torch.Generator().manual_seed(seed * 100_003 + epoch)
+    perm = torch.randperm(n_train, generator=g)
+    return perm[offset * batch_size : (offset + 1) * batch_size]
+
+
+def save_checkpoint(path: Path, model: nn.Module, opt: torch.optim.Optimizer,
+                    sched: torch.optim.lr_scheduler.LRScheduler, state: dict[str, Any]) -> None:
+    def write(tmp: Path) -> None:
+        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
+                    "rng": torch.get_rng_state(), "state": state}, tmp)
+        faults.point("training.checkpoint_write", str(path))  # the new checkpoint is written, not yet in place
+
+    atomic_write(path, write)  # a kill mid-write leaves the previous checkpoint intact
+
+
+def load_checkpoint(path: Path, model: nn.Module, opt: torch.optim.Optimizer,
+                    sched: torch.optim.lr_scheduler.LRScheduler, device: torch.device) -> dict[str, Any]:
+    """Restore a run from its checkpoint (shared by the accuracy and forecasting trainers); returns its state."""
+    # weights_only: a checkpoint holds tensors, numbers and containers only, so loading one never runs code from a
+    # file someone could have put in the output directory
+    saved = torch.load(path, map_location=device, weights_only=True)
+    model.load_state_dict(saved["model"])
+    opt.load_state_dict(saved["opt"])
+    sched.load_state_dict(saved["sched"])
+    torch.set_rng_state(saved["rng"])
+    return saved["state"]

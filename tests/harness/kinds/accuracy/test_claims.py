@@ -1,0 +1,69 @@
+"""The accuracy studies' claims (Tables 5, 6, 7, S7) on constructed results: each reproduced, contradicted,
+inconclusive."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from harness.kinds.accuracy.claims import table5_claims, table6_claims, table7_claims, tableS7_claims
+from harness.report.claims import CONTRADICTED, INCONCLUSIVE, REPRODUCED
+from tests.harness.kinds.accuracy.test_studies import cells
+
+
+def _noise(drops: dict[str, tuple[float, float, float]]) -> pd.DataFrame:
+    """Image cells at a = 0 (accuracy 0.50) and a = 8, three seeds; ``drops`` = each model's accuracy loss per seed."""
+    rows = []
+    for attention, per_seed in drops.items():
+        for seed, drop in enumerate(per_seed):
+            rows += [(attention, 0, "train+test", seed, "ok", 0.50),
+                     (attention, 8, "train+test", seed, "ok", 0.50 - drop)]
+    return cells(rows, ["attention", "noise", "noise_on", "seed", "status", "test_acc"], task="image")
+
+
+def _variants(accuracy: dict[str, tuple[float, float, float]]) -> pd.DataFrame:
+    rows = [("s3attention", variant, task, seed, "ok", acc) for variant, per_seed in accuracy.items()
+            for seed, acc in enumerate(per_seed) for task in ("text", "image")]
+    return cells(rows, ["attention", "variant", "task", "seed", "status", "test_acc"])
+
+
+@pytest.mark.parametrize(("drops", "s3_verdict", "vanilla_verdict"), [
+    ({"vanilla": (0.10, 0.11, 0.12), "s3attention": (0.01, 0.02, 0.015), "linformer": (0.05, 0.06, 0.05)},
+     REPRODUCED, REPRODUCED),
+    ({"vanilla": (0.01, 0.02, 0.015), "s3attention": (0.10, 0.11, 0.12), "linformer": (0.05, 0.06, 0.05)},
+     CONTRADICTED, CONTRADICTED),
+    ({"vanilla": (0.05, 0.01, 0.09), "s3attention": (0.01, 0.09, 0.05), "linformer": (0.09, 0.05, 0.01)},
+     INCONCLUSIVE, INCONCLUSIVE),
+])
+def test_table5_claims(drops: dict[str, tuple[float, float, float]], s3_verdict: str, vanilla_verdict: str) -> None:
+    claims = {c.claim.split()[0]: c for c in table5_claims(_noise(drops))}
+    assert claims["s3attention"].verdict == s3_verdict and claims["vanilla"].verdict == vanilla_verdict
+    assert "a = 8" in claims["s3attention"].claim and "vs linformer" in claims["s3attention"].measured
+
+
+def test_table6_claims() -> None:
+    sweeps = {"r": [(1, "r1"), (8, "base"), (16, "r16")], "s2": [(1, "s2_1"), (8, "base")]}
+    df = _variants({"r1": (0.30, 0.31, 0.29), "base": (0.50, 0.52, 0.49), "r16": (0.51, 0.50, 0.52),
+                    "s2_1": (0.60, 0.62, 0.61)})
+    verdicts = {c.claim.split()[0]: c.verdict for c in table6_claims(df, sweeps)}
+    assert verdicts == {"r": REPRODUCED, "s2": CONTRADICTED}
+
+
+def test_table7_claims() -> None:
+    df = _variants({"base": (0.50, 0.52, 0.51), "no_col_attention": (0.30, 0.31, 0.29),
+                    "no_row_attention": (0.45, 0.47, 0.46), "no_conv_stem": (0.49, 0.53, 0.52)})
+    claims = table7_claims(df, ["base", "no_col_attention", "no_row_attention", "no_conv_stem"], "base")
+    verdicts = {c.claim.split(" (")[0]: c.verdict for c in claims}
+    # the stem removal is within noise of the base, so "every removal lowers" is not established
+    assert verdicts == {"every removal lowers the Average": INCONCLUSIVE,
+                        "removing column attention hurts most": REPRODUCED}
+
+
+def test_tableS7_claims() -> None:
+    def df(after: tuple[float, float, float]) -> pd.DataFrame:
+        rows = [("s3attention", "text", seed, "ok", 0.5, 1.0, smooth) for seed, smooth in enumerate(after)]
+        return cells(rows, ["attention", "task", "seed", "status", "test_acc", "mu_x_r8_mean", "mu_smooth_r8_mean"])
+
+    assert tableS7_claims(df((0.70, 0.69, 0.71)), [8])[0].verdict == REPRODUCED  # 30% lower
+    assert tableS7_claims(df((0.98, 0.97, 0.99)), [8])[0].verdict == CONTRADICTED  # 2% lower
+    assert tableS7_claims(df((0.70, 0.95, 0.80)), [8])[0].verdict == INCONCLUSIVE

@@ -1,0 +1,62 @@
+"""The accuracy suites' figures: learning curves and the study figures, files and what they show."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import pytest
+
+import harness.kinds.accuracy.plots
+from harness.kinds.accuracy.plots import (
+    plot_ablation,
+    plot_incoherence,
+    plot_learning_curves,
+    plot_noise_robustness,
+    plot_parameter_sweep,
+)
+from tests.harness.figures import check_files, spy_axes
+
+
+def test_plot_learning_curves_one_line_per_label(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    curves = pd.DataFrame({"step": [1, 2] * 3, "train_loss": [1.0, 0.5] * 3, "dev_acc": [0.3, 0.4] * 3,
+                           "model": ["a (base)"] * 2 + ["a (r=1)"] * 4, "seed": [0, 0, 0, 0, 1, 1]})
+    lines: list[list[str]] = []
+    real_save = harness.kinds.accuracy.plots.save_figure
+
+    def spy(fig: plt.Figure, out_dir: Path, stem: str) -> list[Path]:
+        lines.append([line.get_label() for line in fig.axes[1].get_lines()])
+        return real_save(fig, out_dir, stem)
+
+    monkeypatch.setattr(harness.kinds.accuracy.plots, "save_figure", spy)
+    paths = plot_learning_curves(curves, tmp_path, task="text", title="t", by="model")
+    check_files(paths, ["curves_text.png", "curves_text.pdf"])
+    assert lines == [["a (base)", "a (r=1)"]]  # the two seeds of "a (r=1)" are one mean line
+
+
+def test_study_figures(tmp_path: Path) -> None:
+    noise = pd.DataFrame({"label": ["v"] * 4 + ["s"] * 2, "noise": [0.0, 2.0, 4.0, 4.0, 0.0, 2.0],
+                          "noise_on": ["train+test", "train+test", "train+test", "test", "train+test", "train+test"],
+                          "mean": [41.0, 40.0, math.nan, 39.0, 57.0, 56.0],
+                          "std": [1.0, math.nan, math.nan, 0.5, 1.0, 1.0]})
+    check_files(plot_noise_robustness(noise, tmp_path, stem="n", title="noise"), ["n.png", "n.pdf"])
+    sweep = pd.DataFrame({"value": [1.0, 8.0, 16.0] * 2, "series": ["ListOps"] * 3 + ["Average"] * 3,
+                          "mean": [37.0, 38.0, 38.5, 51.0, 53.0, 54.0], "std": [0.5] * 6})
+    check_files(plot_parameter_sweep(sweep, tmp_path, stem="r", title="r", parameter="r"), ["r.png", "r.pdf"])
+    diffs = pd.DataFrame({"model": ["Four. Conv.", "Row Attn."], "diff": [-6.14, 0.3]})
+    check_files(plot_ablation(diffs, tmp_path, stem="a", title="ablation"), ["a.png", "a.pdf"])
+    mu = pd.DataFrame({"label": ["Text", "Text"], "rank": [32, 16], "mu_x_mean": [2.75, 3.98], "mu_x_std": [0.03, 0.05],
+                       "mu_smooth_mean": [2.05, 3.23], "mu_smooth_std": [0.01, 0.04]})
+    check_files(plot_incoherence(mu, tmp_path / "new", stem="i", title="mu"), ["i.png", "i.pdf"])
+
+
+def test_learning_curves_show_percent_and_single_points(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    curves = pd.DataFrame({"step": [5], "train_loss": [0.7], "dev_acc": [0.625], "attention": ["vanilla"]})
+    seen = spy_axes(monkeypatch, harness.kinds.accuracy.plots)
+    plot_learning_curves(curves, tmp_path, task="text", title="t")
+    (loss_ax, acc_ax), = seen
+    (line,) = acc_ax.get_lines()
+    assert list(line.get_ydata()) == [62.5] and line.get_marker() not in (None, "", "None")
+    assert "%" in acc_ax.get_ylabel()
