@@ -136,6 +136,34 @@ def _valid_slots(idx: Tensor) -> Tensor:
     return (idx >= 0) & ~repeat
 
 
+def _with_extra_keys(kg: Tensor, vg: Tensor, attn_mask: Tensor | None, extra_k: Tensor, extra_v: Tensor,
+                     extra_mask: Tensor | None) -> tuple[Tensor, Tensor, Tensor | None]:
+    """The gathered keys and values of every query block, kg, vg [B, H, nb, m·w, d+1], with the extra keys and values
+    [B, H, (nb,) G, d] appended to each block (bias column from ``extra_mask``: [B, G], or broadcastable to
+    [B, H, nb, 1, G], one key mask per query block), and ``attn_mask`` widened to allow them for every query."""
+    b, h, nb, _, d1 = kg.shape
+    d, g, dt = d1 - 1, extra_k.shape[-2], kg.dtype
+    ek = extra_k[:, :, None] if extra_k.dim() == 4 else extra_k  # [B, H, 1|nb, G, d]
+    ev = extra_v[:, :, None] if extra_v.dim() == 4 else extra_v  # [B, H, 1|nb, G, d]
+    ok = None
+    if extra_mask is not None:
+        if extra_mask.dim() == 2:  # [B, G]
+            ok = extra_mask[:, None, None, :]  # [B, 1, 1, G]
+        elif extra_mask.shape[-2] == 1:  # broadcastable to [B, H, nb, 1, G]: one key mask per query block
+            ok = extra_mask.squeeze(-2)  # [B|1, H|1, nb|1, G]
+        else:
+            raise ValueError("extra_mask must be [B, G] or broadcastable to [B, H, nb, 1, G] (per key)")
+    eshape = torch.broadcast_shapes(ek.shape[:-1], (1, 1, 1, g) if ok is None else ok.shape)  # [.., G]
+    ebias = key_bias_column(None if ok is None else ok[..., None], (*eshape, 1), dt, kg.device)  # [.., G, 1]
+    ekx = torch.cat([ek.expand(*eshape, d), ebias], dim=-1)  # [.., G, d+1]
+    evx = F.pad(ev, (0, 1)).expand(*eshape, d + 1)  # [.., G, d+1]
+    kg = torch.cat([kg, ekx.expand(b, h, nb, g, d + 1)], dim=-2)  # [B, H, nb, m·w + G, d+1]
+    vg = torch.cat([vg, evx.expand(b, h, nb, g, d + 1)], dim=-2)  # [B, H, nb, m·w + G, d+1]
+    if attn_mask is not None:
+        attn_mask = F.pad(attn_mask, (0, g))  # [.., w, m·w + G]: extra keys are allowed for every query
+    return kg, vg, attn_mask
+
+
 def block_sparse_attention(
     q: Tensor,
     k: Tensor,
@@ -198,25 +226,7 @@ def block_sparse_attention(
     if extra_k is not None:
         if extra_v is None:
             raise ValueError("extra_k needs extra_v")
-        g = extra_k.shape[-2]
-        ek = extra_k[:, :, None] if extra_k.dim() == 4 else extra_k  # [B, H, 1|nb, G, d]
-        ev = extra_v[:, :, None] if extra_v.dim() == 4 else extra_v  # [B, H, 1|nb, G, d]
-        ok = None
-        if extra_mask is not None:
-            if extra_mask.dim() == 2:  # [B, G]
-                ok = extra_mask[:, None, None, :]  # [B, 1, 1, G]
-            elif extra_mask.shape[-2] == 1:  # broadcastable to [B, H, nb, 1, G]: one key mask per query block
-                ok = extra_mask.squeeze(-2)  # [B|1, H|1, nb|1, G]
-            else:
-                raise ValueError("extra_mask must be [B, G] or broadcastable to [B, H, nb, 1, G] (per key)")
-        eshape = torch.broadcast_shapes(ek.shape[:-1], (1, 1, 1, g) if ok is None else ok.shape)  # [.., G]
-        ebias = key_bias_column(None if ok is None else ok[..., None], (*eshape, 1), dt, q.device)  # [.., G, 1]
-        ekx = torch.cat([ek.expand(*eshape, d), ebias], dim=-1)  # [.., G, d+1]
-        evx = F.pad(ev, (0, 1)).expand(*eshape, d + 1)  # [.., G, d+1]
-        kg = torch.cat([kg, ekx.expand(b, h, nb, g, d + 1)], dim=-2)  # [B, H, nb, m·w + G, d+1]
-        vg = torch.cat([vg, evx.expand(b, h, nb, g, d + 1)], dim=-2)  # [B, H, nb, m·w + G, d+1]
-        if attn_mask is not None:
-            attn_mask = F.pad(attn_mask, (0, g))  # [.., w, m·w + G]: extra keys are allowed for every query
+        kg, vg, attn_mask = _with_extra_keys(kg, vg, attn_mask, extra_k, extra_v, extra_mask)
 
     # The fused kernel takes 4-D tensors: (batch·head) × query block × position × feature.
     keys = kg.shape[-2]

@@ -172,6 +172,22 @@ def _duplicate_counts(sq_idx: Tensor, sk_idx: Tensor, c: int) -> Tensor:
     return counts
 
 
+def _sorted_orders(q_buckets: Tensor, k_buckets: Tensor, mask: Tensor | None,
+                   c: int) -> tuple[Tensor, Tensor, Tensor | None]:
+    """Each round's query and key positions sorted by (bucket, position), [B, H, R, N] each, and for every key slot
+    of the chunks whether it is a real key ([M, 1, c], None without a mask); no gradient flows through an order."""
+    b, h, r, n = q_buckets.shape
+    with torch.no_grad():
+        pos = torch.arange(n, device=q_buckets.device)
+        # Unique keys bucket·N + position: one sort orders by bucket, ties by position.
+        sq_idx = (q_buckets * n + pos).sort(dim=-1).indices  # [B, H, R, N]: query positions in sorted order
+        sk_idx = (k_buckets * n + pos).sort(dim=-1).indices  # [B, H, R, N]: key positions in sorted order
+        kvalid = None
+        if mask is not None:
+            kvalid = mask[:, None, None, :].expand(b, h, r, n).gather(3, sk_idx).view(-1, 1, c)  # [M, 1, c]
+    return sq_idx, sk_idx, kvalid
+
+
 def scatterbrain_attention(q: Tensor, k: Tensor, v: Tensor, q_buckets: Tensor, k_buckets: Tensor,
                            features: Tensor, bucket_size: int, mask: Tensor | None = None, *,
                            dropout: float = 0.0, training: bool = False) -> Tensor:
@@ -210,14 +226,7 @@ def scatterbrain_attention(q: Tensor, k: Tensor, v: Tensor, q_buckets: Tensor, k
     low = torch.matmul(e_q, torch.matmul(e_k.transpose(-1, -2), v1))  # [B, H, N, d+1]
     low_log = (a_q + a_k).squeeze(-1)  # [B, H, N]
 
-    with torch.no_grad():
-        pos = torch.arange(n, device=q.device)
-        # Unique keys bucket·N + position: one sort orders by bucket, ties by position.
-        sq_idx = (q_buckets * n + pos).sort(dim=-1).indices  # [B, H, R, N]: query positions in sorted order
-        sk_idx = (k_buckets * n + pos).sort(dim=-1).indices  # [B, H, R, N]: key positions in sorted order
-        kvalid = None
-        if mask is not None:
-            kvalid = mask[:, None, None, :].expand(b, h, r, n).gather(3, sk_idx).view(m_chunks, 1, c)
+    sq_idx, sk_idx, kvalid = _sorted_orders(q_buckets, k_buckets, mask, c)
 
     # Chunked layouts: [B, H, R*N, f] -> [M, c, f], M = B·H·R·N/c chunks.
     sq = _gather_rows(q, sq_idx).view(m_chunks, c, d)

@@ -21,7 +21,8 @@ from .core.store import Store
 from .core.suite import expand_patterns
 from .report.compare import compare, counts_as_regression, parse_side, render, suite_baseline
 from .report.export import write_suite_reports
-from .report.rank import default_out_dir, load_suite_results, rank, write_ranking
+from .report.rank import default_out_dir, load_suite_results, rank
+from .report.ranking import write_ranking
 from .run.execute import RunSummary
 from .run.ray_executor import check_address, require_ray
 from .run.runner import run_suite, suite_dir

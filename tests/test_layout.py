@@ -102,8 +102,8 @@ def test_no_import_cycles() -> None:
     assert cycle is None, f"import cycle: {' -> '.join(cycle or [])}"
 
 
-@pytest.mark.parametrize("name", sorted(n for n in _modules() if n.startswith("harness")))
-def test_harness_modules_are_of_a_readable_size(name: str) -> None:
+@pytest.mark.parametrize("name", sorted(_modules()))
+def test_modules_are_of_a_readable_size(name: str) -> None:
     lines = len(_modules()[name].read_text(encoding="utf-8").splitlines())
     assert lines <= MAX_MODULE_LINES, f"{name} has {lines} lines; split it by concern"
 
@@ -129,8 +129,8 @@ def _long_functions(path: Path) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("name", sorted(n for n in _modules() if n.startswith("harness")))
-def test_harness_functions_are_short(name: str) -> None:
+@pytest.mark.parametrize("name", sorted(_modules()))
+def test_functions_are_short(name: str) -> None:
     assert not _long_functions(_modules()[name]), f"{name}: split {', '.join(_long_functions(_modules()[name]))}"
 
 
@@ -141,3 +141,52 @@ def test_nothing_outside_the_kinds_branches_on_the_suite_kind() -> None:
     offenders = [f"{name}:{i}" for name, path in _modules().items() if name.startswith("harness")
                  for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
     assert not offenders, f"branches on the suite kind at {', '.join(offenders)}"
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The house: a kind-free core, kind-free report primitives and measuring library, kinds that import no other kind.
+
+#: Layers that must not import a suite kind (nor the orchestration above them): what every kind builds on.
+KIND_FREE = ("harness.core", "harness.report", "harness.measure", "harness.models")
+
+
+def _kind(module: str) -> str | None:
+    """The suite kind a module belongs to (``harness.kinds.<kind>...``), or None."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == ["harness", "kinds"] else None
+
+
+def _layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    out = []
+    for module, imported in sorted(graph.items()):
+        for target in sorted(imported):
+            if module.startswith(KIND_FREE) and target.startswith(("harness.kinds", "harness.run")):
+                out.append(f"{module} imports {target}: {module.split('.')[1]}/ is kind-free")
+            if module.startswith("harness.core") and target.startswith(("harness.report", "harness.measure",
+                                                                        "harness.models")):
+                out.append(f"{module} imports {target}: the core imports nothing above it")
+            if _kind(module) and _kind(target) and _kind(module) != _kind(target):
+                out.append(f"{module} imports {target}: a kind imports no other kind")
+    return out
+
+
+def test_each_layer_imports_only_what_is_below_it() -> None:
+    assert not _layer_violations(_graph())
+
+
+def test_the_layer_check_sees_a_violation() -> None:
+    planted = {"harness.report.rank": {"harness.kinds.accuracy.summary"},
+               "harness.kinds.forecasting.kind": {"harness.kinds.accuracy.cells"},
+               "harness.core.store": {"harness.report.format"}, "harness.kinds.speed.cells": {"harness.measure.group"}}
+    assert len(_layer_violations(planted)) == 3
+
+
+def test_a_kind_is_one_package_plus_one_entry() -> None:
+    """Every kind of the table is a package of harness.kinds whose ``kind`` module builds it, and every such package
+    is in the table: adding a kind is one package and one entry."""
+    from harness.kinds import KINDS
+
+    packages = {p.name for p in (REPO_ROOT / "harness" / "kinds").iterdir() if (p / "kind.py").is_file()}
+    assert packages == set(KINDS)
+    for name, kind in KINDS.items():
+        assert kind.run.__module__.startswith(f"harness.kinds.{name}."), name

@@ -66,9 +66,9 @@ def test_smoke_profile_runs_and_resumes(cli: Callable[..., CliResult], tmp_path:
         n_base = required.index("test_mse")
     else:
         required, n_base = list(BASE_COLUMNS), len(BASE_COLUMNS)
-        for metric in suite.metrics:
+        for metric in suite.settings.metrics:
             required += METRIC_COLUMNS[metric]
-        if {"time", "flops"} <= set(suite.metrics):
+        if {"time", "flops"} <= set(suite.settings.metrics):
             required.append("gflops_per_s")
     assert not set(required) - set(csv.columns), f"missing columns {sorted(set(required) - set(csv.columns))}"
     assert len(csv) == total and csv["key"].is_unique
@@ -88,8 +88,8 @@ def test_smoke_profile_runs_and_resumes(cli: Callable[..., CliResult], tmp_path:
             for suffix in (".md", ".tex", ".csv"):
                 assert (directory / f"{table}{suffix}").stat().st_size > 0, f"{table}{suffix}"
         study_columns = [axis for axis in ("noise", "noise_on", "variant") if axis in suite.axes]
-        if suite.incoherence is not None:
-            study_columns += [f"mu_{m}_r{r}_{s}" for r in suite.incoherence["ranks"] for m in ("x", "smooth")
+        if suite.settings.incoherence is not None:
+            study_columns += [f"mu_{m}_r{r}_{s}" for r in suite.settings.incoherence["ranks"] for m in ("x", "smooth")
                               for s in ("mean", "std")]
         assert ok[study_columns].notna().all().all(), study_columns
         curves = pd.read_csv(directory / "curves.csv")
@@ -110,9 +110,9 @@ def test_smoke_profile_runs_and_resumes(cli: Callable[..., CliResult], tmp_path:
         assert not list((directory / "checkpoints").glob("*.pt"))
     else:
         assert list(directory.glob("table4_*.md")) and list(directory.glob("table4_*.tex"))
-    if suite.kind.name == "speed" and "time" in suite.metrics:
+    if suite.kind.name == "speed" and "time" in suite.settings.metrics:
         assert list(directory.glob("time_*.png")) and list(directory.glob("time_*.pdf"))
-    if suite.kind.name == "speed" and "memory" in suite.metrics:
+    if suite.kind.name == "speed" and "memory" in suite.settings.metrics:
         assert list(directory.glob("memory_*.png")) and list(directory.glob("memory_*.pdf"))
 
     # a second identical run finds everything done and measures nothing

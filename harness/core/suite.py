@@ -99,7 +99,8 @@ class SuiteKind:
         keys: top-level suite keys only this kind reads.
         tables: the ``report.tables`` it can write; the first is the default.
         reads_data: whether ``--data-dir`` applies.
-        parse: (path, merged document) -> this kind's :class:`Suite` fields, validated (may add default axes).
+        parse: (path, merged document) -> this kind's settings object (:attr:`Suite.settings`), validated (may add
+            default axes).
         validate: cross-checks of a built suite (every attention's config resolves, tables have their axes).
         make_cell: (suite, axis values, device) -> the cell, or None for a combination that is not one (the
             approximation kind's budget of another attention).
@@ -133,7 +134,7 @@ class SuiteKind:
     keys: frozenset[str]
     tables: tuple[str, ...]
     reads_data: bool
-    parse: Callable[[Path, dict[str, Any]], dict[str, Any]]
+    parse: Callable[[Path, dict[str, Any]], Any]
     validate: Callable[[Suite], None]
     make_cell: Callable[[Suite, dict[str, Any], str], Cell | None]
     run: Callable[[Cell, Context], CellResult]
@@ -156,28 +157,9 @@ class SuiteKind:
         return {"attention": ATTENTION_AXIS, **self.axes, **self.optional_axes}
 
 
-#: The registered suite kinds by name, filled by :mod:`harness.kinds` (one line per kind there). The core and the
-#: report primitives read kinds from here, never import one.
-KINDS: dict[str, SuiteKind] = {}
-
-
-def register_kind(kind: SuiteKind) -> SuiteKind:
-    """Add ``kind`` to :data:`KINDS` (a name registered twice is an error)."""
-    if kind.name in KINDS and KINDS[kind.name] is not kind:
-        raise ValueError(f"suite kind {kind.name!r} is registered twice")
-    KINDS[kind.name] = kind
-    return kind
-
-
-def is_timed(cell: Cell) -> bool:
-    """A cell whose figures are times (see :attr:`SuiteKind.timed`)."""
-    timed = KINDS[cell.kind].timed if cell.kind in KINDS else None
-    return bool(timed and timed(cell) and not cell.skip_reason)
-
-
 @dataclass
 class Suite:
-    """A validated suite with one profile applied. The fields after ``report`` belong to one kind each."""
+    """A validated suite with one profile applied: what every kind has, and its kind's own ``settings``."""
 
     name: str
     path: Path
@@ -189,29 +171,14 @@ class Suite:
     attention_config: dict[str, dict[str, Any]]
     skip: list[dict[str, Any]]
     report: dict[str, Any]
-    # speed
-    fixed: dict[str, Any] = field(default_factory=dict)
-    metrics: tuple[str, ...] = ()
-    timing: dict[str, Any] = field(default_factory=dict)
-    # accuracy (and forecasting: data, train)
-    data: dict[str, Any] = field(default_factory=dict)
-    train: dict[str, Any] = field(default_factory=dict)
-    tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
-    variants: dict[str, dict[str, Any]] = field(default_factory=dict)
-    incoherence: dict[str, Any] | None = None
-    probes: dict[str, Any] | None = None
-    # approximation
-    inputs: dict[str, dict[str, Any]] = field(default_factory=dict)
-    budgets: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
-    # forecasting
-    model: dict[str, Any] = field(default_factory=dict)
-    model_config: dict[str, dict[str, Any]] = field(default_factory=dict)
-    datasets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: The kind's own settings (:attr:`SuiteKind.parse`'s object: a speed suite's timing, an accuracy suite's tasks).
+    settings: Any = None
 
     def report_options(self) -> dict[str, Any]:
         """What the reports need to know besides the cells (stored with each run for ``attnbench report``)."""
         tables = self.report["tables"] or [self.kind.tables[0]]
-        return {**self.report, "tables": tables, "variants": self.variants}
+        extra = self.settings.report_options() if hasattr(self.settings, "report_options") else {}
+        return {**self.report, "tables": tables, **extra}
 
     def config_for(self, name: str) -> dict[str, Any]:
         """Config overrides of one attention: ``config``, then every matching ``attention_config`` pattern."""

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import UserError
+from ..core.kinds import KINDS
 from ..core.store import Store
-from ..core.suite import KINDS
 
 
 def write_suite_reports(store: Store, name: str | None = None, options: Mapping[str, Any] | None = None, *,

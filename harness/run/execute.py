@@ -15,8 +15,8 @@ import torch
 
 from ..core import faults
 from ..core.cell import Cell, CellResult, Context
+from ..core.kinds import is_timed
 from ..core.store import Store
-from ..core.suite import is_timed
 from ..kinds import KINDS
 
 

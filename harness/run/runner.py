@@ -27,8 +27,9 @@ from ..core.cell import Cell, Context
 from ..core.envinfo import collect_env
 from ..core.errors import RunFailed, UserError
 from ..core.files import directory_lock, remove_temporaries
+from ..core.kinds import is_timed
 from ..core.store import Store
-from ..core.suite import Suite, expand_patterns, is_timed
+from ..core.suite import Suite, expand_patterns
 from ..measure.quiet import BUSY_CORES, other_load
 from ..report.export import write_suite_reports
 from . import ray_executor

@@ -142,14 +142,14 @@ def load_suite(
             raise SuiteError("--data-dir", str(data_dir),
                              f"only {readers} suites read data; {path} is a {kind.name} suite")
         merged["data"] = {**mapping(path, "data", merged.get("data")), "dir": str(Path(data_dir).resolve())}
-    fields = kind.parse(path, merged)  # before the axes: it may add default axes (every variant)
+    settings = kind.parse(path, merged)  # before the axes: it may add default axes (every variant)
     report = validate_fields(path, "report", merged.get("report"), REPORT_DEFAULTS, REPORT_RULES)
     suite = Suite(
         name=name, path=path, profile=profile, description=str(doc.get("description", "")), kind=kind,
         axes=validate_axes(path, merged.get("axes"), kind, from_flag=set(overrides or ())),
         config=mapping(path, "config", merged.get("config")),
         attention_config=validate_attention_config(path, merged.get("attention_config")),
-        skip=validate_skip(path, merged.get("skip"), kind), report=report, **fields,
+        skip=validate_skip(path, merged.get("skip"), kind), report=report, settings=settings,
     )
     validate_tables(suite)
     kind.validate(suite)

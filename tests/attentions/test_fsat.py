@@ -10,6 +10,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import attentions._fsat_ops as fsat_ops
+import attentions.fat as fat
 import attentions.fsat as fsat
 from attentions import build, list_attentions, spec
 
@@ -34,19 +36,19 @@ def test_fft_cross_equals_antidiagonal_sums(length: int) -> None:
     for i in range(length):
         for j in range(length):
             ref[:, i + j] += a[:, i] * b[:, j]  # eq. 2: c_k = Σ_{i+j=k} f₁(x_i) ⊙ f₂(x_j)
-    torch.testing.assert_close(fsat.pooled_cross(a, b), ref)
+    torch.testing.assert_close(fsat_ops.pooled_cross(a, b), ref)
 
 
 def test_fft_cross_backward_passes_gradcheck() -> None:
     torch.manual_seed(0)
     a, b = (torch.randn(1, 5, 2, dtype=F64, requires_grad=True) for _ in range(2))
-    assert torch.autograd.gradcheck(fsat.pooled_cross, (a, b))
-    assert torch.autograd.gradcheck(lambda a, b: fsat.pooled_cross(a, b, pad_to=20), (a, b))
+    assert torch.autograd.gradcheck(fsat_ops.pooled_cross, (a, b))
+    assert torch.autograd.gradcheck(lambda a, b: fsat_ops.pooled_cross(a, b, pad_to=20), (a, b))
 
 
 def test_padded_sequence_gives_bitwise_the_same_cross() -> None:
     torch.manual_seed(0)
-    cross = fsat.HiddenStateCross(fsat.FATConfig(dim=8, heads=2, max_seq_len=32))
+    cross = fat.HiddenStateCross(fat.FATConfig(dim=8, heads=2, max_seq_len=32))
     x = torch.randn(1, 32, 8)
     mask = torch.arange(32) < 21
     assert torch.equal(cross(x, mask[None])[:, :21], cross(x[:, :21]))
@@ -56,8 +58,8 @@ def test_padded_sequence_gives_bitwise_the_same_cross() -> None:
 
 def test_fft_cross_in_float32_and_half_keeps_dtype() -> None:
     a = torch.randn(1, 5, 4)
-    assert fsat.pooled_cross(a, a).dtype == torch.float32
-    assert fsat.pooled_cross(a.half(), a.half()).dtype == torch.float16
+    assert fsat_ops.pooled_cross(a, a).dtype == torch.float32
+    assert fsat_ops.pooled_cross(a.half(), a.half()).dtype == torch.float16
 
 
 def test_fast_fft_length_is_smallest_5_smooth() -> None:
@@ -68,7 +70,7 @@ def test_fast_fft_length_is_smallest_5_smooth() -> None:
         return m == 1
 
     for n in range(1, 300):
-        assert fsat._fast_fft_len(n) == next(m for m in range(n, 4 * n + 2) if smooth(m))
+        assert fsat_ops._fast_fft_len(n) == next(m for m in range(n, 4 * n + 2) if smooth(m))
 
 
 @pytest.mark.parametrize("length", [1, 6, 9])
@@ -82,12 +84,12 @@ def test_central_symmetry_merge_equals_direct_pairs(length: int) -> None:
             for j in range(length):
                 if i + j in (2 * t, 2 * t + 1) and not i == j == t:
                     ref[:, t] += a[:, i] * b[:, j]
-    torch.testing.assert_close(fsat.central_symmetry_merge(fsat.pooled_cross(a, b), a, b), ref)
+    torch.testing.assert_close(fsat_ops.central_symmetry_merge(fsat_ops.pooled_cross(a, b), a, b), ref)
 
 
 def test_cross_module_is_layernorm_of_merge() -> None:
     torch.manual_seed(2)
-    cross = fsat.HiddenStateCross(fsat.FATConfig(dim=8, heads=2)).double()
+    cross = fat.HiddenStateCross(fat.FATConfig(dim=8, heads=2)).double()
     x = torch.randn(2, 5, 8, dtype=F64)
     w, bias = cross.fc.weight, cross.fc.bias
     a, b = F.gelu(x @ w[:8].T + bias[:8]), F.gelu(x @ w[8:].T + bias[8:])  # f₁, f₂: Linear + GELU
@@ -144,7 +146,7 @@ def test_sparse_attention_equals_dense_reference_forward_and_grads() -> None:
     q, k, v = (torch.randn(bsz, n, heads, d, dtype=F64, requires_grad=True) for _ in range(3))
     index, conf = _random_graph(bsz, n, heads, e, seed=0)
     conf.requires_grad_(True)
-    y = fsat.sparse_attention(q, k, v, index, conf)
+    y = fsat_ops.sparse_attention(q, k, v, index, conf)
     ref = _dense_reference(q, k, v, index, conf)
     torch.testing.assert_close(y, ref)
     assert (y[:, 3] == 0).all()  # a query without incoming edges outputs the zero vector
@@ -162,7 +164,7 @@ def test_sparse_attention_backward_passes_gradcheck_with_dropout() -> None:
 
     def f(*args: torch.Tensor) -> torch.Tensor:
         torch.manual_seed(0)  # the same dropout mask on every evaluation
-        return fsat.sparse_attention(*args[:3], index, args[3], dropout_p=0.3)
+        return fsat_ops.sparse_attention(*args[:3], index, args[3], dropout_p=0.3)
 
     assert torch.autograd.gradcheck(f, (q, k, v, conf))
 
@@ -172,7 +174,7 @@ def test_complete_graph_with_unit_confidence_is_softmax_attention() -> None:
     bsz, n, heads, d = 2, 6, 2, 4
     q, k, v = (torch.randn(bsz, n, heads, d, dtype=F64) for _ in range(3))
     index = torch.arange(n).expand(bsz, n, heads, n)  # every key → every query
-    y = fsat.sparse_attention(q, k, v, index, torch.ones(bsz, n, heads, n, dtype=F64))
+    y = fsat_ops.sparse_attention(q, k, v, index, torch.ones(bsz, n, heads, n, dtype=F64))
     ref = F.scaled_dot_product_attention(*(t.transpose(1, 2) for t in (q, k, v))).transpose(1, 2)
     torch.testing.assert_close(y, ref)
 
@@ -186,15 +188,15 @@ def test_gaussian_confidence_is_the_normal_density() -> None:
     index = torch.tensor([0, 3, 7, 30])
     mean = torch.tensor([0.5, 3.0, 12.25, 1.0], dtype=F64)
     ref = torch.distributions.Normal(mean, math.sqrt(32.0)).log_prob(index.to(F64)).exp()
-    torch.testing.assert_close(fsat.gaussian_confidence(index, mean, 32.0), ref)
-    torch.testing.assert_close(fsat.gaussian_confidence(index, mean, 32.0, normalized=False),
+    torch.testing.assert_close(fsat_ops.gaussian_confidence(index, mean, 32.0), ref)
+    torch.testing.assert_close(fsat_ops.gaussian_confidence(index, mean, 32.0, normalized=False),
                                ref * math.sqrt(2 * math.pi * 32.0))
 
 
 def test_truncate_positive_grad_is_identity_with_clamped_gradient() -> None:
     s = torch.randn(50, requires_grad=True)
     g = torch.randn(50)
-    out = fsat.truncate_positive_grad(s)
+    out = fsat_ops.truncate_positive_grad(s)
     assert torch.equal(out, s)
     (out * g).sum().backward()
     torch.testing.assert_close(s.grad, g.clamp(max=0))
@@ -202,7 +204,7 @@ def test_truncate_positive_grad_is_identity_with_clamped_gradient() -> None:
 
 def test_confidence_gradients_reaching_it_are_never_positive(monkeypatch: pytest.MonkeyPatch) -> None:
     seen = {}
-    original = fsat.truncate_positive_grad
+    original = fsat_ops.truncate_positive_grad
 
     def spy(s: torch.Tensor) -> torch.Tensor:
         s.retain_grad()  # the confidence tensor of eq. 10, upstream of the truncation
@@ -232,7 +234,7 @@ def test_predicted_indices_follow_eq_9() -> None:
     ibar = torch.sigmoid(logits).view(2, 30, 2, 4) * 40  # eq. 9 with L_max = max_seq_len
     torch.testing.assert_close(graph.predicted, ibar)
     assert torch.equal(graph.query_index, ibar.floor().long().clamp(0, 29))  # ⌊Ī⌋ within the length
-    torch.testing.assert_close(graph.confidence, fsat.gaussian_confidence(graph.query_index, ibar, 40.0))
+    torch.testing.assert_close(graph.confidence, fsat_ops.gaussian_confidence(graph.query_index, ibar, 40.0))
 
 
 def test_train_uses_predicted_and_random_indices_eval_predicted_only() -> None:
@@ -255,7 +257,7 @@ def test_train_uses_predicted_and_random_indices_eval_predicted_only() -> None:
     assert torch.equal(again, first.query_index) and not torch.equal(other[..., 3:], rand)
     # Random column r is scored against predicted column r mod M (eq. 10).
     mean = first.predicted[..., [0, 1, 2, 0, 1]]
-    torch.testing.assert_close(first.confidence[..., 3:], fsat.gaussian_confidence(rand, mean, 32.0))
+    torch.testing.assert_close(first.confidence[..., 3:], fsat_ops.gaussian_confidence(rand, mean, 32.0))
     assert m.eval().edges(x).query_index.shape[-1] == 3
     assert _small(n_random=0).train().edges(x).query_index.shape[-1] == 4  # "Only I_p"; default M = 4
 

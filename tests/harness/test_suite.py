@@ -42,15 +42,15 @@ def test_profile_merges_axes_per_axis_and_replaces_other_keys(write_yaml: Callab
     assert smoke.axes["seq_len"] == [64]  # the profile's axis wins ...
     for axis in ("attention", "batch_size", "heads", "dim", "mode", "dtype"):
         assert smoke.axes[axis] == TINY_SUITE["axes"][axis]  # ... the others are kept
-    assert smoke.metrics == ("memory",)
+    assert smoke.settings.metrics == ("memory",)
     assert smoke.skip == [{"when": {"mode": "fwd"}, "reason": "profile"}]
     # timing is a mapping like axes: merged per key
-    assert smoke.timing == {**TINY_SUITE["timing"], "min_repeats": 3, "flush_l2": False}
+    assert smoke.settings.timing == {**TINY_SUITE["timing"], "min_repeats": 3, "flush_l2": False}
     assert smoke.profile == "smoke"
 
     quick = load_suite(path, "quick")
     assert quick.axes == {**TINY_SUITE["axes"], "compile": ["eager"]}  # the default compile axis
-    assert quick.metrics == tuple(TINY_SUITE["metrics"])
+    assert quick.settings.metrics == tuple(TINY_SUITE["metrics"])
     assert quick.skip == doc["skip"]
     assert load_suite(path, "paper").axes == quick.axes  # an empty (null) profile changes nothing
 
@@ -60,10 +60,10 @@ def test_top_level_defaults(write_yaml: Callable[..., Path]) -> None:
     for key in ("metrics", "timing", "report", "description"):
         del doc[key]
     suite = load_suite(write_yaml(doc))
-    assert suite.metrics == ("time", "memory", "flops")
-    assert suite.timing == {"min_run_time_s": 1.0, "min_repeats": 5, "warmup": 2, "flush_l2": False}
+    assert suite.settings.metrics == ("time", "memory", "flops")
+    assert suite.settings.timing == {"min_run_time_s": 1.0, "min_repeats": 5, "warmup": 2, "flush_l2": False}
     assert suite.report["baseline"] == "vanilla"
-    assert suite.fixed["layers"] == 2 and suite.fixed["seed"] == 0
+    assert suite.settings.fixed["layers"] == 2 and suite.settings.fixed["seed"] == 0
     assert suite.name == "tiny"
 
 
@@ -175,7 +175,7 @@ def test_yaml_merge_key_merges_and_explicit_keys_win(write_yaml: Callable[..., P
     path = write_yaml(MERGE_SUITE)
     paper = load_suite(path, "paper")
     assert paper.axes == {**load_suite(path, "quick").axes, "seq_len": [64]}
-    assert load_suite(path, "smoke").timing == {"min_run_time_s": 0.005, "min_repeats": 2, "warmup": 0,
+    assert load_suite(path, "smoke").settings.timing == {"min_run_time_s": 0.005, "min_repeats": 2, "warmup": 0,
                                                  "flush_l2": False}
 
 
@@ -189,7 +189,7 @@ def test_merge_inside_a_merged_anchor_is_not_a_duplicate(write_yaml: Callable[..
     # the inner mapping is flattened while the outer one is built; its own key `warmup` is still written once
     text = MERGE_SUITE.replace("  smoke: {timing: {<<: *timing, warmup: 0}}",
                                "  smoke: {timing: {<<: &inner {<<: *timing, warmup: 0}}}\n  extra: {timing: *inner}")
-    assert load_suite(write_yaml(text), "extra").timing["warmup"] == 0
+    assert load_suite(write_yaml(text), "extra").settings.timing["warmup"] == 0
 
 
 def _billion_laughs(levels: int = 9) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -68,14 +69,31 @@ OPTIONAL_AXES = {
 # Parsing the accuracy keys
 
 
-def parse(path: Path, doc: dict[str, Any]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class AccuracySettings:
+    """An accuracy suite's own settings: data, training, per-task settings, the named variants, incoherence and
+    probes."""
+
+    data: dict[str, Any]
+    train: dict[str, Any]
+    tasks: dict[str, dict[str, Any]]
+    variants: dict[str, dict[str, Any]]
+    incoherence: dict[str, Any] | None
+    probes: dict[str, Any] | None
+
+    def report_options(self) -> dict[str, Any]:
+        """What the study tables need besides the cells: the named variants (stored with each run)."""
+        return {"variants": self.variants}
+
+
+def parse(path: Path, doc: dict[str, Any]) -> AccuracySettings:
     """The accuracy fields of a suite, validated; every variant becomes the ``variant`` axis unless one is given."""
     variants = _variants(path, doc.get("variants"))
     if variants and "variant" not in mapping(path, "axes", doc.get("axes")):
         doc.setdefault("axes", {})["variant"] = list(variants)  # every variant unless the axis picks some
-    return {"data": _data(path, doc.get("data")), "train": _train(path, "train", doc.get("train")),
-            "tasks": _tasks(path, doc.get("tasks")), "variants": variants,
-            "incoherence": _incoherence(path, doc.get("incoherence")), "probes": _probes(path, doc.get("probes"))}
+    return AccuracySettings(data=_data(path, doc.get("data")), train=_train(path, "train", doc.get("train")),
+            tasks=_tasks(path, doc.get("tasks")), variants=variants,
+            incoherence=_incoherence(path, doc.get("incoherence")), probes=_probes(path, doc.get("probes")))
 
 
 def _data(path: Path, value: Any) -> dict[str, Any]:
@@ -194,9 +212,9 @@ def validate(suite: Suite) -> None:
     """Resolve every (attention, task, variant) once, so a bad setting fails before the first training step; check
     the variants, the noise and the tables against the axes."""
     path = suite.path
-    unknown = [v for v in suite.axes.get("variant", []) if v not in suite.variants]
+    unknown = [v for v in suite.axes.get("variant", []) if v not in suite.settings.variants]
     if unknown:
-        defined = ", ".join(suite.variants) or "none"
+        defined = ", ".join(suite.settings.variants) or "none"
         raise SuiteError(path, "axes.variant", f"unknown variant {unknown[0]!r}; defined under `variants`: {defined}")
     if any(a > 0 for a in suite.axes.get("noise", [])) and (problem := noise_problem(suite.axes["task"])):
         raise SuiteError(path, "axes.noise", problem)
@@ -210,11 +228,11 @@ def validate(suite: Suite) -> None:
 
 def _check_tables(suite: Suite) -> None:
     """Each study table has the axes or keys it reads."""
-    has_base = suite.report["baseline_variant"] in suite.variants
+    has_base = suite.report["baseline_variant"] in suite.settings.variants
     needs = {"table5": ("noise" in suite.axes, "a `noise` axis"),
              "table6": (has_base, "variants with the baseline_variant"),
              "table7": (has_base, "variants with the baseline_variant"),
-             "tableS7": (suite.incoherence is not None, "an `incoherence` key")}
+             "tableS7": (suite.settings.incoherence is not None, "an `incoherence` key")}
     for table in suite.report["tables"] or []:
         ok, what = needs.get(table, (True, ""))
         if not ok:
@@ -223,19 +241,19 @@ def _check_tables(suite: Suite) -> None:
 
 def task_settings(suite: Suite, task: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """(resolved TrainConfig fields, data settings incl. the sequence length) of one task of an accuracy suite."""
-    tdoc = suite.tasks.get(task, {})
-    train = dataclasses.asdict(TrainConfig(**{**suite.train, **tdoc.get("train", {})}))
+    tdoc = suite.settings.tasks.get(task, {})
+    train = dataclasses.asdict(TrainConfig(**{**suite.settings.train, **tdoc.get("train", {})}))
     seq_len = int(tdoc.get("seq_len") or LRA_SEQ_LEN[task])
-    data = {**suite.data, "task": task, "seq_len": seq_len, "gen": tdoc.get("gen", {}),
-            "sizes": list(tdoc.get("sizes", suite.data["sizes"]))}
+    data = {**suite.settings.data, "task": task, "seq_len": seq_len, "gen": tdoc.get("gen", {}),
+            "sizes": list(tdoc.get("sizes", suite.settings.data["sizes"]))}
     return train, data
 
 
 def attention_overrides(suite: Suite, name: str, task: str, variant: str | None = None) -> dict[str, Any]:
     """Config overrides of one attention on one task: suite-wide, then the task's own, then the variant's."""
-    tdoc = suite.tasks.get(task, {})
+    tdoc = suite.settings.tasks.get(task, {})
     out = apply_patterns({**suite.config_for(name), **tdoc.get("config", {})}, tdoc.get("attention_config", {}), name)
-    return {**out, **(suite.variants[variant] if variant is not None else {})}
+    return {**out, **(suite.settings.variants[variant] if variant is not None else {})}
 
 
 def make_cell(suite: Suite, params: dict[str, Any], device: str) -> Cell:
@@ -244,8 +262,10 @@ def make_cell(suite: Suite, params: dict[str, Any], device: str) -> Cell:
         params = {**params, "noise_on": cell_noise(params)[1]}  # a clean cell is one cell under both modes
     name = params["attention"]
     overrides = attention_overrides(suite, name, params["task"], params.get("variant"))
-    fixed = {"train": train, "data": data, **({} if suite.incoherence is None else {"incoherence": suite.incoherence}),
-             **({} if suite.probes is None else {"probes": suite.probes})}
+    settings = suite.settings
+    fixed = {"train": train, "data": data,
+             **({} if settings.incoherence is None else {"incoherence": settings.incoherence}),
+             **({} if settings.probes is None else {"probes": settings.probes})}
     return Cell(
         suite=suite.name, params=params, fixed=fixed, metrics=("accuracy",), timing={}, device=device,
         config=attention_config(name, overrides, dim=train["dim"], heads=train["heads"], seq_len=data["seq_len"]),

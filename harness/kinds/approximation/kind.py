@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -161,7 +162,19 @@ def _resolve_trained(path: Path, spec: Mapping[str, Any], data_dir: str | None,
             "examples": int(probe.inputs.shape[0])}
 
 
-def parse(path: Path, doc: dict[str, Any]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ApproximationSettings:
+    """An approximation suite's own settings: the layer (``fixed``), the inputs, the budgets, where its probes are
+    read and the timing."""
+
+    fixed: dict[str, Any]
+    inputs: dict[str, dict[str, Any]]
+    budgets: dict[str, dict[str, Any]]
+    data: dict[str, Any]
+    timing: dict[str, Any]
+
+
+def parse(path: Path, doc: dict[str, Any]) -> ApproximationSettings:
     """The approximation fields of a suite, validated; every input and budget become axes unless given."""
     fixed = {**FIXED_DEFAULTS, **mapping(path, "fixed", doc.get("fixed"))}
     check_keys(path, "fixed", fixed, FIXED_DEFAULTS)
@@ -183,8 +196,8 @@ def parse(path: Path, doc: dict[str, Any]) -> dict[str, Any]:
         axes.setdefault("input", list(inputs))
         labels = {label: None for name in _attention_names(axes) for label in attention_budgets(budgets, name)}
         axes.setdefault("budget", list(labels))
-    return {"fixed": fixed, "inputs": inputs, "budgets": budgets, "data": {"dir": data_dir},
-            "timing": validate_numbers(path, "timing", doc.get("timing"), TIMING_DEFAULTS)}
+    return ApproximationSettings(fixed=fixed, inputs=inputs, budgets=budgets, data={"dir": data_dir},
+            timing=validate_numbers(path, "timing", doc.get("timing"), TIMING_DEFAULTS))
 
 
 def _attention_names(axes: Mapping[str, Any]) -> list[str]:
@@ -195,15 +208,15 @@ def _attention_names(axes: Mapping[str, Any]) -> list[str]:
 
 def validate(suite: Suite) -> None:
     """Every input label is defined; every (attention, budget) config resolves before the first cell runs."""
-    unknown = [v for v in suite.axes["input"] if v not in suite.inputs]
+    unknown = [v for v in suite.axes["input"] if v not in suite.settings.inputs]
     if unknown:
         raise SuiteError(suite.path, "axes.input", f"unknown input {unknown[0]!r}; defined under `inputs`: "
-                                                    f"{', '.join(suite.inputs)}")
+                                                    f"{', '.join(suite.settings.inputs)}")
     for name in suite.attentions():
-        for label, overrides in attention_budgets(suite.budgets, name).items():
+        for label, overrides in attention_budgets(suite.settings.budgets, name).items():
             resolve_or_fail(suite.path, f"budgets ({label})", name, lambda name=name, overrides=overrides: (
-                attention_config(name, {**suite.config_for(name), **overrides}, dim=suite.fixed["dim"],
-                                 heads=suite.fixed["heads"], seq_len=max(suite.axes["seq_len"]))))
+                attention_config(name, {**suite.config_for(name), **overrides}, dim=suite.settings.fixed["dim"],
+                                 heads=suite.settings.fixed["heads"], seq_len=max(suite.axes["seq_len"]))))
 
 
 def label(params: Mapping[str, Any]) -> str:
@@ -219,19 +232,19 @@ def _not_measured(name: str) -> str | None:
 
 def make_cell(suite: Suite, params: dict[str, Any], device: str) -> Cell | None:
     name, n = params["attention"], params["seq_len"]
-    budgets = attention_budgets(suite.budgets, name)
+    budgets = attention_budgets(suite.settings.budgets, name)
     if params["budget"] not in budgets:
         return None  # another attention's budget
-    spec = suite.inputs[params["input"]]
+    spec = suite.settings.inputs[params["input"]]
     reason = suite.skip_reason(params) or _not_measured(name) or spec.get("missing")
     if reason is None and spec["kind"] == "trained" and n > spec["length"]:
         reason = f"the trained input has {spec['length']} positions, fewer than seq_len {n}"
     padded = spec["kind"] == "trained"  # probes of LRA tasks carry a padding mask
-    fixed = {**suite.fixed, "input": {k: v for k, v in spec.items() if k != "missing"}}
+    fixed = {**suite.settings.fixed, "input": {k: v for k, v in spec.items() if k != "missing"}}
     return Cell(
-        suite=suite.name, params=params, fixed=fixed, metrics=("error", "time"), timing=suite.timing,
+        suite=suite.name, params=params, fixed=fixed, metrics=("error", "time"), timing=suite.settings.timing,
         config=attention_config(name, {**suite.config_for(name), **budgets[params["budget"]]},
-                                dim=suite.fixed["dim"], heads=suite.fixed["heads"], seq_len=n),
+                                dim=suite.settings.fixed["dim"], heads=suite.settings.fixed["heads"], seq_len=n),
         device=device, kind=suite.kind.name, label=label(params), **identity(suite, name),
         skip_reason=reason or capability_reason(name, n, padded=padded),
     )

@@ -24,6 +24,7 @@ import dataclasses
 import json
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +80,18 @@ AXES = {
 }
 
 
-def parse(path: Path, doc: dict[str, Any]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ForecastingSettings:
+    """A forecasting suite's own settings: data, model sizes and per-attention overrides, training and the datasets."""
+
+    data: dict[str, Any]
+    model: dict[str, Any]
+    model_config: dict[str, dict[str, Any]]
+    train: dict[str, Any]
+    datasets: dict[str, dict[str, Any]]
+
+
+def parse(path: Path, doc: dict[str, Any]) -> ForecastingSettings:
     """The forecasting fields of a suite, validated."""
     data = {"dir": None, **mapping(path, "data", doc.get("data"))}
     check_keys(path, "data", data, {"dir"})
@@ -95,8 +107,8 @@ def parse(path: Path, doc: dict[str, Any]) -> dict[str, Any]:
         ForecastTrain(**train)
     except ValueError as exc:
         raise SuiteError(path, "train", str(exc)) from None
-    return {"data": data, "model": model, "model_config": model_config, "train": train,
-            "datasets": _datasets(path, doc.get("datasets"))}
+    return ForecastingSettings(data=data, model=model, model_config=model_config, train=train,
+            datasets=_datasets(path, doc.get("datasets")))
 
 
 def _model(path: Path, where: str, value: Any, base: dict[str, Any]) -> dict[str, Any]:
@@ -137,7 +149,7 @@ def _datasets(path: Path, value: Any) -> dict[str, dict[str, Any]]:
 
 def dataset_spec(suite: Suite, name: str) -> DatasetSpec:
     """The dataset's spec with the suite's input length and horizons."""
-    ddoc, spec = suite.datasets.get(name, {}), DATASETS[name]
+    ddoc, spec = suite.settings.datasets.get(name, {}), DATASETS[name]
     return dataclasses.replace(spec, input_len=int(ddoc.get("input_len", spec.input_len)),
                                horizons=tuple(ddoc.get("horizons", spec.horizons)))
 
@@ -153,7 +165,7 @@ def validate(suite: Suite) -> None:
             raise SuiteError(suite.path, "axes.horizon", f"none of {dataset}'s horizons {list(horizons)} is on the "
                              "axis, so it would have no cells; add one or drop the dataset")
     for dataset in suite.axes["dataset"]:
-        if suite.data["dir"] is None and not suite.datasets.get(dataset, {}).get("generate"):
+        if suite.settings.data["dir"] is None and not suite.settings.datasets.get(dataset, {}).get("generate"):
             raise SuiteError(suite.path, f"datasets.{dataset}.generate",
                              "no data: give --data-dir (the CSV files' directory) or a generator for this dataset")
     for name in suite.attentions():
@@ -168,18 +180,19 @@ def make_cell(suite: Suite, params: dict[str, Any], device: str) -> Cell | None:
     if params["horizon"] not in spec.horizons:
         return None  # not one of this dataset's horizons (ILI's are 24-60, the others' 96-720)
     name = params["attention"]
-    model = {**suite.model, **apply_patterns({}, suite.model_config, name), "input_len": spec.input_len,
+    settings = suite.settings
+    model = {**settings.model, **apply_patterns({}, settings.model_config, name), "input_len": spec.input_len,
              "horizon": params["horizon"]}
     cfg = ForecastConfig(variables=1, **model)
     overrides = suite.config_for(name)
-    generate = None if suite.data["dir"] is not None else suite.datasets.get(spec.name, {}).get("generate")
+    generate = None if settings.data["dir"] is not None else settings.datasets.get(spec.name, {}).get("generate")
     # what the data is, not which horizons the suite trains on it: a cell's key does not change with the axis
-    data = {"dataset": spec.name, "dir": suite.data["dir"], "generate": generate, "input_len": spec.input_len}
+    data = {"dataset": spec.name, "dir": suite.settings.data["dir"], "generate": generate, "input_len": spec.input_len}
     reason = next(filter(None, (capability_reason(name, n, padded=False) for n in (cfg.input_len, cfg.decoder_len))),
                   None)
     return Cell(
         suite=suite.name, params=params, metrics=("test_mse", "test_mae"), timing={}, device=device,
-        fixed={"model": model, "train": dataclasses.asdict(ForecastTrain(**suite.train)), "data": data,
+        fixed={"model": model, "train": dataclasses.asdict(ForecastTrain(**suite.settings.train)), "data": data,
                "attention": overrides},
         config=attention_config(name, overrides, dim=cfg.d_model, heads=cfg.heads, seq_len=cfg.input_len),
         kind=suite.kind.name, label=axis_label(params),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +81,16 @@ def _metrics(path: Path, metrics: Any) -> tuple[str, ...]:
     return tuple(metrics)
 
 
-def parse(path: Path, doc: dict[str, Any]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class SpeedSettings:
+    """A speed suite's own settings: the train_step model (``fixed``), the metrics measured and the timing."""
+
+    fixed: dict[str, Any]
+    metrics: tuple[str, ...]
+    timing: dict[str, Any]
+
+
+def parse(path: Path, doc: dict[str, Any]) -> SpeedSettings:
     """The speed fields of a suite: ``fixed``, ``metrics`` and ``timing``, defaults filled in, every value checked;
     the ``compile`` axis is ``[eager]`` unless the suite gives it."""
     axes = doc.setdefault("axes", {})
@@ -96,9 +106,9 @@ def parse(path: Path, doc: dict[str, Any]) -> dict[str, Any]:
                 if not isinstance(chosen[key], bool):
                     raise SuiteError(path, f"timing.{key}", f"must be true or false, got {chosen[key]!r}")
     timing = validate_numbers(path, "timing", timing_doc, TIMING_DEFAULTS)
-    return {"fixed": validate_fields(path, "fixed", doc.get("fixed"), FIXED_DEFAULTS, FIXED_RULES),
-            "metrics": _metrics(path, doc.get("metrics", list(METRICS))),
-            "timing": {**timing, **{k: True for k, on in chosen.items() if on}}}
+    return SpeedSettings(fixed=validate_fields(path, "fixed", doc.get("fixed"), FIXED_DEFAULTS, FIXED_RULES),
+            metrics=_metrics(path, doc.get("metrics", list(METRICS))),
+            timing={**timing, **{k: True for k, on in chosen.items() if on}})
 
 
 def validate(suite: Suite) -> None:
@@ -117,9 +127,9 @@ def label(params: Mapping[str, Any]) -> str:
 
 
 def make_cell(suite: Suite, params: dict[str, Any], device: str) -> Cell:
-    name, n = params["attention"], params["seq_len"]
+    name, n, settings = params["attention"], params["seq_len"], suite.settings
     return Cell(
-        suite=suite.name, params=params, fixed=suite.fixed, metrics=suite.metrics, timing=suite.timing,
+        suite=suite.name, params=params, fixed=settings.fixed, metrics=settings.metrics, timing=settings.timing,
         config=attention_config(name, suite.config_for(name), dim=params["dim"], heads=params["heads"], seq_len=n),
         device=device, kind=suite.kind.name, label=label(params), **identity(suite, name),
         # layer cells have no padding; train_step cells feed every token too

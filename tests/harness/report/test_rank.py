@@ -13,16 +13,8 @@ import pytest
 
 from harness.core.cell import Cell
 from harness.core.store import Store
-from harness.report.rank import (
-    COVERAGE_MARK,
-    SuiteResults,
-    default_out_dir,
-    notes_text,
-    rank,
-    ranking_table,
-    suite_metrics,
-    zscores,
-)
+from harness.report.rank import COVERAGE_MARK, SuiteResults, default_out_dir, rank, suite_metrics, zscores
+from harness.report.ranking import notes_text, ranking_table
 from tests.conftest import CliResult
 
 Z1 = math.sqrt(1.5)  # z of the best of three evenly spaced values (population std)

@@ -52,7 +52,7 @@ def test_one_at_a_time_expands_to_exactly_the_papers_rows() -> None:
 def test_hyperparams_suite_paper_profile_is_the_paper_grid() -> None:
     suite = load_suite(REPO_ROOT / "suites" / "hyperparams.yaml", "paper")
     cells = suite.expand("cpu")
-    assert len(suite.variants) == 13 and len(cells) == 13 * 5 * 5
+    assert len(suite.settings.variants) == 13 and len(cells) == 13 * 5 * 5
     base = [c for c in cells if c.params["variant"] == "base"][0].config
     r16 = [c for c in cells if c.params["variant"] == "r=16" and c.params["task"] == "listops"][0].config
     assert (base["r"], base["s1"], base["s2"]) == (8, 8, 8) and (r16["r"], r16["s1"], r16["s2"]) == (16, 8, 8)
