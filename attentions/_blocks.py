@@ -136,13 +136,13 @@ def _valid_slots(idx: Tensor) -> Tensor:
     return (idx >= 0) & ~repeat
 
 
-def _with_extra_keys(kg: Tensor, vg: Tensor, attn_mask: Tensor | None, extra_k: Tensor, extra_v: Tensor,
-                     extra_mask: Tensor | None) -> tuple[Tensor, Tensor, Tensor | None]:
-    """The gathered keys and values of every query block, kg, vg [B, H, nb, m·w, d+1], with the extra keys and values
-    [B, H, (nb,) G, d] appended to each block (bias column from ``extra_mask``: [B, G], or broadcastable to
-    [B, H, nb, 1, G], one key mask per query block), and ``attn_mask`` widened to allow them for every query."""
-    b, h, nb, _, d1 = kg.shape
-    d, g, dt = d1 - 1, extra_k.shape[-2], kg.dtype
+def _extra_keys(extra_k: Tensor, extra_v: Tensor, extra_mask: Tensor | None,
+                lead: tuple[int, ...]) -> tuple[Tensor, Tensor]:
+    """The extra keys and values [B, H, (nb,) G, d] of every query block as [k, bias] and [v, 0], expanded to
+    ``lead`` + [G, d+1] (lead = B, H, nb); the bias column comes from ``extra_mask``: [B, G], or broadcastable to
+    [B, H, nb, 1, G] (one key mask per query block)."""
+    b, h, nb = lead
+    d, g, dt = extra_k.shape[-1], extra_k.shape[-2], extra_k.dtype
     ek = extra_k[:, :, None] if extra_k.dim() == 4 else extra_k  # [B, H, 1|nb, G, d]
     ev = extra_v[:, :, None] if extra_v.dim() == 4 else extra_v  # [B, H, 1|nb, G, d]
     ok = None
@@ -154,14 +154,10 @@ def _with_extra_keys(kg: Tensor, vg: Tensor, attn_mask: Tensor | None, extra_k: 
         else:
             raise ValueError("extra_mask must be [B, G] or broadcastable to [B, H, nb, 1, G] (per key)")
     eshape = torch.broadcast_shapes(ek.shape[:-1], (1, 1, 1, g) if ok is None else ok.shape)  # [.., G]
-    ebias = key_bias_column(None if ok is None else ok[..., None], (*eshape, 1), dt, kg.device)  # [.., G, 1]
+    ebias = key_bias_column(None if ok is None else ok[..., None], (*eshape, 1), dt, extra_k.device)  # [.., G, 1]
     ekx = torch.cat([ek.expand(*eshape, d), ebias], dim=-1)  # [.., G, d+1]
     evx = F.pad(ev, (0, 1)).expand(*eshape, d + 1)  # [.., G, d+1]
-    kg = torch.cat([kg, ekx.expand(b, h, nb, g, d + 1)], dim=-2)  # [B, H, nb, m·w + G, d+1]
-    vg = torch.cat([vg, evx.expand(b, h, nb, g, d + 1)], dim=-2)  # [B, H, nb, m·w + G, d+1]
-    if attn_mask is not None:
-        attn_mask = F.pad(attn_mask, (0, g))  # [.., w, m·w + G]: extra keys are allowed for every query
-    return kg, vg, attn_mask
+    return ekx.expand(b, h, nb, g, d + 1), evx.expand(b, h, nb, g, d + 1)
 
 
 def block_sparse_attention(
@@ -226,7 +222,12 @@ def block_sparse_attention(
     if extra_k is not None:
         if extra_v is None:
             raise ValueError("extra_k needs extra_v")
-        kg, vg, attn_mask = _with_extra_keys(kg, vg, attn_mask, extra_k, extra_v, extra_mask)
+        ekx, evx = _extra_keys(extra_k, extra_v, extra_mask, kg.shape[:3])  # [B, H, nb, G, d+1] each
+        # concatenated here, not in the helper: the old kg, vg must be free to go as the new ones are made
+        kg = torch.cat([kg, ekx], dim=-2)  # [B, H, nb, m·w + G, d+1]
+        vg = torch.cat([vg, evx], dim=-2)  # [B, H, nb, m·w + G, d+1]
+        if attn_mask is not None:
+            attn_mask = F.pad(attn_mask, (0, ekx.shape[-2]))  # [.., w, m·w + G]: extra keys allowed for every query
 
     # The fused kernel takes 4-D tensors: (batch·head) × query block × position × feature.
     keys = kg.shape[-2]
