@@ -124,11 +124,9 @@ class FSATAttention(_CrossAttentionBase):
       ρ = exp(−(I − Ī)²/2σ²) ∈ (0, 1], 1 at the predicted index. The paper motivates ρ only by its shape (queries
       far from Ī "have decreasing probabilities of attending"); the factor is a side effect of the literal
       reading, and it scales every attention output by at most 1/√(2πσ²): 0.025 at σ² = L_max = 256, 0.006 at
-      the LRA Text length 4096. Measured on the ListOps stand-in (quick settings: 512 tokens, 400 steps, seeds
-      0 and 1, the harness's training, 2026-11-24): test accuracy 16.75 / 15.5% with the factor (majority class
-      16%: nothing learned), 28.75 / 26.0% without it, vanilla 31.5 / 15.25%, the `none` control 17.5 / 15.25%.
-      So at short budgets the literal factor keeps FSAT at chance, while the kernel-shaped confidence learns
-      like vanilla; with Adam, W_o can grow to undo a constant scale over long training, which the paper's
+      the LRA Text length 4096. On the ListOps stand-in at short budgets the literal factor kept FSAT at the
+      majority class while the kernel-shaped confidence learned like vanilla (the figures: docs/results/, "the
+      confidence's normalising factor"); with Adam, W_o can grow to undo a constant scale over long training, which the paper's
       LRA runs have. The default stays the paper's text (a reader reproducing the paper gets what it says);
       ``fsat_unnormalized`` is the reading we would recommend, and both are registered.
     - Rounding: I_p = ⌊Ī⌋ (§4.2.3), clamped to [0, last real position] (Ī can reach L_max, and exceeds the

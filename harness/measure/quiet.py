@@ -5,8 +5,8 @@ other jobs, with 2 intra-op threads on 2 cores), and the whole machine drifts 5-
 timed group of cells records, over its timing window:
 
 - ``load_other_cores``: CPU time used by every other process, in cores (system busy time from ``/proc/stat`` minus
-  this process's own time from ``/proc/self/stat``, over the wall time). A load average cannot tell this: it counts
-  the benchmark's own threads.
+  this process's own time from ``/proc/self/stat``, over the wall time). The kernel's run-queue average cannot tell
+  this: it counts the benchmark's own threads.
 - ``steal_fraction``: the share of the window the hypervisor gave this VM's CPUs to others.
 - ``calibration_ratio``: the time of a fixed reference kernel around the group against the same kernel at the start
   of the run (1.0 = as fast as then). It is taken before and after the group and the faster counts: a slowdown of
