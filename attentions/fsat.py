@@ -127,8 +127,8 @@ class FSATAttention(_CrossAttentionBase):
       the LRA Text length 4096. On the ListOps stand-in at short budgets the literal factor kept FSAT at the
       majority class while the kernel-shaped confidence learned like vanilla (the figures: docs/results/, "the
       confidence's normalising factor"); with Adam, W_o can grow to undo a constant scale over long training,
-      which the paper's LRA runs have. The default stays the paper's text (a reader reproducing the paper gets what it says);
-      ``fsat_unnormalized`` is the reading we would recommend, and both are registered.
+      which the paper's LRA runs have. The default stays the paper's text (a reader reproducing the paper gets
+      what it says); ``fsat_unnormalized`` is the reading we would recommend, and both are registered.
     - Rounding: I_p = ⌊Ī⌋ (§4.2.3), clamped to [0, last real position] (Ī can reach L_max, and exceeds the
       real length of shorter or padded sequences). Indices carry no gradient; Ī learns only through the
       confidences.
