@@ -61,8 +61,8 @@ def test_the_sdpa_backend_that_ran_is_read_from_the_profile(backend: str) -> Non
 
 def test_cuda_graph_is_a_timing_switch_that_leaves_other_suites_keys_alone(tmp_path: Path) -> None:
     base = {"axes": {}, "timing": {"min_run_time_s": 0.1}}
-    assert "cuda_graph" not in parse(tmp_path / "s.yaml", dict(base))["timing"]
+    assert "cuda_graph" not in parse(tmp_path / "s.yaml", dict(base)).timing
     on = parse(tmp_path / "s.yaml", {**base, "timing": {"min_run_time_s": 0.1, "cuda_graph": True}})
-    assert on["timing"]["cuda_graph"] is True
+    assert on.timing["cuda_graph"] is True
     with pytest.raises(SuiteError, match="cuda_graph"):
         parse(tmp_path / "s.yaml", {**base, "timing": {"cuda_graph": "yes"}})
