@@ -166,7 +166,7 @@ class Kill:
 
 KILLS = [
     # between cells
-    pytest.param(Kill("runner.before_cell:3", 2), id="before-cell-3"),
+    pytest.param(Kill("runner.before_cell:3", 2), id="before-cell-3", marks=SLOW),
     pytest.param(Kill("runner.after_put:1", 1), id="after-put-1", marks=SLOW),
     pytest.param(Kill("runner.before_reports", 8), id="before-reports"),
     # inside a cell
@@ -175,7 +175,7 @@ KILLS = [
     pytest.param(Kill("measure.cell:2", 0), id="measure-cell-2"),
     pytest.param(Kill("measure.cell:1:segv:s3attention n=16 b=1 fwd+bwd", 2, code=-signal.SIGSEGV),
                  id="segv-in-cell-6"),
-    pytest.param(Kill("runner.before_put:2", 1), id="measured-not-stored"),
+    pytest.param(Kill("runner.before_put:2", 1), id="measured-not-stored", marks=SLOW),
     # during a store write: the cell's rows are written but not committed
     pytest.param(Kill("store.in_transaction:3", 2), id="store-write-3", marks=SLOW),
     # a training cell's rows (result and learning curve) written but not committed
@@ -184,11 +184,11 @@ KILLS = [
     # inside a training cell: after an optimiser step, and between a checkpoint's temp file and its rename
     pytest.param(Kill("training.step:3", 0, "accuracy", checkpoints=(".pt",), resumed_from=2), id="train-step-3"),
     pytest.param(Kill("training.checkpoint_write:1", 0, "accuracy", checkpoints=(".tmp",), resumed_from=0),
-                 id="checkpoint-write-1"),
+                 id="checkpoint-write-1", marks=SLOW),
     # trained to the last step and checkpointed there, not yet stored: the rerun resumes at the end and must store
     # the same final loss and a real throughput
     pytest.param(Kill("runner.before_put:1", 0, "accuracy", checkpoints=(".pt",), resumed_from=4),
-                 id="accuracy-trained-not-stored"),
+                 id="accuracy-trained-not-stored", marks=SLOW),
     # more of the same kinds (`make test-slow`)
     pytest.param(Kill("runner.before_cell:1", 0), id="before-first-cell", marks=SLOW),
     pytest.param(Kill("runner.after_put:8", 8), id="after-last-put", marks=SLOW),

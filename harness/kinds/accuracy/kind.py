@@ -44,7 +44,6 @@ from ...report.format import shown_env
 from .cells import describe, prepare_data, read_user_data, run_accuracy_cell
 from .noise import NOISE_ON, cell_noise, noise_problem
 from .summary import axis_text, only_noisy, with_axis_defaults
-from .table1 import write_accuracy_reports
 from .training import TrainConfig, TrainConfigError
 
 TABLES = ("table1", "table5", "table6", "table7", "tableS7")
@@ -277,6 +276,9 @@ def make_cell(suite: Suite, params: dict[str, Any], device: str) -> Cell:
 
 def write_reports(store: Store, name: str, options: Mapping[str, Any], keys: list[str] | None) -> list:
     df = store.dataframe(keys)
+    # here, not at the top: the reports load matplotlib, which a cell's worker process never needs
+    from .table1 import write_accuracy_reports
+
     return write_accuracy_reports(df, store.curves(keys), store.path.parent,
                                   env=shown_env(store.runs(set(df["run_id"]))), suite=name, options=options)
 

@@ -58,7 +58,6 @@ from ...models.probe import PROBE_DIR, load_probe
 from ...models.tasks import TASKS
 from ...report.format import shown_env
 from .cells import describe, measure_cell, measure_group
-from .report import write_approximation_reports
 
 FIXED_DEFAULTS: dict[str, Any] = {"batch_size": 2, "dim": 64, "heads": 2, "seed": 0, "matrix_max_seq_len": 1024}
 DEFAULT_BUDGET = "default"
@@ -263,6 +262,9 @@ def write_reports(store: Store, name: str, options: Mapping[str, Any], keys: lis
     """The reports; speed-ups are against ``report.baseline``, the attention a re-timed group runs beside."""
     df = store.dataframe(keys)
     groups = set(df["timing_group"].dropna()) if "timing_group" in df.columns else set()
+    # here, not at the top: the reports load matplotlib, which a cell's worker process never needs
+    from .report import write_approximation_reports
+
     return write_approximation_reports(df, store.path.parent, env=shown_env(store.runs(set(df["run_id"]))),
                                        suite=name, reference=options.get("baseline", "vanilla_sdpa"),
                                        samples=store.samples(timing_groups=groups))

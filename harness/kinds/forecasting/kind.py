@@ -62,7 +62,6 @@ from .data import (
     split_series,
     synthetic_csv,
 )
-from .table2 import write_forecast_reports
 from .training import ForecastTrain, train_forecaster
 
 TABLES = ("table2",)
@@ -279,6 +278,9 @@ def describe(result: CellResult) -> str:
 
 def write_reports(store: Store, name: str, options: Mapping[str, Any], keys: list[str] | None) -> list:
     df = store.dataframe(keys)
+    # here, not at the top: the reports load matplotlib, which a cell's worker process never needs
+    from .table2 import write_forecast_reports
+
     return write_forecast_reports(df, store.curves(keys), store.path.parent,
                                   env=shown_env(store.runs(set(df["run_id"]))), suite=name, options=options)
 

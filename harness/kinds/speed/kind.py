@@ -35,7 +35,6 @@ from ...measure.group import is_time_cell, timing_env
 from ...measure.timing import TIMING_DEFAULTS
 from ...report.format import shown_env
 from .cells import describe, measure_cell, measure_group
-from .report import write_speed_reports
 
 MODES = ("fwd", "fwd+bwd", "train_step")
 DTYPES = ("float32", "bfloat16", "float16", "amp_bf16", "amp_fp16")  # amp_*: float32 weights, forward autocast
@@ -151,6 +150,9 @@ def write_reports(store: Store, name: str, options: Mapping[str, Any], keys: lis
     groups = set(df["timing_group"].dropna()) if "timing_group" in df.columns else set()
     runs = store.runs(set(df["run_id"]))
     roofs = {r.run_id: (r.env.get("gemm_peak_gflops"), r.env.get("memory_bandwidth_gbs")) for r in runs.itertuples()}
+    # here, not at the top: the reports load matplotlib, which a cell's worker process never needs
+    from .report import write_speed_reports
+
     return write_speed_reports(df, store.path.parent, env=shown_env(runs), suite=name,
                                baseline=options.get("baseline", "vanilla"),
                                slope_min_seq_len=int(options.get("slope_min_seq_len", 1024)),

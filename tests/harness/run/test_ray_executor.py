@@ -112,7 +112,8 @@ def test_timeout(ray_home: Path, cli: Callable[..., CliResult], write_yaml: Call
     assert ("Ray task cancelled" in row["message"]) == (grace is not None)
 
 
-@pytest.mark.parametrize("action", ["exit", "segv"])
+# a segfaulting worker outside Ray is in tests/harness/test_faults.py; here one start of Ray's worker costs seconds
+@pytest.mark.parametrize("action", ["exit", pytest.param("segv", marks=pytest.mark.slow)])
 def test_a_worker_that_dies_is_an_error_cell(
     ray_home: Path, cli: Callable[..., CliResult], tiny_suite: Path, tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch, action: str,
