@@ -28,6 +28,9 @@ from .run.ray_executor import check_address, require_ray
 from .run.runner import run_suite, suite_dir
 from .run.suitefile import load_suite, parse_set
 
+#: The longest time limit a flag takes: a year (the kernel's interval timer refuses some longer ones; a cell stored
+#: as an OverflowError was the result).
+MAX_TIMEOUT_S = 365 * 24 * 3600.0
 
 def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
@@ -102,14 +105,15 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    if args.timeout is not None and not 0 < args.timeout < float("inf"):  # also rejects nan
-        raise UserError(f"--timeout {args.timeout}: must be a positive number of seconds")
+    if args.timeout is not None and not 0 < args.timeout <= MAX_TIMEOUT_S:  # also rejects nan
+        raise UserError(f"--timeout {args.timeout:g}: must be a positive number of seconds, at most {MAX_TIMEOUT_S:g} "
+                        "(a year)")
     check_executor(args)
     device = check_device(args.device or default_device())
     out = check_out_dir(args.out)
     if args.threads is not None and args.threads < 1:
         raise UserError(f"--threads {args.threads}: must be a positive number of intra-op threads")
-    if args.quiet_timeout is not None and not 0 < args.quiet_timeout < float("inf"):
+    if args.quiet_timeout is not None and not 0 < args.quiet_timeout <= MAX_TIMEOUT_S:
         raise UserError(f"--quiet-timeout {args.quiet_timeout}: must be a positive number of seconds")
     threads = args.threads or default_threads(device)
     if args.cpus_per_task is not None and device.startswith("cpu") and args.cpus_per_task < threads:

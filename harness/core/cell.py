@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from .errors import first_line
+from .errors import EnvironmentFault, first_line
 
 #: Final statuses of a cell: measured, out of memory, failed (message kept), over its time limit, not runnable here
 #: (a capability, a skip rule, a missing device), or non-finite output, loss or gradients.
@@ -132,7 +132,15 @@ def time_limit(seconds: float | None) -> Iterator[None]:
 
 
 def classify_exception(exc: BaseException) -> CellResult:
-    """Map an exception raised by a cell to its status and a one-line message."""
+    """Map an exception raised by a cell to its status and a one-line message.
+
+    Raises:
+        EnvironmentFault: ``exc`` is the environment's (a full disk, an I/O error, ...; :meth:`EnvironmentFault.of`),
+            which no cell result may record: it stops the run instead.
+    """
+    fault = EnvironmentFault.of(exc)
+    if fault is not None:
+        raise fault from exc
     first = first_line(exc)
     message = f"{type(exc).__name__}: {first}"
     if isinstance(exc, CellTimeout):

@@ -16,6 +16,38 @@ class RunFailed(Exception):
     exit_code = 1
 
 
+class EnvironmentFault(RunFailed):
+    """The machine or its files failed while a cell ran (a full disk, an I/O error, a read-only filesystem, a quota),
+    not the cell: never stored as the cell's result. The run stops with exit code 1 naming the file; the cells
+    finished before are kept, and a rerun resumes once the fault is fixed."""
+
+    #: errno values that are the environment's, whichever file they hit.
+    ERRNOS = frozenset({28, 5, 30, 122})  # ENOSPC, EIO, EROFS, EDQUOT
+
+    def __init__(self, path: object, exc: BaseException) -> None:
+        self.path = str(path)
+        what = exc.strerror if isinstance(exc, OSError) and exc.strerror else first_line(exc) or type(exc).__name__
+        super().__init__(f"{path}: {what}; free space or fix the disk (or give another --out), then rerun: the "
+                         f"finished cells are kept and the run resumes")
+
+    @classmethod
+    def relayed(cls, message: str) -> EnvironmentFault:
+        """The fault a worker process (``--isolate``, Ray) met, from its message."""
+        fault = cls.__new__(cls)
+        fault.path = message.split(":", 1)[0]
+        Exception.__init__(fault, message)
+        return fault
+
+    @classmethod
+    def of(cls, exc: BaseException) -> EnvironmentFault | None:
+        """``exc`` as an environment fault, or None when it is the cell's own failure."""
+        if isinstance(exc, EnvironmentFault):
+            return exc
+        if isinstance(exc, OSError) and exc.errno in cls.ERRNOS:
+            return cls(exc.filename or "a file", exc)
+        return None
+
+
 class SuiteError(UserError):
     """A suite file that does not validate."""
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from . import faults
-from .errors import UserError
+from .errors import EnvironmentFault, UserError
 
 TEMPORARY = ".{name}.*.tmp"  # how atomic_write names its temporary files (a glob pattern over the final name)
 
@@ -37,10 +37,28 @@ def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
         write(Path(tmp))
         faults.point("files.before_rename", path.name)  # written in full, not yet in place
         os.replace(tmp, path)
+    except Exception as exc:
+        fault = write_fault(path, exc)
+        if fault is not None:
+            raise fault from exc
+        raise
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
     return path
+
+
+#: How torch reports a file it could not write in full (a full disk during ``torch.save``): no errno, no OSError.
+_TORCH_WRITE_FAILURE = ("inline_container.cc", "unexpected pos", "PytorchStreamWriter failed")
+
+
+def write_fault(path: Path, exc: BaseException) -> EnvironmentFault | None:
+    """``exc``, raised while writing ``path``, as an environment fault (a full disk, an I/O error; torch's own
+    wording of one), or None when it is not one."""
+    fault = EnvironmentFault.of(exc)
+    if fault is None and isinstance(exc, RuntimeError) and any(m in str(exc) for m in _TORCH_WRITE_FAILURE):
+        fault = EnvironmentFault(path, exc)
+    return fault
 
 
 def remove_temporaries(directory: str | Path) -> list[Path]:

@@ -5,6 +5,7 @@ run resume from its checkpoint and end where an uninterrupted one would."""
 from __future__ import annotations
 
 import math
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from torch import Tensor, nn
 
 from ..core import faults
 from ..core.cell import Cell, Context
+from ..core.errors import EnvironmentFault, first_line
 from ..core.files import TEMPORARY, atomic_write
 
 
@@ -46,15 +48,32 @@ def save_checkpoint(path: Path, model: nn.Module, opt: torch.optim.Optimizer,
                     "rng": torch.get_rng_state(), "state": state}, tmp)
         faults.point("training.checkpoint_write", str(path))  # the new checkpoint is written, not yet in place
 
-    atomic_write(path, write)  # a kill mid-write leaves the previous checkpoint intact
+    # a kill mid-write leaves the previous checkpoint intact; a full disk is an EnvironmentFault (atomic_write), never
+    # the cell's error: a cell stored as one would never be trained again
+    atomic_write(path, write)
 
 
 def load_checkpoint(path: Path, model: nn.Module, opt: torch.optim.Optimizer,
                     sched: torch.optim.lr_scheduler.LRScheduler, device: torch.device) -> dict[str, Any]:
-    """Restore a run from its checkpoint (shared by the accuracy and forecasting trainers); returns its state."""
-    # weights_only: a checkpoint holds tensors, numbers and containers only, so loading one never runs code from a
-    # file someone could have put in the output directory
-    saved = torch.load(path, map_location=device, weights_only=True)
+    """Restore a run from its checkpoint (shared by the accuracy and forecasting trainers); returns its state, or {}
+    (start from the beginning, with a warning) when the file is not a checkpoint this code wrote: a damaged file is
+    no reason to record the cell as failed, and resuming from it is impossible."""
+    try:
+        # weights_only: a checkpoint holds tensors, numbers and containers only, so loading one never runs code from
+        # a file someone could have put in the output directory
+        saved = torch.load(path, map_location=device, weights_only=True)
+        if not (isinstance(saved, dict) and {"model", "opt", "sched", "rng", "state"} <= saved.keys()):
+            raise ValueError("not a training checkpoint (missing keys)")
+    except OSError as exc:
+        fault = EnvironmentFault.of(exc)
+        if fault is not None:
+            raise fault from exc
+        raise
+    except Exception as exc:  # noqa: BLE001  (whatever torch.load raises on a damaged or foreign file)
+        warnings.warn(f"{path}: unreadable checkpoint ({type(exc).__name__}: {first_line(exc)}); training the cell "
+                      f"from its first step", stacklevel=2)
+        path.unlink(missing_ok=True)
+        return {}
     model.load_state_dict(saved["model"])
     opt.load_state_dict(saved["opt"])
     sched.load_state_dict(saved["sched"])

@@ -150,8 +150,15 @@ def format_value(value: float) -> str:
     return f"{value:.{decimals}f}"
 
 
+#: Every character LaTeX gives a meaning to in text, and how it is written literally (the one escaper every user
+#: string reaching a .tex file goes through: a variant label ``\input secret.tex`` must print, never run).
+_TEX_LITERAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
+                "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+
+
 def tex_escape(text: str) -> str:
-    return re.sub(r"([&%$#_{}])", r"\\\1", text)
+    """``text`` as LaTeX prints it literally."""
+    return "".join(_TEX_LITERAL.get(ch, ch) for ch in str(text))
 
 
 def escape(text: str, fmt: Fmt) -> str:
@@ -285,9 +292,25 @@ def write_table_files(out_dir: Path, stem: str, *, title: str, note: str, md_bod
     return [atomic_write_text(out_dir / f"{stem}.md", md), atomic_write_text(out_dir / f"{stem}.tex", tex)]
 
 
+#: Leading characters a spreadsheet reads as a formula (OWASP's CSV injection list): a cell starting with one is
+#: written with a leading apostrophe, which spreadsheets show as text.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_safe(value: object) -> object:
+    """A text cell that a spreadsheet would run as a formula (``=cmd|' /C calc'!A0``) made inert; anything else
+    as it is (numbers are numbers: a negative one is not text)."""
+    return "'" + value if isinstance(value, str) and value.startswith(_FORMULA_START) else value
+
+
 def write_csv(df: pd.DataFrame, path: Path) -> Path:
-    """``df`` as CSV at full precision (float_format unset: pandas writes round-trippable reprs)."""
-    return atomic_write(path, lambda tmp: df.to_csv(tmp, index=False))
+    """``df`` as CSV at full precision (float_format unset: pandas writes round-trippable reprs), every text cell and
+    header through :func:`csv_safe`."""
+    safe = df.rename(columns=lambda c: csv_safe(str(c)) if isinstance(c, str) else c)
+    text = [c for c in safe.columns if pd.api.types.is_object_dtype(safe[c]) or pd.api.types.is_string_dtype(safe[c])]
+    if text:
+        safe = safe.assign(**{c: safe[c].map(csv_safe) for c in text})
+    return atomic_write(path, lambda tmp: safe.to_csv(tmp, index=False))
 
 
 #: Accuracies the store keeps as fractions, and the names under which every CSV file gives them in percent.

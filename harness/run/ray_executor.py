@@ -36,9 +36,10 @@ from typing import Any
 import torch
 
 from ..core.cell import Cell, CellResult, Context
-from ..core.errors import UserError, first_line
+from ..core.errors import EnvironmentFault, UserError, first_line
 from ..measure.timing import GLIBC_TUNABLES_TIMING
 from .execute import Recorder, execute_group
+from .worker import FAULT
 
 INSTALL_HINT = "install it with `pip install 'attnbench[ray]'` (in this checkout: `.venv/bin/pip install ray`)"
 KILL_GRACE_S = 3.0  # after --timeout, how long a started task may take to stop by itself before it is killed
@@ -153,7 +154,10 @@ def _cell_task(cells_json: list[dict[str, Any]], context: dict[str, Any]) -> Ite
     ctx = Context(Path(context["workdir"]), Path(context["cache_dir"]) if context["cache_dir"] else None,
                   context["gemm_peak_gflops"], context["timeout_s"], context["calibration_ms"])
     yield _STARTED
-    yield [dataclasses.asdict(result) for result in execute_group(cells, ctx)]
+    try:
+        yield [dataclasses.asdict(result) for result in execute_group(cells, ctx)]
+    except EnvironmentFault as exc:  # the machine's, not the cells': the driver stops with it (nothing stored)
+        yield {FAULT: str(exc)}
 
 
 @dataclasses.dataclass
@@ -265,6 +269,8 @@ def _schedule(ray: ModuleType, task: Any, queue: list[list[Cell]], context: dict
                     if timeout_s:
                         entry.deadline = time.monotonic() + timeout_s * len(entry.cells) + KILL_GRACE_S
                     continue
+                if isinstance(value, dict):
+                    raise EnvironmentFault.relayed(value[FAULT])
                 results = [CellResult(**v) for v in value]
             del pending[gen]
             for cell, result in zip(entry.cells, results, strict=True):

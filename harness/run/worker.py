@@ -21,6 +21,7 @@ import tempfile
 from pathlib import Path
 
 from ..core.cell import Cell, CellResult, Context
+from ..core.errors import EnvironmentFault
 from ..core.files import atomic_write_text
 from ..measure.timing import GLIBC_TUNABLES_TIMING
 from .execute import execute_group
@@ -28,6 +29,7 @@ from .execute import execute_group
 #: Where the job and result files of isolated workers live, inside the suite's directory (cleared by the next run).
 WORKER_DIR = ".workers"
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+FAULT = "environment_fault"  # the key of a worker's result that is an environment fault, not cell results
 
 
 def run_isolated(cell: Cell, ctx: Context) -> CellResult:
@@ -82,7 +84,10 @@ def _worker(cells: list[Cell], ctx: Context, limit: float | None) -> list[CellRe
             os.killpg(proc.pid, signal.SIGKILL)
             raise
         if result_path.exists():
-            return [CellResult(**r) for r in json.loads(result_path.read_text())]
+            outcome = json.loads(result_path.read_text())
+            if isinstance(outcome, dict):
+                raise EnvironmentFault.relayed(outcome[FAULT])
+            return [CellResult(**r) for r in outcome]
         code = proc.returncode
         how = f"killed by signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
         tail = (stderr or "").strip().splitlines()[-1:] or [""]
@@ -108,7 +113,11 @@ def main() -> None:
     cache_dir = Path(job["cache_dir"]) if job.get("cache_dir") else None
     ctx = Context(Path(job["workdir"]), cache_dir, job.get("gemm_peak_gflops"),
                   calibration_ms=job.get("calibration_ms"))
-    results = execute_group([Cell.from_json(c) for c in job["cells"]], ctx)
+    try:
+        results = execute_group([Cell.from_json(c) for c in job["cells"]], ctx)
+    except EnvironmentFault as exc:  # the machine's, not the cells': the runner stops with it (nothing stored)
+        atomic_write_text(job["result_path"], json.dumps({FAULT: str(exc)}))
+        return
     atomic_write_text(job["result_path"], json.dumps([dataclasses.asdict(r) for r in results]))
 
 

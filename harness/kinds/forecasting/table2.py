@@ -30,7 +30,7 @@ from ...report.claims import (
     sign_verdict,
     write_claims,
 )
-from ...report.format import display_name, mark, render_table, write_csv, write_raw, write_table_files
+from ...report.format import Fmt, display_name, escape, mark, render_table, write_csv, write_raw, write_table_files
 from ...report.plots import plt
 from ...report.stats import Interval, t_interval
 from .data import DATASETS
@@ -108,9 +108,10 @@ def model_name(attention: str, names: Mapping[str, str] | None = None) -> str:
     return model if attention in ARCHITECTURES else f"{model} ({display_name(attention)})"
 
 
-def _header(order: Sequence[str], names: Mapping[str, str] | None, naive: Sequence[str]) -> list[str]:
-    return (["Dataset", "H"] + [f"{model_name(a, names)} {m}" for a in order for m in ("MSE", "MAE")]
-            + [f"{label} {m}" for label in naive for m in ("MSE", "MAE")])
+def _header(order: Sequence[str], names: Mapping[str, str] | None, naive: Sequence[str], fmt: Fmt) -> list[str]:
+    """The column names, each escaped for ``fmt`` (a model's name is the user's: ``A & B`` must not add a column)."""
+    return (["Dataset", "H"] + [escape(f"{model_name(a, names)} {m}", fmt) for a in order for m in ("MSE", "MAE")]
+            + [escape(f"{label} {m}", fmt) for label in naive for m in ("MSE", "MAE")])
 
 
 def paired(df: pd.DataFrame, a: str, b: str, dataset: str, horizon: int, metric: str) -> pd.Series:
@@ -224,7 +225,7 @@ def write_forecast_reports(df: pd.DataFrame, curves: pd.DataFrame, out_dir: Path
         rows, firsts, no_skill = table2_rows(s, order, fmt)
         rows.append(["1st Count", ""] + [str(firsts[a]) if k == 0 else "" for a in order for k in range(2)]
                     + [""] * (2 * len(naive)))
-        bodies[fmt] = render_table(_header(order, names, naive), rows, fmt)
+        bodies[fmt] = render_table(_header(order, names, naive, fmt), rows, fmt)
     seeds = int(df.loc[df["status"] == "ok", "seed"].nunique())
     failed = df[df["status"] != "ok"]
     note = (f"Test MSE and MAE on the standardised series, mean(std) over {seeds} seed(s); lower is better, the "
