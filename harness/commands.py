@@ -17,6 +17,7 @@ import attentions
 
 from .core.envinfo import collect_env
 from .core.errors import UserError
+from .core.files import refuse_symlinks
 from .core.store import Store
 from .core.suite import expand_patterns
 from .report.compare import compare, counts_as_regression, parse_side, render, suite_baseline
@@ -198,6 +199,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not dbs:
         raise UserError(f"{directory}: no results.db here or below; give a directory written by `attnbench run`")
     for db in dbs:
+        refuse_symlinks(directory, db.parent)  # the reports are written beside the store
         with Store(db) as store:
             written = write_suite_reports(store)
         print(f"{db.parent}: wrote {len(written)} files")

@@ -4,6 +4,7 @@ that keeps two runs out of one output directory."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
@@ -111,6 +112,30 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
     return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
+def refuse_symlinks(out: str | Path, directory: str | Path) -> None:
+    """Refuse (exit 2, naming it) a symbolic link between ``out`` and ``directory`` or anywhere below ``directory``:
+    a link planted in an output directory would make a run write, truncate or lock a file outside it. ``out`` itself
+    may be a link (where the user keeps results is the user's choice)."""
+    out, directory = Path(out), Path(directory)
+    try:
+        inside = directory.relative_to(out)
+    except ValueError:
+        inside = Path()
+    path = out
+    for part in inside.parts:
+        path = path / part
+        if path.is_symlink():
+            raise UserError(f"{path} is a symbolic link inside --out; remove it (a run writes only into real "
+                            f"directories under {out})")
+    if not directory.is_dir():
+        return
+    for root, dirs, files in os.walk(directory, followlinks=False):
+        for name in dirs + files:
+            if os.path.islink(os.path.join(root, name)):
+                raise UserError(f"{os.path.join(root, name)} is a symbolic link inside --out; remove it (a run writes "
+                                f"only into real files under {out})")
+
+
 @contextlib.contextmanager
 def directory_lock(directory: str | Path, what: str = "attnbench run") -> Iterator[None]:
     """Hold an exclusive lock on ``directory`` (its ``.lock`` file, which records the holder's pid) for the block.
@@ -121,7 +146,13 @@ def directory_lock(directory: str | Path, what: str = "attnbench run") -> Iterat
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    fd = os.open(directory / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:  # O_NOFOLLOW: a .lock planted as a link to another file must not be truncated and written
+        fd = os.open(directory / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UserError(f"{directory / '.lock'} is a symbolic link; remove it (a run locks only a real "
+                            f"file)") from None
+        raise
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -26,7 +26,7 @@ from ..core import faults
 from ..core.cell import Cell, Context
 from ..core.envinfo import collect_env
 from ..core.errors import RunFailed, UserError
-from ..core.files import directory_lock, remove_temporaries
+from ..core.files import directory_lock, refuse_symlinks, remove_temporaries
 from ..core.kinds import is_timed
 from ..core.store import Store
 from ..core.suite import Suite, expand_patterns
@@ -87,6 +87,7 @@ def run_suite(
     directory = suite_dir(out, suite)
     if suite.kind.check_inputs is not None:  # bad input is refused before anything is written under --out
         suite.kind.check_inputs(cells)
+    refuse_symlinks(out, directory)
     with directory_lock(directory), Store(directory / "results.db", suite=suite.name, kind=suite.kind.name,
                                           source=suite.path.name) as store:
         # Alone in the directory now: what a killed run's workers left behind can go.
