@@ -90,10 +90,53 @@ class RefusedGlobal(pickle.UnpicklingError):
         self.name = name
 
 
+#: The most elements (items of a container, bytes, array elements) one call of a pickle may build: far above any LRA
+#: record or CIFAR batch (10,000 x 3,072 bytes), far below what would exhaust memory or a core for minutes (a 64-byte
+#: pickle calling ``frozenset(bytes(3e9))`` took 63 s before its error).
+MAX_UNPICKLED_ELEMENTS = 2**28
+
+
+def _bounded(n: int, what: str) -> int:
+    if not 0 <= n <= MAX_UNPICKLED_ELEMENTS:
+        raise RefusedGlobal(f"{what} of {n} elements (more than {MAX_UNPICKLED_ELEMENTS})")
+    return n
+
+
+def _container(kind: type) -> Callable[..., Any]:
+    """``kind`` (set, frozenset, bytes, bytearray) as pickle protocols before 4 call it: from a list, tuple or
+    text of bounded length; never from a count (``bytes(3e9)``) or a stream of unknown length."""
+    def build(*args: Any) -> Any:
+        if not args:
+            return kind()
+        (items, *rest) = args
+        if rest and kind not in (bytes, bytearray) or not isinstance(items, list | tuple | set | frozenset | str |
+                                                                        bytes | bytearray):
+            raise RefusedGlobal(f"{kind.__name__}() of a {type(items).__name__}")
+        _bounded(len(items), kind.__name__)
+        return kind(items, *rest)
+
+    build.__name__ = kind.__name__
+    return build
+
+
+def _array(reconstruct: Callable[..., Any]) -> Callable[..., Any]:
+    """numpy's array reconstructor with the array's size bounded before anything is allocated."""
+    def build(*args: Any) -> Any:
+        shape = next((a for a in args if isinstance(a, tuple) and all(isinstance(s, int) for s in a)), ())
+        size = 1
+        for s in shape:
+            size *= max(s, 0)
+        _bounded(size, "an array")
+        return reconstruct(*args)
+
+    return build
+
+
 def _latin1(text: str, encoding: str) -> bytes:
     """``_codecs.encode`` as pickle protocols 0-2 use it (to write bytes: ``encode(text, "latin1")``), and no other."""
     if encoding != "latin1":
         raise RefusedGlobal(f"_codecs.encode(..., {encoding!r})")
+    _bounded(len(text), "bytes")
     return text.encode("latin1")
 
 
@@ -108,13 +151,13 @@ def _allowed_globals() -> dict[tuple[str, str], Callable[..., Any]]:
         ("numpy", "ndarray"): np.ndarray, ("numpy", "dtype"): np.dtype, ("_codecs", "encode"): _latin1,
     }
     for core in ("numpy.core", "numpy._core"):
-        allowed[f"{core}.multiarray", "_reconstruct"] = np.zeros(1).__reduce__()[0]  # arrays, protocols 0-4
+        allowed[f"{core}.multiarray", "_reconstruct"] = _array(np.zeros(1).__reduce__()[0])  # arrays, protocols 0-4
         allowed[f"{core}.numeric", "_frombuffer"] = np.zeros(1).__reduce_ex__(5)[0]  # arrays, protocol 5
         allowed[f"{core}.multiarray", "scalar"] = np.int64(0).__reduce__()[0]  # np.int32(1) and the like
     # Protocols before 4 (bytearray: 5) write these as calls; Python 2 and protocols 0-2 name them __builtin__.
     for module in ("builtins", "__builtin__"):
         for kind in (set, frozenset, bytes, bytearray):
-            allowed[module, kind.__name__] = kind
+            allowed[module, kind.__name__] = _container(kind)
     return allowed
 
 
