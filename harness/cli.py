@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sqlite3
 import sys
+import threading
 
-from .core.errors import RunFailed, UserError
+from .core.errors import RunFailed, Terminated, UserError
 from .core.tunables import GLIBC_TUNABLES_TIMING, timing_env_active
 
 
@@ -95,18 +97,32 @@ def _reexec_with_timing_env(argv: list[str]) -> None:
         os.execve(sys.executable, [sys.executable, "-m", "harness.cli", *argv], env)
 
 
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point. ``argv=None`` means the real command line (which may re-exec for timing settings)."""
     if argv is None:
         argv = sys.argv[1:]
         _reexec_with_timing_env(argv)
+    in_main = threading.current_thread() is threading.main_thread()  # only there may a handler be set
+    previous = signal.signal(signal.SIGTERM, _terminate) if in_main else None
     try:
         args = build_parser().parse_args(argv)  # --help ends here, before anything heavy is imported
+        args.argv = ["attnbench", *argv]  # the command as typed, for the store and the resume hint
+        return _dispatch(args)
     except UserError as exc:
         print(f"attnbench: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    args.argv = ["attnbench", *argv]  # the command as typed, for the store and the resume hint
-    return _dispatch(args)
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM outside a run's cells (start-up, a report): nothing is
+        # half-written (every file is replaced atomically, every cell stored in one transaction)
+        how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+        print(f"attnbench: {how}; nothing was half-written; run the command again", file=sys.stderr)
+        return getattr(exc, "exit_code", 130)
+    finally:
+        if in_main:
+            signal.signal(signal.SIGTERM, previous)
 
 
 #: The libraries' on-disk caches a run points under ``<out>/.cache``: environment variable -> folder there. By default

@@ -16,7 +16,7 @@ import torch
 import attentions
 
 from .core.envinfo import collect_env
-from .core.errors import UserError
+from .core.errors import Terminated, UserError
 from .core.files import refuse_symlinks
 from .core.store import Store
 from .core.suite import expand_patterns
@@ -32,6 +32,9 @@ from .run.suitefile import load_suite, parse_set
 #: The longest time limit a flag takes: a year (the kernel's interval timer refuses some longer ones; a cell stored
 #: as an OverflowError was the result).
 MAX_TIMEOUT_S = 365 * 24 * 3600.0
+#: The most intra-op threads ``--threads`` takes on a machine with fewer CPUs (a Ray cluster's nodes may have more
+#: than the driver's); torch's own limit is a C int, and past a few thousand threads OpenMP fails to start them.
+MAX_THREADS = 1024
 
 def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
@@ -112,8 +115,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_executor(args)
     device = check_device(args.device or default_device())
     out = check_out_dir(args.out)
-    if args.threads is not None and args.threads < 1:
-        raise UserError(f"--threads {args.threads}: must be a positive number of intra-op threads")
+    cores = os.cpu_count() or 1
+    if args.threads is not None and not 1 <= args.threads <= max(cores, MAX_THREADS):
+        raise UserError(f"--threads {args.threads}: must be a positive number of intra-op threads, at most "
+                        f"{max(cores, MAX_THREADS)} (this machine has {cores} CPUs)")
     if args.quiet_timeout is not None and not 0 < args.quiet_timeout <= MAX_TIMEOUT_S:
         raise UserError(f"--quiet-timeout {args.quiet_timeout}: must be a positive number of seconds")
     threads = args.threads or default_threads(device)
@@ -146,13 +151,17 @@ def cmd_run(args: argparse.Namespace) -> int:
             only=only or None, argv=args.argv, executor=args.executor, address=args.address,
             cpus_per_task=args.cpus_per_task, quiet_limit_s=args.quiet_timeout if args.require_quiet else None,
         )
-    except KeyboardInterrupt:
-        with Store(suite_dir(out, suite) / "results.db") as store:
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (harness.cli): the run's end is recorded, say how to resume
+        db = suite_dir(out, suite) / "results.db"
+        if not db.is_file():
+            raise  # stopped before the run began: nothing stored (harness.cli says so)
+        with Store(db, read_only=True) as store:
             stored = len(store.finished_keys() & {c.key for c in suite.expand(device)})
         resume = " ".join(shlex.quote(a) for a in args.argv)
-        print(f"attnbench: interrupted; {stored} cells of {suite.name}/{suite.profile} are stored in "
+        how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+        print(f"attnbench: {how}; {stored} cells of {suite.name}/{suite.profile} are stored in "
               f"{suite_dir(out, suite)}; resume with: {resume}", file=sys.stderr)
-        return 130
+        return getattr(exc, "exit_code", 130)
     _print_summary(suite.name, suite.profile, summary)
     if summary.statuses and "ok" not in summary.statuses:
         print(f"attnbench: error: no cell of this run finished ok ({', '.join(summary.statuses)}); see the message "
@@ -198,13 +207,23 @@ def cmd_report(args: argparse.Namespace) -> int:
     dbs = [directory / "results.db"] if (directory / "results.db").is_file() else sorted(directory.rglob("results.db"))
     if not dbs:
         raise UserError(f"{directory}: no results.db here or below; give a directory written by `attnbench run`")
+    refused = []
     for db in dbs:
-        refuse_symlinks(directory, db.parent)  # the reports are written beside the store
-        with Store(db) as store:
-            written = write_suite_reports(store)
+        try:  # a damaged store among several is named at the end; the others are reported
+            refuse_symlinks(directory, db.parent)  # the reports are written beside the store
+            with Store(db, read_only=True) as store:
+                written = write_suite_reports(store)
+        except UserError as exc:
+            if len(dbs) == 1:
+                raise
+            refused.append(str(exc))
+            continue
         print(f"{db.parent}: wrote {len(written)} files")
         for path in written:
             print(f"  {path}")
+    if refused:
+        raise UserError(f"{len(refused)} of {len(dbs)} stores not reported: {refused[0]}"
+                        + (f" (and {len(refused) - 1} more: {'; '.join(refused[1:3])})" if len(refused) > 1 else ""))
     return 0
 
 
@@ -249,5 +268,5 @@ def _percent(text: str) -> float:
 
 
 def cmd_env(args: argparse.Namespace) -> int:
-    print(json.dumps(collect_env(torch.device(args.device or default_device())), indent=2))
+    print(json.dumps(collect_env(torch.device(check_device(args.device or default_device()))), indent=2))
     return 0

@@ -10,6 +10,13 @@ class UserError(Exception):
     exit_code = 2
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the process is (as Ctrl-C raises KeyboardInterrupt), so a terminated run records its end
+    and says how to resume like an interrupted one, and exits 143 (128 + SIGTERM)."""
+
+    exit_code = 143
+
+
 class RunFailed(Exception):
     """A run that cannot give trustworthy results (no cell finished, or the machine never got quiet): exit code 1."""
 
@@ -52,6 +59,7 @@ class SuiteError(UserError):
     """A suite file that does not validate."""
 
     def __init__(self, path: object, key: str, problem: str) -> None:
+        self.path, self.key, self.problem = path, key, problem
         where = f"{path}: {key}" if key else str(path)
         super().__init__(f"{where}: {problem}")
 

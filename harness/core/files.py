@@ -17,6 +17,8 @@ from . import faults
 from .errors import EnvironmentFault, UserError
 
 TEMPORARY = ".{name}.*.tmp"  # how atomic_write names its temporary files (a glob pattern over the final name)
+_UMASK = os.umask(0o022)  # the process's umask (reading it means setting it; set it straight back)
+os.umask(_UMASK)
 
 
 def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
@@ -30,12 +32,14 @@ def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
         ``path``.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     prefix, suffix = TEMPORARY.format(name=path.name).split("*")
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=suffix)
-    os.close(fd)
-    try:
+    tmp = None
+    try:  # the directory and the temporary file too: a full disk there is a fault naming ``path``
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=suffix)
+        os.close(fd)
         write(Path(tmp))
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp creates 0600; a report is as readable as any file the user writes
         faults.point("files.before_rename", path.name)  # written in full, not yet in place
         os.replace(tmp, path)
     except Exception as exc:
@@ -44,7 +48,7 @@ def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
             raise fault from exc
         raise
     finally:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
     return path
 
@@ -57,6 +61,8 @@ def write_fault(path: Path, exc: BaseException) -> EnvironmentFault | None:
     """``exc``, raised while writing ``path``, as an environment fault (a full disk, an I/O error; torch's own
     wording of one), or None when it is not one."""
     fault = EnvironmentFault.of(exc)
+    if fault is not None and not isinstance(exc, EnvironmentFault):
+        fault = EnvironmentFault(path, exc)  # the file meant, not the temporary one the OSError names
     if fault is None and isinstance(exc, RuntimeError) and any(m in str(exc) for m in _TORCH_WRITE_FAILURE):
         fault = EnvironmentFault(path, exc)
     return fault
@@ -145,14 +151,18 @@ def directory_lock(directory: str | Path, what: str = "attnbench run") -> Iterat
     the process ends, however it ends (``flock`` on an open descriptor), so a killed run leaves no stale lock.
     """
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    try:  # O_NOFOLLOW: a .lock planted as a link to another file must not be truncated and written
+    try:  # the first thing a run creates: a place it cannot write (/proc, a read-only mount) is bad input, said here
+        directory.mkdir(parents=True, exist_ok=True)
+        # O_NOFOLLOW: a .lock planted as a link to another file must not be truncated and written
         fd = os.open(directory / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise UserError(f"{directory / '.lock'} is a symbolic link; remove it (a run locks only a real "
                             f"file)") from None
-        raise
+        if exc.errno in (errno.ENOSPC, errno.EIO, errno.EDQUOT):
+            raise EnvironmentFault(exc.filename or directory, exc) from None
+        raise UserError(f"{directory}: cannot be created or written ({exc.strerror or exc}); choose another "
+                        f"output directory (--out)") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

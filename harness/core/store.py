@@ -75,6 +75,29 @@ _LATEST = (f"{_ROW} JOIN (SELECT key, MAX(run_id) AS run_id FROM cells GROUP BY 
 _OF_RUN = f"{_ROW} WHERE c.run_id = ?"
 
 
+def _loads(path: Path, text: str, what: str, kind: type = dict) -> Any:
+    """A JSON column of the store, decoded, or exit 2 naming the store: a hand-edited or damaged row is bad input,
+    not a traceback in the middle of a report."""
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        value = None
+    if not isinstance(value, kind):
+        raise UserError(f"{path}: a row's {what} is not valid JSON ({str(text)[:60]!r}); the store is damaged: move it "
+                        f"aside and rerun the suite (or restore it from a copy)")
+    return value
+
+
+def _cell(path: Path, text: str) -> dict[str, Any]:
+    """A row's ``cell_json``: a mapping with the cell's ``params`` (a mapping naming its attention) and device."""
+    cell = _loads(path, text, "cell_json")
+    params = cell.get("params")
+    if not (isinstance(params, dict) and isinstance(params.get("attention"), str) and isinstance(cell.get("device"), str)):
+        raise UserError(f"{path}: a row's cell_json lacks its params or device ({text[:60]!r}); the store is damaged: "
+                        f"move it aside and rerun the suite")
+    return cell
+
+
 def _utc_now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
@@ -99,25 +122,32 @@ class Store:
     """The results of one suite directory (``<out>/<suite>/<profile>/results.db``): every run, every row."""
 
     def __init__(self, path: str | Path, *, suite: str | None = None, kind: str | None = None,
-                 source: str | None = None) -> None:
+                 source: str | None = None, read_only: bool = False) -> None:
         """Open (or create) the store at ``path``.
 
         Given ``suite``, ``kind`` and ``source`` (the suite file's name), the store is bound to that suite on first
         use and refuses another one later: an accuracy store copied into a speed suite's directory, or two suite files
         with the same ``name`` sharing an ``--out``, would otherwise mix their rows into one table.
 
+        ``read_only`` (``report``, ``compare``, ``show``): the file is never written, created or migrated in place, so
+        a store on a read-only mount reads, and another application's SQLite file is refused untouched.
+
         Raises:
-            UserError: the file is not a results store (truncated, random bytes, a directory), or belongs to
-                another suite (exit 2).
+            UserError: the file is not a results store (empty, truncated, random bytes, a directory, another
+                application's database), was written by a newer attnbench, or belongs to another suite (exit 2).
             RunFailed: the disk is full or failing (exit 1).
         """
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.path.exists() and not self.path.is_file():
             raise UserError(f"{self.path}: not a file, so not a results store; move it aside or give another --out")
+        if read_only:
+            self.db = _open_read_only(self.path)
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             # isolation_level=None: we issue BEGIN/COMMIT ourselves, one transaction per cell.
             self.db = sqlite3.connect(self.path, isolation_level=None, timeout=30)
+            _check_ours(self.db, self.path)  # before the first write: nothing is added to a file that is not ours
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable across process kills
             with self._transaction():
@@ -144,7 +174,7 @@ class Store:
 
     def _cell_identity(self) -> tuple[str | None, str | None]:
         row = self.db.execute("SELECT suite, cell_json FROM cells LIMIT 1").fetchone()
-        return (None, None) if row is None else (row[0], json.loads(row[1]).get("kind"))
+        return (None, None) if row is None else (row[0], _loads(self.path, row[1], "cell_json").get("kind"))
 
     def close(self) -> None:
         self.db.close()
@@ -182,16 +212,17 @@ class Store:
         ):
             if wanted is not None and run_id not in wanted:
                 continue
-            env = json.loads(env_json)
+            env = _loads(self.path, env_json, "env_json")
             rows.append({"run_id": run_id, "suite": suite, "profile": profile, "started_utc": started,
-                         "finished_utc": finished, "argv": json.loads(argv), "commit": env.get("git_commit"),
-                         "env": env, "summary": json.loads(summary_json)})
+                         "finished_utc": finished, "argv": _loads(self.path, argv, "argv", list),
+                         "commit": env.get("git_commit"), "env": env,
+                         "summary": _loads(self.path, summary_json, "summary_json")})
         return pd.DataFrame(rows, columns=["run_id", "suite", "profile", "started_utc", "finished_utc", "argv",
                                            "commit", "env", "summary"])
 
     def latest_env(self) -> dict[str, Any]:
         row = self.db.execute("SELECT env_json FROM runs ORDER BY run_id DESC LIMIT 1").fetchone()
-        return json.loads(row[0]) if row else {}
+        return _loads(self.path, row[0], "env_json") if row else {}
 
     # -----------------------------------------------------------------------------------------------------------------
     # Cells
@@ -259,15 +290,18 @@ class Store:
                 self.db.execute("ROLLBACK")
             raise store_error(self.path, exc) from None
 
-    def dataframe(self, keys: Iterable[str] | None = None, *, run_id: int | None = None) -> pd.DataFrame:
+    def dataframe(self, keys: Iterable[str] | None = None, *, run_id: int | None = None,
+                  identity: bool = False) -> pd.DataFrame:
         """One row per cell, its latest result (or its result in run ``run_id``): key, suite, kind, the axis values,
-        device, status, message, the metrics (raw, full precision), the run id and the commit that measured it.
+        device, status, message, the metrics (raw, full precision), the run id and the commit that measured it; with
+        ``identity``, also the column ``identity`` (suite, every axis value and device as one string), on which
+        cells of two stores are matched.
 
         A cell is what a table shows (suite, axis values, device). When it was measured under several keys — its
         variant's code was edited, or a setting changed — the latest result stands for it and the older keys'
         results stay in the store as history.
         """
-        commits = {int(r): json.loads(e).get("git_commit") for r, e in self.db.execute(
+        commits = {int(r): _loads(self.path, e, "env_json").get("git_commit") for r, e in self.db.execute(
             "SELECT run_id, env_json FROM runs")}
         query = _LATEST if run_id is None else _OF_RUN
         rows = []
@@ -277,19 +311,20 @@ class Store:
         ):
             if wanted is not None and key not in wanted:
                 continue
-            cell = json.loads(cell_json)
+            cell = _cell(self.path, cell_json)
             device = cell["device"].split(":")[0]  # as the tables show it: cuda:0 and cuda:1 are one column value
             identity = json.dumps([suite, cell["params"], device], sort_keys=True, default=str)
             rows.append({"key": key, "suite": suite, "kind": cell.get("kind", "speed"), **cell["params"],
                          "device": cell["device"].split(":")[0], "status": status, "message": message,
-                         **json.loads(metrics_json), "run_id": rid, "commit": commits.get(rid),
+                         **_loads(self.path, metrics_json, "metrics_json"), "run_id": rid, "commit": commits.get(rid),
                          "finished_utc": finished, "_identity": identity})
         df = pd.DataFrame(rows)
         if df.empty:
             return df
         # the newest result of each cell: superseded keys are history, not a second row of the table
         df = df.sort_values(["run_id", "finished_utc"], kind="stable").drop_duplicates("_identity", keep="last")
-        return df.sort_index().drop(columns="_identity").reset_index(drop=True)
+        df = df.sort_index().reset_index(drop=True)
+        return df.rename(columns={"_identity": "identity"}) if identity else df.drop(columns="_identity")
 
     def samples(self, keys: Iterable[str] | None = None, *, timing_groups: Iterable[str] | None = None,
                 run_ids: Iterable[int] | None = None) -> dict[tuple[str, str], list[float]]:
@@ -307,7 +342,7 @@ class Store:
         ):
             if (keys is None or key in keys) and (groups is None or group in groups) and (runs is None
                                                                                           or run_id in runs):
-                out[(key, group)] = json.loads(blob)
+                out[(key, group)] = _loads(self.path, blob, "samples_json", list)
         return out
 
     def group_samples(self, timing_groups: Iterable[str]) -> dict[tuple[str, str], list[float]]:
@@ -320,7 +355,8 @@ class Store:
             "JOIN cells c ON c.key = s.key AND c.run_id = s.run_id"
         ):
             if group in groups:
-                out[(group, json.loads(cell_json)["params"]["attention"])] = json.loads(blob)
+                attention = _cell(self.path, cell_json)["params"]["attention"]
+                out[(group, attention)] = _loads(self.path, blob, "samples_json", list)
         return out
 
     def curves(self, keys: Iterable[str] | None = None) -> pd.DataFrame:
@@ -331,12 +367,73 @@ class Store:
             return pd.DataFrame(columns=["key", *CURVE_COLUMNS])
         points = pd.read_sql_query(f"SELECT key, run_id, {', '.join(CURVE_COLUMNS)} FROM curves ORDER BY key, step",
                                    self.db)
-        params = pd.DataFrame([{"key": key, **json.loads(cell_json)["params"]}
+        params = pd.DataFrame([{"key": key, **_cell(self.path, cell_json)["params"]}
                                for key, cell_json in self.db.execute("SELECT DISTINCT key, cell_json FROM cells")])
         points = points.merge(latest[["key", "run_id"]], on=["key", "run_id"], how="inner").drop(columns="run_id")
         if points.empty:
             return pd.DataFrame(columns=["key", *CURVE_COLUMNS])
         return points.merge(params.drop_duplicates("key"), on="key", how="inner")
+
+
+_OURS = {"runs", "cells"}  # the tables of every schema version (version 1 had no meta table)
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _check_ours(db: sqlite3.Connection, path: Path) -> int:
+    """The schema version of the store ``db`` (0 for a new, empty file), or exit 2 for a database that is not
+    ours or is newer than this code reads."""
+    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if not tables:
+        return 0
+    if not _OURS <= tables:
+        raise UserError(f"{path}: an SQLite database of another application (tables {', '.join(sorted(tables)[:5])}), "
+                        f"not an attnbench results store; nothing was changed in it; give another directory")
+    row = db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone() if "meta" in tables else None
+    version = int(row[0]) if row and str(row[0]).isdigit() else 1
+    if version > SCHEMA_VERSION:
+        raise UserError(f"{path}: written by a newer attnbench (store schema {version}; this one reads up to "
+                        f"{SCHEMA_VERSION}); upgrade attnbench to read or extend it")
+    return version
+
+
+def _open_read_only(path: Path) -> sqlite3.Connection:
+    """A connection that cannot write the store at ``path``; a version-1 store is migrated in a copy in memory.
+
+    SQLite opens a WAL database read-only if it may create the ``-shm`` file beside it; in a read-only directory it
+    cannot, and the file is opened ``immutable`` instead (nothing can be writing it there either).
+    """
+    try:
+        with path.open("rb") as f:
+            magic = f.read(len(_SQLITE_MAGIC))
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such results store; give a directory written by `attnbench run`") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot be read ({exc.strerror}); fix its permissions") from None
+    if magic != _SQLITE_MAGIC:
+        what = "an empty file" if not magic else "not an SQLite file"
+        raise UserError(f"{path}: {what}, not a results store; move it aside (nothing in it can be read)")
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+    db = None
+    try:
+        for extra in ("", "&immutable=1"):
+            try:
+                db = sqlite3.connect(uri + extra, uri=True, isolation_level=None)
+                version = _check_ours(db, path)
+                break
+            except sqlite3.OperationalError as exc:
+                if db is not None:
+                    db.close()
+                if extra or "unable to open" not in str(exc):
+                    raise
+        if version == 1:
+            memory = sqlite3.connect(":memory:", isolation_level=None)
+            db.backup(memory)
+            db.close()
+            db = memory
+            _migrate_v1(db)
+        return db
+    except sqlite3.DatabaseError as exc:
+        raise store_error(path, exc) from None
 
 
 def _create(db: sqlite3.Connection) -> None:

@@ -11,6 +11,7 @@ import fnmatch
 import itertools
 import math
 import operator
+import os
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -366,6 +367,20 @@ def _check_bounded(where: Path | str, key: str, value: Any) -> None:
         raise SuiteError(where, key, f"bad value {value!r}; give a finite number")
     if abs(value) > INT_MAX:
         raise SuiteError(where, key, f"bad value {value!r}: too large; give at most {INT_MAX} (2**31 - 1)")
+
+
+def machine_memory() -> int:
+    """Bytes of physical memory on this machine."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def check_fits(where: Path | str, key: str, nbytes: float, what: str) -> None:
+    """Refuse (exit 2) a setting whose data would need more than half of this machine's memory: generating it would
+    run for minutes and then fail (or be killed), where one line now says which setting to shrink."""
+    total = machine_memory()
+    if nbytes > total / 2:
+        raise SuiteError(where, key, f"{what} would need about {nbytes / 2**30:,.0f} GiB of memory, more than half of "
+                                     f"this machine's {total / 2**30:,.0f} GiB; make it smaller")
 
 
 def validate_skip(path: Path, rules: Any, kind: SuiteKind) -> list[dict[str, Any]]:

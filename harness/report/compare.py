@@ -40,8 +40,10 @@ from .format import md_table, sig2
 from .stats import Ratio, mann_whitney_p, ratio_of_medians
 
 ALPHA = 0.01  # significance level; many cells are compared at once, so stricter than 0.05
-_IDENTITY = ("suite", "attention", "task", "seed", "noise", "noise_on", "variant", "seq_len", "batch_size", "heads",
-             "dim", "mode", "dtype", "device")
+#: The axes a comparison's rows show (each where the suite has it); cells are matched on all of them and every other
+#: axis too (``compile``, ``sdpa_backend``, a study's settings): ``Store.dataframe(identity=True)``.
+_SHOWN = ("suite", "attention", "task", "seed", "noise", "noise_on", "variant", "seq_len", "batch_size", "heads",
+          "dim", "mode", "dtype", "compile", "sdpa_backend", "device")
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,8 @@ class _Timed:
 
 def parse_side(text: str) -> Side:
     """``DIR`` or ``DIR@RUN`` -> the store under DIR (exit 2 when there is none, or several)."""
-    path, sep, run = text.rpartition("@") if "@" in text else (text, "", "")
+    # a directory whose name holds an @ is itself (DIR@RUN names a run only where no such path exists)
+    path, sep, run = text.rpartition("@") if "@" in text and not Path(text).exists() else (text, "", "")
     if sep and not run.isdigit():
         raise UserError(f"compare {text}: the run after @ must be a run id (a number), e.g. {path}@3")
     directory = Path(path)
@@ -79,7 +82,7 @@ def suite_baseline(side: Side) -> str | None:
     """The default reference of a relative comparison, from the suite's report options stored with the run: its
     ``compare_reference`` (the speed suite: ``vanilla_sdpa``, whose per-round times are the steadiest here), else
     its ``baseline``."""
-    with Store(side.db) as store:
+    with Store(side.db, read_only=True) as store:
         runs = store.runs([side.run_id] if side.run_id is not None else None)
     report = runs["env"].iloc[-1].get("report") if len(runs) else None
     if not isinstance(report, dict):
@@ -89,10 +92,10 @@ def suite_baseline(side: Side) -> str | None:
 
 
 def _cells(side: Side, baseline: str | None) -> _Timed:
-    with Store(side.db) as store:
+    with Store(side.db, read_only=True) as store:
         if side.run_id is not None and side.run_id not in set(store.runs()["run_id"]):
             raise UserError(f"compare {side.label}: no run {side.run_id} in {side.db}; see its runs table")
-        df = store.dataframe(run_id=side.run_id)
+        df = store.dataframe(run_id=side.run_id, identity=True)
         if df.empty:
             raise UserError(f"compare {side.label}: no results in {side.db}")
         samples = store.samples(set(df["key"]), run_ids=set(df["run_id"]))
@@ -129,7 +132,12 @@ def compare(a: Side, b: Side, threshold: float, baseline: str | None = None) -> 
     the baseline's own rows compare absolutely with the verdict ``baseline``. Without it, the absolute samples.
     """
     timed_a, timed_b = _cells(a, baseline), _cells(b, baseline)
-    identity = [c for c in _IDENTITY if c in timed_a.df.columns and c in timed_b.df.columns]
+    suites_a, suites_b = set(timed_a.df["suite"]), set(timed_b.df["suite"])
+    if not suites_a & suites_b:
+        raise UserError(f"compare: {a.label} holds suite {', '.join(sorted(suites_a))} and {b.label} suite "
+                        f"{', '.join(sorted(suites_b))}; compare two results directories of one suite")
+    # every axis must agree (an eager cell is never paired with a compiled one); the shown ones are kept as columns
+    identity = ["identity", *(c for c in _SHOWN if c in timed_a.df.columns and c in timed_b.df.columns)]
     merged = timed_a.df.merge(timed_b.df, on=identity, suffixes=("_a", "_b"))
     rows = []
     for r in merged.to_dict("records"):
@@ -142,7 +150,7 @@ def compare(a: Side, b: Side, threshold: float, baseline: str | None = None) -> 
         if ratio is None:
             continue
         p = mann_whitney_p(sa, sb)
-        row = {**{c: r[c] for c in identity}, "median_a_ms": r["time_ms_median_a"],
+        row = {**{c: r[c] for c in identity[1:]}, "median_a_ms": r["time_ms_median_a"],
                "median_b_ms": r["time_ms_median_b"]}
         if baseline is not None:
             row |= {"rel_a": None if is_base else float(pd.Series(sa).median()),
@@ -191,6 +199,7 @@ def render(result: pd.DataFrame, a: Side, b: Side, threshold: float, fmt: str, b
     if result.empty:
         return head
     shown = [c for c in ("attention", "task", "seq_len", "batch_size", "mode", "dtype") if c in result.columns]
+    shown += [c for c in ("compile", "sdpa_backend") if c in result.columns and result[c].nunique(dropna=False) > 1]
     rel = ["A / base", "B / base"] if baseline else []
     def relative(r: dict[str, Any]) -> list[str]:
         if not baseline:

@@ -29,5 +29,9 @@ def write_suite_reports(store: Store, name: str | None = None, options: Mapping[
     if len(kinds) != 1:  # a store belongs to one suite, and a suite to one kind
         raise UserError(f"{store.path}: cells of several suite kinds ({', '.join(sorted(kinds))}) mixed in one store; "
                         f"move it aside and rerun each suite into its own --out")
+    kind = kinds.pop()
+    if kind not in KINDS:
+        raise UserError(f"{store.path}: its cells are of suite kind {kind!r}, which this attnbench does not know "
+                        f"({', '.join(KINDS)}); report them with the attnbench that wrote them")
     options = store.latest_env().get("report", {}) if options is None else options
-    return KINDS[kinds.pop()].write_reports(store, name or str(df["suite"].iloc[0]), options, keys)
+    return KINDS[kind].write_reports(store, name or str(df["suite"].iloc[0]), options, keys)

@@ -4,6 +4,9 @@ own figures with these)."""
 
 from __future__ import annotations
 
+import re
+import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,15 +34,36 @@ def outside_legend(ax: plt.Axes, handles: list | None = None) -> None:
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small", frameon=False)
 
 
+_NO_GLYPH = re.compile(r"Glyph \d+ \((.+)\) missing from font")
+_NOTED: set[str] = set()  # characters already reported missing
+
+
 def save_figure(fig: plt.Figure, out_dir: Path, stem: str) -> list[Path]:
-    """Write ``fig`` as ``<stem>.png`` (150 dpi) and ``<stem>.pdf``; returns the paths."""
+    """Write ``fig`` as ``<stem>.png`` (150 dpi) and ``<stem>.pdf``; returns the paths.
+
+    Characters the font lacks (a suite named in CJK script) make matplotlib warn once per character and format; they
+    are folded into one line naming the figure.
+    """
     paths = []
-    for ext, kwargs in _FORMATS:
-        # "tight" keeps an outside legend in frame; the format is explicit because the temporary name has no suffix
-        path = atomic_write(out_dir / f"{stem}.{ext}",
-                            lambda tmp, ext=ext, kwargs=kwargs: fig.savefig(tmp, format=ext, bbox_inches="tight",
-                                                                             **kwargs))
-        paths.append(path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for ext, kwargs in _FORMATS:
+            # "tight" keeps an outside legend in frame; the format is explicit: the temporary name has no suffix
+            path = atomic_write(out_dir / f"{stem}.{ext}",
+                                lambda tmp, ext=ext, kwargs=kwargs: fig.savefig(tmp, format=ext, bbox_inches="tight",
+                                                                                 **kwargs))
+            paths.append(path)
+    missing = []
+    for w in caught:
+        glyph = _NO_GLYPH.search(str(w.message))
+        if glyph is None:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        elif (char := glyph.group(1).encode().decode("unicode_escape")) not in _NOTED | set(missing):
+            missing.append(char)
+    if missing:  # once per character and process: a run writes dozens of figures with the same title
+        _NOTED.update(missing)
+        print(f"attnbench: note: {len(missing)} characters have no glyph in matplotlib's font and show as boxes in "
+              f"{out_dir / stem} and the figures after it: {''.join(missing[:20])}", file=sys.stderr)
     return paths
 
 

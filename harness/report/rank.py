@@ -115,7 +115,7 @@ def load_suite_results(directory: str | Path) -> SuiteResults:
         hint = f"; stores below it: {', '.join(below)}" if below else ""
         raise UserError(f"--rank {directory}: no results.db here; give a suite's results directory written by "
                         f"`attnbench run`, e.g. results/speed/quick{hint}")
-    with Store(db) as store:
+    with Store(db, read_only=True) as store:
         df = store.dataframe()
         runs = store.runs(set(df["run_id"])) if not df.empty else store.runs([])
     if df.empty:

@@ -118,16 +118,31 @@ def start_ray(address: str | None = None, num_cpus: int | None = None) -> bool:
     return True
 
 
+#: What an HTTP/2 client sends first (RFC 9113 §3.4): the preface and an empty SETTINGS frame. Ray's GCS, which
+#: ``--address`` names, is a gRPC server, and every HTTP/2 server answers with a SETTINGS frame of its own.
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+HANDSHAKE_S = 3.0  # a GCS on a busy machine answers in milliseconds; ray.init would retry for minutes
+
+
 def check_address(address: str) -> None:
-    """A HOST:PORT nobody listens on is an exit-2 error now (``ray.init`` would retry for minutes)."""
+    """Refuse (exit 2, within :data:`HANDSHAKE_S` per step) a HOST:PORT where no Ray cluster answers: nobody
+    listens, or something that is not a gRPC server (Ray's GCS) does — ``ray.init`` would retry for minutes."""
     host, _, port = address.rpartition(":")
     if "://" in address or not host or not port.isdigit():
         return  # "auto", a Ray Client address, ...: left to Ray
+    hint = "start a cluster with `ray start --head` and pass the address it prints"
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=10).close()
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=HANDSHAKE_S) as conn:
+            conn.sendall(_HTTP2_PREFACE)
+            reply = conn.recv(9)  # a frame header: length (3 bytes), type, flags, stream id (4)
+    except TimeoutError:
+        raise UserError(f"--address {address}: something listens there but does not answer as a Ray cluster "
+                        f"(no reply in {HANDSHAKE_S:g} s); {hint}") from None
     except OSError as exc:
-        raise UserError(f"--address {address}: nothing answers there ({exc.strerror or exc}); start a cluster "
-                        "with `ray start --head` and pass the address it prints") from None
+        raise UserError(f"--address {address}: nothing answers there ({exc.strerror or exc}); {hint}") from None
+    if len(reply) < 4 or reply[3] != 4:  # frame type 4 = SETTINGS
+        raise UserError(f"--address {address}: what answers there is not a Ray cluster (not a gRPC server: it "
+                        f"replied {reply[:9]!r}); {hint}")
 
 
 @contextlib.contextmanager

@@ -73,6 +73,7 @@ Optional axes and keys of accuracy suites (the paper's studies):
 from __future__ import annotations
 
 import copy
+import stat
 from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
@@ -126,10 +127,38 @@ def load_suite(
     doc = _read(path)
     name = doc.get("name", path.stem)
     _check_name(path, "name", name)
-    merged = _merge(doc, _profile(path, doc, profile))
+    overrides = dict(overrides or {})
+    chosen = _profile(path, doc, profile)
+    try:
+        return _resolve(path, doc, profile, chosen, dict(overrides), data_dir)
+    except SuiteError as exc:
+        raise _attributed(exc, path, profile, chosen, overrides) from None
+
+
+def _attributed(exc: SuiteError, path: Path, profile: str, chosen: dict[str, Any],
+                overrides: dict[str, list[Any]]) -> SuiteError:
+    """``exc`` naming where the bad value was written: a key the profile sets is ``profiles.P.KEY``, an attention
+    config field given with ``--set config.FIELD`` is that flag, not the file's ``config``."""
+    if exc.path != path or not exc.key:
+        return exc
+    given = {k[len(CONFIG_PREFIX):]: v[0] for k, v in overrides.items() if k.startswith(CONFIG_PREFIX)}
+    if exc.key == "config" and (field := next((f for f in given if f in exc.problem), None)):
+        return SuiteError("--set", f"{CONFIG_PREFIX}{field}={given[field]}", exc.problem)
+    node: Any = chosen
+    for part in exc.key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return exc
+        node = node[part]
+    return SuiteError(path, f"profiles.{profile}.{exc.key}", exc.problem)
+
+
+def _resolve(path: Path, doc: dict[str, Any], profile: str, chosen: dict[str, Any], overrides: dict[str, list[Any]],
+             data_dir: str | Path | None) -> Suite:
+    """The suite of ``doc`` under its profile ``chosen`` and the command line's overrides, validated."""
+    name = doc.get("name", path.stem)
+    merged = _merge(doc, chosen)
     kind = _kind(path, merged)
     _check_kind_keys(path, merged, kind)
-    overrides = dict(overrides or {})
     config = {k[len(CONFIG_PREFIX):]: overrides.pop(k)[0] for k in list(overrides) if k.startswith(CONFIG_PREFIX)}
     if config:  # --set config.FIELD=VALUE: over the file's config, under its attention_config patterns
         merged["config"] = {**mapping(path, "config", merged.get("config")), **config}
@@ -158,12 +187,16 @@ def load_suite(
 
 def _read(path: Path) -> dict[str, Any]:
     """The suite file as a mapping, with its top-level keys and profiles checked."""
-    if not path.is_file():
-        raise SuiteError(path, "", "no such suite file; give a path such as suites/speed.yaml")
     try:
+        mode = path.stat().st_mode
+        if stat.S_ISDIR(mode):
+            raise SuiteError(path, "", "a directory, not a suite file; give a YAML file, e.g. suites/speed.yaml")
         data = path.read_bytes()
-    except OSError as exc:
-        raise SuiteError(path, "", f"cannot read it ({exc.strerror}); fix its permissions") from None
+    except (FileNotFoundError, NotADirectoryError):
+        raise SuiteError(path, "", "no such suite file; give a path such as suites/speed.yaml") from None
+    except OSError as exc:  # a name too long, no permission, a device: the path is wrong, not the disk
+        raise SuiteError(path, "", f"cannot be read as a suite file ({exc.strerror or exc}); give a path such as "
+                                   f"suites/speed.yaml") from None
     try:
         # Not the locale's encoding: the same file must read the same on every machine.
         text = data.decode("utf-8")
@@ -220,7 +253,10 @@ def _check_kind_keys(path: Path, doc: dict[str, Any], kind: SuiteKind) -> None:
 
 def _check_name(path: Path, key: str, name: Any) -> None:
     """``name`` can be one folder of an output path: never ``..``, a separator or an absolute path, nor too long."""
-    if not isinstance(name, str) or not name.replace("_", "").replace("-", "").isalnum():
+    if not isinstance(name, str):
+        raise SuiteError(path, key, f"{name!r} must be text (letters, digits, '-' or '_'; it names the output folder); "
+                                    f"quote it: {key.rsplit('.', 1)[-1]}: \"{name}\"")
+    if not name.replace("_", "").replace("-", "").isalnum():
         raise SuiteError(path, key, f"{name!r} must be letters, digits, '-' or '_' (it names the output folder)")
     if len(name.encode()) > MAX_NAME_BYTES:
         raise SuiteError(path, key, f"{len(name.encode())} bytes long, more than a folder name may have "

@@ -29,6 +29,7 @@ from ...core.suite import (
     attention_config,
     axis_label,
     capability_reason,
+    check_fits,
     check_keys,
     identity,
     is_nonneg_int,
@@ -90,22 +91,32 @@ def parse(path: Path, doc: dict[str, Any]) -> AccuracySettings:
     variants = _variants(path, doc.get("variants"))
     if variants and "variant" not in mapping(path, "axes", doc.get("axes")):
         doc.setdefault("axes", {})["variant"] = list(variants)  # every variant unless the axis picks some
-    return AccuracySettings(data=_data(path, doc.get("data")), train=_train(path, "train", doc.get("train")),
-            tasks=_tasks(path, doc.get("tasks")), variants=variants,
-            incoherence=_incoherence(path, doc.get("incoherence")), probes=_probes(path, doc.get("probes")))
+    data, tasks = _data(path, doc.get("data")), _tasks(path, doc.get("tasks"))
+    axis = (doc.get("axes") or {}).get("task") if isinstance(doc.get("axes"), dict) else None
+    for task in [t for t in axis if t in TASKS] if isinstance(axis, list) else TASKS:
+        tdoc = tasks.get(task, {})
+        sizes, seq_len = tdoc.get("sizes", data["sizes"]), tdoc.get("seq_len") or LRA_SEQ_LEN[task]
+        # int64 ids, two documents a row for Retrieval, and the generators' intermediates about as large again
+        check_fits(path, f"tasks.{task}.sizes" if "sizes" in tdoc else "data.sizes", sum(sizes) * seq_len * 8 * 2 * 2,
+                   f"{sum(sizes):,} {task} examples of {seq_len:,} tokens")
+    return AccuracySettings(data=data, train=_train(path, "train", doc.get("train")), tasks=tasks, variants=variants,
+                            incoherence=_incoherence(path, doc.get("incoherence")), probes=_probes(path, doc.get("probes")))
 
 
 def _data(path: Path, value: Any) -> dict[str, Any]:
     data = {**DATA_DEFAULTS, **mapping(path, "data", value)}
     check_keys(path, "data", data, DATA_DEFAULTS)
-    sizes = data["sizes"]
-    if not (isinstance(sizes, list) and len(sizes) == 3 and all(is_positive_int(s) for s in sizes)):
-        raise SuiteError(path, "data.sizes", f"must be three positive integers [train, dev, test], got {sizes!r}")
+    _check_sizes(path, "data.sizes", data["sizes"])
     if not is_nonneg_int(data["seed"]):
         raise SuiteError(path, "data.seed", f"must be a non-negative integer, got {data['seed']!r}")
     if data["dir"] is not None and not Path(str(data["dir"])).is_dir():
         raise SuiteError(path, "data.dir", f"{data['dir']} is not a directory; give the LRA data directory")
     return data
+
+
+def _check_sizes(path: Path, where: str, sizes: Any) -> None:
+    if not (isinstance(sizes, list) and len(sizes) == 3 and all(is_positive_int(s) for s in sizes)):
+        raise SuiteError(path, where, f"must be three positive integers [train, dev, test], got {sizes!r}")
 
 
 def _train(path: Path, where: str, value: Any) -> dict[str, Any]:
@@ -129,6 +140,7 @@ def _tasks(path: Path, value: Any) -> dict[str, dict[str, Any]]:
         check_keys(path, where, tdoc, TASK_KEYS)
         if "seq_len" in tdoc and not is_positive_int(tdoc["seq_len"]):
             raise SuiteError(path, f"{where}.seq_len", f"must be a positive integer, got {tdoc['seq_len']!r}")
+        _check_sizes(path, f"{where}.sizes", tdoc.get("sizes", [1, 1, 1]))
         _train(path, f"{where}.train", tdoc.get("train"))
         mapping(path, f"{where}.config", tdoc.get("config"))
         mapping(path, f"{where}.gen", tdoc.get("gen"))

@@ -41,6 +41,7 @@ from ...core.suite import (
     attention_config,
     axis_label,
     capability_reason,
+    check_fits,
     check_keys,
     identity,
     is_nonneg_int,
@@ -139,9 +140,16 @@ def _datasets(path: Path, value: Any) -> dict[str, dict[str, Any]]:
         check_keys(path, f"{where}.generate", gen, GENERATE_KEYS)
         if gen:
             try:
-                Synthetic(**{**gen, "periods": tuple(gen.get("periods", (24, 168)))}).frame().head(1)
+                spec = Synthetic(**{**gen, "periods": tuple(gen.get("periods", (24, 168)))})
+                if not (is_positive_int(spec.rows) and is_positive_int(spec.variables)):
+                    raise ValueError(f"rows and variables must be positive integers, got {spec.rows!r}, "
+                                     f"{spec.variables!r}")
+                dataclasses.replace(spec, rows=min(spec.rows, 64)).frame()  # its settings, checked on a few rows
             except (TypeError, ValueError) as exc:
                 raise SuiteError(path, f"{where}.generate", str(exc)) from None
+            # float64 values, the CSV's text (about 12 bytes a number) and the frame read back, time features too
+            check_fits(path, f"{where}.generate.rows", spec.rows * (spec.variables + 8) * 8 * 4,
+                       f"{spec.rows:,} rows of {spec.variables:,} variables")
         out[name] = ddoc
     return out
 

@@ -156,7 +156,7 @@ def write_reports(store: Store, name: str, options: Mapping[str, Any], keys: lis
     return write_speed_reports(df, store.path.parent, env=shown_env(runs), suite=name,
                                baseline=options.get("baseline", "vanilla"),
                                slope_min_seq_len=int(options.get("slope_min_seq_len", 1024)),
-                               samples=store.group_samples(groups), roofs=roofs)
+                               samples=store.group_samples(groups), roofs=roofs, row_names=options.get("row_names"))
 
 
 KIND = SuiteKind(

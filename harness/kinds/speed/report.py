@@ -187,7 +187,7 @@ def _render_tex(metrics: Sequence[Metric], lengths: Sequence[int], rows: Sequenc
     return booktabs(f"l{'r' * k * len(metrics)}", head, rows)
 
 
-def table4(df_group: pd.DataFrame, *, baseline: str, fmt: Fmt) -> str:
+def table4(df_group: pd.DataFrame, *, baseline: str, fmt: Fmt, row_names: Mapping[str, str] | None = None) -> str:
     """Renders one group as the paper's Table 4: variants × sequence lengths, time block then memory block.
 
     Cells show the value (3 significant digits) and, for non-baseline rows whose baseline cell is ok,
@@ -201,6 +201,7 @@ def table4(df_group: pd.DataFrame, *, baseline: str, fmt: Fmt) -> str:
         baseline: Attention name the multipliers are relative to; it is listed first. If absent, no
             multipliers are shown.
         fmt: ``"md"`` for GitHub Markdown or ``"tex"`` for a LaTeX booktabs ``tabular``.
+        row_names: the suite's ``report.row_names`` (attention -> the name a row shows).
 
     Returns:
         The table text, without a trailing newline.
@@ -224,8 +225,10 @@ def table4(df_group: pd.DataFrame, *, baseline: str, fmt: Fmt) -> str:
     metrics = _shown_metrics(df_group)
     others = sorted(set(df_group["attention"]) - {baseline})
     variants = [baseline, *others] if baseline in set(df_group["attention"]) else others
+    names = dict(row_names or {})
     rows = [
-        [escape(name, fmt), *(_format_cell(cells, name, n, m, baseline, fmt) for m in metrics for n in lengths)]
+        [escape(display_name(name, names) if fmt == "tex" else names.get(name, name), fmt),
+         *(_format_cell(cells, name, n, m, baseline, fmt) for m in metrics for n in lengths)]
         for name in variants
     ]
     render = _render_md if fmt == "md" else _render_tex
@@ -237,10 +240,10 @@ def table4(df_group: pd.DataFrame, *, baseline: str, fmt: Fmt) -> str:
 
 
 def _table4_md(df_group: pd.DataFrame, group: Mapping[str, object], *, suite: str, baseline: str,
-               env: Mapping[str, object]) -> str:
+               env: Mapping[str, object], row_names: Mapping[str, str] | None = None) -> str:
     return (
         f"### Table 4 — {suite}: {group_title(group)}\n\n"
-        f"{table4(df_group, baseline=baseline, fmt='md')}\n\n"
+        f"{table4(df_group, baseline=baseline, fmt='md', row_names=row_names)}\n\n"
         f"Multipliers are relative to `{baseline}`; above 1× is better (faster, higher throughput or less memory); "
         "time multipliers are medians of per-round ratios of interleaved timings (95% intervals in ratios.md). "
         "± = half the interquartile range of the timing rounds, relative to the median; † = timed while other "
@@ -330,7 +333,7 @@ def ratios_table(df: pd.DataFrame, baseline: str, fmt: Fmt) -> str:
 def write_speed_reports(df: pd.DataFrame, out_dir: Path, *, env: Mapping[str, object], suite: str,
                         baseline: str = "vanilla", slope_min_seq_len: int = 1024, plots: bool = True,
                         samples: Mapping[tuple[str, str], list[float]] | None = None,
-                        roofs: Roofs | None = None) -> list[Path]:
+                        roofs: Roofs | None = None, row_names: Mapping[str, str] | None = None) -> list[Path]:
     """Writes every report of a suite's results into ``out_dir``.
 
     Files: ``results.csv`` (all rows and columns, full precision), ``env.json``, per group
@@ -353,6 +356,7 @@ def write_speed_reports(df: pd.DataFrame, out_dir: Path, *, env: Mapping[str, ob
             speed-ups and the crossovers' intervals.
         roofs: per run id, its GEMM peak and copy bandwidth, for the roofline (:mod:`harness.kinds.speed.roofline`);
             with the compile axis, ``compile.*`` compares eager and compiled (:mod:`harness.kinds.speed.compiled`).
+        row_names: the suite's ``report.row_names``: the names Table 4's rows show.
 
     Returns:
         The paths written, in writing order.
@@ -382,7 +386,7 @@ def write_speed_reports(df: pd.DataFrame, out_dir: Path, *, env: Mapping[str, ob
         group = dict(zip(GROUP_COLUMNS, key, strict=True))
         crossovers.append(group_crossovers(df_group, group=group, baselines=crossover_vs, samples=samples))
         slug = group_slug(group)
-        context = {"group": group, "suite": suite, "baseline": baseline, "env": env}
+        context = {"group": group, "suite": suite, "baseline": baseline, "env": env, "row_names": row_names}
         write(f"table4_{slug}.md", _table4_md(df_group, **context))
         write(f"table4_{slug}.tex", _table4_tex(df_group, **context))
         if df_group["speedup"].notna().any():
