@@ -143,8 +143,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     if only and not set(expand_patterns(only)) & set(suite.attentions()):
         names = ", ".join(suite.attentions())
         raise UserError(f"--only {','.join(only)}: matches none of this suite's attentions ({names})")
-    if suite.description:
-        print(f"{suite.name}: {suite.description}", flush=True)
     try:
         summary = run_suite(
             suite, out=out, device=device, fresh=args.fresh, isolate=args.isolate, timeout_s=args.timeout,

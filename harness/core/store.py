@@ -92,7 +92,8 @@ def _cell(path: Path, text: str) -> dict[str, Any]:
     """A row's ``cell_json``: a mapping with the cell's ``params`` (a mapping naming its attention) and device."""
     cell = _loads(path, text, "cell_json")
     params = cell.get("params")
-    if not (isinstance(params, dict) and isinstance(params.get("attention"), str) and isinstance(cell.get("device"), str)):
+    named = isinstance(params, dict) and isinstance(params.get("attention"), str)
+    if not (named and isinstance(cell.get("device"), str)):
         raise UserError(f"{path}: a row's cell_json lacks its params or device ({text[:60]!r}); the store is damaged: "
                         f"move it aside and rerun the suite")
     return cell
@@ -313,11 +314,11 @@ class Store:
                 continue
             cell = _cell(self.path, cell_json)
             device = cell["device"].split(":")[0]  # as the tables show it: cuda:0 and cuda:1 are one column value
-            identity = json.dumps([suite, cell["params"], device], sort_keys=True, default=str)
+            axes = json.dumps([suite, cell["params"], device], sort_keys=True, default=str)
             rows.append({"key": key, "suite": suite, "kind": cell.get("kind", "speed"), **cell["params"],
                          "device": cell["device"].split(":")[0], "status": status, "message": message,
                          **_loads(self.path, metrics_json, "metrics_json"), "run_id": rid, "commit": commits.get(rid),
-                         "finished_utc": finished, "_identity": identity})
+                         "finished_utc": finished, "_identity": axes})
         df = pd.DataFrame(rows)
         if df.empty:
             return df

@@ -90,6 +90,8 @@ def run_suite(
     refuse_symlinks(out, directory)
     with directory_lock(directory), Store(directory / "results.db", suite=suite.name, kind=suite.kind.name,
                                           source=suite.path.name) as store:
+        if suite.description:  # every input checked and the directory ours: the run begins
+            print(f"{suite.name}: {suite.description}", flush=True)
         # Alone in the directory now: what a killed run's workers left behind can go.
         shutil.rmtree(directory / WORKER_DIR, ignore_errors=True)
         remove_temporaries(directory)  # a report file whose writer was killed before its rename

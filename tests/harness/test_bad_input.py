@@ -234,6 +234,13 @@ CASES = [
                  id="probes-examples-0"),
     pytest.param(Bad(_acc(data={"sizes": [10, 0, 5]}), key="data.sizes", fix="three positive integers"),
                  id="data-size-0"),
+    # sizes beyond the machine's memory: one line now, not a minute of generating and an OOM
+    pytest.param(Bad(_acc(data={"sizes": [2147483647, 16, 16]}), key="data.sizes",
+                     fix="more than half of this machine's"), id="data-sizes-beyond-memory"),
+    pytest.param(Bad(_acc(tasks={"text": {"seq_len": 64, "sizes": [10**9, 16, 16]}}), key="tasks.text.sizes",
+                     fix="make it smaller"), id="task-sizes-beyond-memory"),
+    pytest.param(Bad(_acc(tasks={"text": {"seq_len": 64, "sizes": [16, 16]}}), key="tasks.text.sizes",
+                     fix="must be three positive integers"), id="task-sizes-two-numbers"),
     # approximation suites: budgets, inputs, fixed shape
     pytest.param(Bad(_approx(budgets={"performer": {"nb_features": 64}}), key="budgets.performer.nb_features",
                      fix="must be a list of distinct values"), id="approx-budget-not-a-list"),
@@ -272,6 +279,14 @@ CASES = [
                      fix="256 bytes long, more than a folder name may have (255); shorten it"),
                  id="profile-name-too-long"),
     pytest.param(Bad(tiny_doc(name="n" * 256), key="name", fix="shorten it"), id="suite-name-too-long"),
+    pytest.param(Bad(tiny_doc(name=123), key="name: 123 must be text", fix='quote it: name: "123"'),
+                 id="name-a-number"),
+    # where the bad value was written: the profile's own key, the flag
+    pytest.param(Bad(tiny_doc(profiles={"smoke": {"timing": {"colour": 1}}, "quick": {}, "paper": {}}),
+                     ("--profile", "smoke"), key="profiles.smoke.timing.colour", fix="unknown key; valid keys here"),
+                 id="unknown-key-in-a-profile"),
+    pytest.param(Bad(tiny_doc(), ("--set", "config.dropout=.nan"), where="--set: config.dropout=nan",
+                     key="dropout must be in [0, 1)"), id="set-config-nan"),
     # flags
     pytest.param(Bad(tiny_doc(), ("--device", "tpu"), where="--device", key="tpu", fix="use cpu, cuda or cuda:N"),
                  id="unknown-device"),
@@ -286,6 +301,11 @@ CASES = [
                      fix="expected positive integers"), id="set-bad-value"),
     pytest.param(Bad(tiny_doc(), ("--set", "task=listops"), where="--set: task", key="unknown axis for a speed suite",
                      fix="valid axes: attention"), id="set-axis-of-another-kind"),
+    pytest.param(Bad(tiny_doc(), ("--threads", "99999999999"), where="--threads 99999999999",
+                     key="positive number of intra-op threads", fix="at most"), id="threads-huge"),
+    pytest.param(Bad(tiny_doc(), ("--out", "/proc/attnbench-nowhere"), where="/proc/attnbench-nowhere",
+                     key="cannot be created or written", fix="choose another output directory",
+                     skip=None if Path("/proc/self").is_dir() else "no /proc here"), id="out-under-proc"),
     pytest.param(Bad(tiny_doc(), ("--require-quiet", "--quiet-timeout", "0"), where="--quiet-timeout", key="0",
                      fix="must be a positive number of seconds"), id="quiet-timeout-zero"),
     pytest.param(Bad(tiny_doc(), ("--set", "seq_len"), where="--set", key="seq_len",
@@ -369,3 +389,23 @@ def test_bad_input_exits_2_with_one_line(cli: Callable[..., CliResult], write_ya
     assert not out.exists()  # refused before anything was written
     if case.never is not None:
         assert not (tmp_path / case.never).exists()
+
+
+@pytest.mark.parametrize(("name", "problem"), [
+    ("a-directory", "a directory, not a suite file; give a YAML file"),
+    ("s" * 300 + ".yaml", "cannot be read as a suite file (File name too long)"),
+])
+def test_a_suite_path_that_is_not_a_file_is_one_line(cli: Callable[..., CliResult], tmp_path: Path, name: str,
+                                                     problem: str) -> None:
+    if name == "a-directory":
+        (tmp_path / name).mkdir()
+    result = cli("run", tmp_path / name, "--out", tmp_path / "out", "--device", "cpu")
+    assert result.code == 2 and len(result.err_lines) == 1, result.err
+    assert problem in result.err and str(tmp_path / name) in result.err
+    assert not (tmp_path / "out").exists()
+
+
+def test_env_on_an_unknown_device_is_one_line(cli: Callable[..., CliResult]) -> None:
+    result = cli("env", "--device", "tpu")
+    assert result.code == 2 and result.err_lines == ["attnbench: error: --device 'tpu': not a device; use cpu, cuda "
+                                                     "or cuda:N"]

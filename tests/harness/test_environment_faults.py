@@ -105,3 +105,22 @@ def test_a_time_limit_beyond_a_year_is_bad_input(cli: Callable[..., CliResult], 
     result = cli("run", tiny_suite, "--out", tmp_path / "out", "--timeout", "1e20")
     assert result.code == 2 and len(result.err_lines) == 1 and "--timeout" in result.err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_full_disk_while_writing_the_reports_names_the_file(
+        cli: Callable[..., CliResult], tiny_suite: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tempfile
+
+    from harness.core.cell import CellResult
+    from tests.conftest import patch_kind
+
+    patch_kind(monkeypatch, "speed", run=lambda cell, ctx: CellResult("ok", "", {"time_ms_median": 1.0}))
+    assert cli("run", tiny_suite, "--out", tmp_path, "--device", "cpu").code == 0
+
+    def full(*args: Any, **kwargs: Any) -> Any:  # the temporary file beside a report cannot even be created
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "mkstemp", full)
+    result = cli("report", tmp_path)
+    assert result.code == 1 and len(result.err_lines) == 1, result.err
+    assert f"{tmp_path / 'tiny' / 'quick' / 'results.csv'}: No space left on device" in result.err

@@ -100,7 +100,8 @@ def parse(path: Path, doc: dict[str, Any]) -> AccuracySettings:
         check_fits(path, f"tasks.{task}.sizes" if "sizes" in tdoc else "data.sizes", sum(sizes) * seq_len * 8 * 2 * 2,
                    f"{sum(sizes):,} {task} examples of {seq_len:,} tokens")
     return AccuracySettings(data=data, train=_train(path, "train", doc.get("train")), tasks=tasks, variants=variants,
-                            incoherence=_incoherence(path, doc.get("incoherence")), probes=_probes(path, doc.get("probes")))
+                            incoherence=_incoherence(path, doc.get("incoherence")),
+                            probes=_probes(path, doc.get("probes")))
 
 
 def _data(path: Path, value: Any) -> dict[str, Any]:

@@ -496,6 +496,7 @@ def test_a_tiny_pickle_that_would_build_gigabytes_is_refused_at_once() -> None:
     with pytest.raises(RefusedGlobal, match="bytes"):
         LraUnpickler(io.BytesIO(bomb)).load()
     assert time.perf_counter() - started < 1.0
-    big_array = b"\x80\x02cnumpy.core.multiarray\n_reconstruct\ncnumpy\nndarray\nJ\x00\xe1\xf5\x05J\x00\xe1\xf5\x05\x86c_codecs\nencode\nX\x01\x00\x00\x00bX\x06\x00\x00\x00latin1\x86R\x87R."
+    big_array = (b'\x80\x02cnumpy.core.multiarray\n_reconstruct\ncnumpy\nndarra'
+                 b'y\nJ\x00\xe1\xf5\x05J\x00\xe1\xf5\x05\x86c_codecs\nencode\nX\x01\x00\x00\x00bX\x06\x00\x00\x00latin1\x86R\x87R.')
     with pytest.raises(RefusedGlobal, match="array"):
         LraUnpickler(io.BytesIO(big_array)).load()

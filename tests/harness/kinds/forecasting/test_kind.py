@@ -45,6 +45,11 @@ def test_a_dataset_is_trained_at_its_own_horizons_only() -> None:
     ({"datasets": {"M4": {}}}, "datasets.M4"),
     ({"datasets": {"ILI": {"generate": {"kind": "chaos", "rows": 100, "variables": 2}}}}, "datasets.ILI.generate"),
     ({"datasets": {"ILI": {"horizons": [24, "long"]}}}, "datasets.ILI.horizons"),
+    # beyond the machine's memory: refused at once, not generated for minutes first
+    ({"datasets": {"ILI": {"generate": {"kind": "seasonal", "rows": 2147483647, "variables": 7}}}},
+     "datasets.ILI.generate.rows: 2,147,483,647 rows of 7 variables would need about"),
+    ({"datasets": {"ILI": {"generate": {"kind": "seasonal", "rows": -5, "variables": 7}}}},
+     "rows and variables must be positive integers"),
     ({"datasets": {}, "profiles": {"smoke": {}, "quick": {}, "paper": {}}}, "datasets.ETTm2.generate"),
     ({"axes": {"attention": ["vanilla"], "dataset": ["ILI"], "horizon": [96], "seed": [0]}}, "axes.horizon"),
 ])

@@ -261,3 +261,14 @@ def test_slopes_need_two_points(tmp_path: Path) -> None:
     write_speed_reports(make_results(), tmp_path, env=ENV, suite="synthetic", slope_min_seq_len=4096, plots=False)
     assert pd.read_csv(tmp_path / "slopes.csv").empty
     assert "No (group, attention)" in (tmp_path / "slopes.md").read_text()
+
+
+def test_row_names_name_the_rows_of_table4(tmp_path: Path) -> None:
+    """The suite's ``report.row_names`` (validated with the suite) names Table 4's rows in Markdown and LaTeX."""
+    write_speed_reports(make_results(), tmp_path, env=ENV, suite="synthetic", plots=False,
+                        row_names={"vanilla": "Transformer", "s3attention": "S3Attention (ours)"})
+    md = (tmp_path / "table4_cpu_float32_fwdpbwd_b4_h2_d64.md").read_text()
+    tex = (tmp_path / "table4_cpu_float32_fwdpbwd_b4_h2_d64.tex").read_text()
+    for text in (md, tex):
+        assert "Transformer" in text and "S3Attention (ours)" in text
+    assert "| vanilla " not in md and "| s3attention " not in md
