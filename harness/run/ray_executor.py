@@ -23,10 +23,13 @@ Ray is an optional extra (``pip install 'attnbench[ray]'``) and is imported only
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import os
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,7 +58,7 @@ _STARTED = "started"
 # executor. On an existing cluster (--address) the cluster's own setting applies: start it with the same variable.
 _LOOPBACK_VAR = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 _EMBEDDED_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", _LOOPBACK_VAR: "0",
-                 "RAY_worker_niceness": "0"}
+                 "RAY_worker_niceness": "0", "RAY_gcs_rpc_server_reconnect_timeout_s": "10"}
 
 
 def default_cpus_per_task() -> int:
@@ -115,7 +118,58 @@ def start_ray(address: str | None = None, num_cpus: int | None = None) -> bool:
         else:
             os.environ[_LOOPBACK_VAR] = loopback_was[0]
         ray_constants.ENABLE_RAY_CLUSTER = loopback_was[1]
+    _start_watchdog()
     return True
+
+
+#: The watchdog's program: wait for the driver to die (its end of the pipe closes), then kill the embedded Ray's
+#: processes that are still the ones started (a pid's start time, field 22 of /proc/PID/stat, guards against reuse).
+_WATCHDOG_CODE = """
+import os, signal, sys
+sys.stdin.buffer.read()
+for item in sys.argv[1:]:
+    pid, start = item.split(":")
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[19] == start:
+                os.kill(int(pid), signal.SIGKILL)
+    except (OSError, IndexError):
+        pass
+"""
+_watchdog: subprocess.Popen | None = None
+
+
+def _start_watchdog() -> None:
+    """Ray's dashboard and runtime-env agents outlive a driver killed with SIGKILL by minutes (they notice the raylet
+    is gone, then block publishing the error to the dead GCS): a watchdog process kills what embedded Ray started as
+    soon as the driver dies. On Linux only (it reads /proc); a normal end stops it (:func:`stop_watchdog`)."""
+    global _watchdog
+    if not Path("/proc/self/stat").exists():
+        return
+    children: dict[int, list[tuple[int, str]]] = {}  # ppid -> (pid, start time) of every process
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError, IndexError):
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()  # after "pid (comm)"
+            children.setdefault(int(fields[1]), []).append((int(entry), fields[19]))
+    pids, parents = [], [os.getpid()]
+    while parents:  # every descendant of this process
+        for pid, start in children.get(parents.pop(), []):
+            pids.append(f"{pid}:{start}")
+            parents.append(pid)
+    # its own session: a Ctrl-C of the driver's terminal must not end it before the driver
+    _watchdog = subprocess.Popen([sys.executable, "-c", _WATCHDOG_CODE, *pids], stdin=subprocess.PIPE,
+                                 start_new_session=True)
+    atexit.register(stop_watchdog)
+
+
+def stop_watchdog() -> None:
+    """Stop the watchdog without letting it kill anything (Ray was shut down in order)."""
+    global _watchdog
+    if _watchdog is not None:
+        _watchdog.kill()
+        _watchdog.wait()
+        _watchdog.stdin.close()
+        _watchdog = None
 
 
 #: What an HTTP/2 client sends first (RFC 9113 §3.4): the preface and an empty SETTINGS frame. Ray's GCS, which
@@ -155,6 +209,7 @@ def ray_session(address: str | None) -> Iterator[ModuleType]:
     finally:
         if started:
             ray.shutdown()
+            stop_watchdog()
 
 
 def _cell_task(cells_json: list[dict[str, Any]], context: dict[str, Any]) -> Iterator[Any]:

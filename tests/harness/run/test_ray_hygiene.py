@@ -1,10 +1,15 @@
-"""``--address HOST:PORT`` is checked with a bounded HTTP/2 handshake before anything is written: a port where nothing
-listens, or where something that is not a gRPC server (Ray's GCS) listens — silent, or answering in another protocol —
-is exit 2 in seconds, where ``ray.init`` retried for minutes after the store and a run row were written."""
+"""Ray at the edges. ``--address HOST:PORT`` is checked with a bounded HTTP/2 handshake before anything is written: a
+port where nothing listens, or where something that is not a gRPC server (Ray's GCS) listens — silent, or answering in
+another protocol — is exit 2 in seconds, where ``ray.init`` retried for minutes after the store and a run row were
+written. And the processes an embedded Ray starts die with a driver killed by SIGKILL, not minutes later."""
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -14,7 +19,7 @@ import pytest
 
 from harness.core.errors import UserError
 from harness.run.ray_executor import HANDSHAKE_S, check_address
-from tests.conftest import CliResult
+from tests.conftest import REPO_ROOT, CliResult
 
 #: An HTTP/2 server's first frame: an empty SETTINGS frame (length 0, type 4, no flags, stream 0).
 SETTINGS = bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
@@ -97,3 +102,36 @@ def test_run_with_a_silent_address_writes_nothing(cli: Callable[..., CliResult],
     assert "does not answer as a Ray cluster" in result.err
     assert not (tmp_path / "out").exists()  # no store, no run row
     assert time.perf_counter() - started < 30  # generous for a busy machine; ray.init retried for over 150 s
+
+
+#: A driver that starts a child (as ray.init starts the GCS, raylet and agents), then the watchdog, and waits.
+_DRIVER = """
+import subprocess, sys, time
+sys.path.insert(0, sys.argv[1])
+from harness.run import ray_executor
+child = subprocess.Popen(["sleep", "120"], stdout=subprocess.DEVNULL)
+ray_executor._start_watchdog()
+print(child.pid, flush=True)
+time.sleep(120)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie is dead, waiting for init to reap it
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="the watchdog reads /proc (Linux)")
+def test_what_embedded_ray_started_dies_with_a_killed_driver() -> None:
+    driver = subprocess.Popen([sys.executable, "-c", _DRIVER, str(REPO_ROOT)], stdout=subprocess.PIPE, text=True)
+    child = int(driver.stdout.readline())
+    assert _alive(child)
+    driver.send_signal(signal.SIGKILL)  # no handler runs: only the watchdog can clean up
+    driver.wait()
+    deadline = time.monotonic() + 10
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child), "the driver's child outlived it"
