@@ -58,7 +58,7 @@ _STARTED = "started"
 # executor. On an existing cluster (--address) the cluster's own setting applies: start it with the same variable.
 _LOOPBACK_VAR = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 _EMBEDDED_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", _LOOPBACK_VAR: "0",
-                 "RAY_worker_niceness": "0", "RAY_gcs_rpc_server_reconnect_timeout_s": "10"}
+                 "RAY_worker_niceness": "0"}
 
 
 def default_cpus_per_task() -> int:
