@@ -158,7 +158,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     import attentions
 
     from . import commands
-    from .core.store import store_error
+    from .core.schema import store_error
 
     try:
         return int(getattr(commands, args.func)(args))

@@ -6,8 +6,8 @@ own rows, so ``--fresh`` adds a new measurement beside the old ones and the hist
 already have a row; the reports read the latest row of each key (:meth:`Store.dataframe`).
 CSV, Markdown, LaTeX and plots are exports derived from this file (``attnbench report``).
 
-Schema version 2 (this module) added the run history, raw timing samples and the run's end and load summary; a
-version-1 store (one row per key) is migrated in place the first time it is opened.
+Schema version 2 (:mod:`harness.core.schema`) added the run history, raw timing samples and the run's end and load
+summary; a version-1 store (one row per key) is migrated in place the first time a run opens it.
 """
 
 from __future__ import annotations
@@ -24,49 +24,19 @@ import pandas as pd
 
 from . import faults
 from .cell import STATUSES, Cell
-from .errors import RunFailed, UserError
+from .errors import UserError
+from .schema import (
+    SCHEMA_VERSION,
+    cell_column,
+    check_ours,
+    create_tables,
+    disk_error,
+    loads_column,
+    migrate_v1,
+    open_read_only,
+    store_error,
+)
 
-SCHEMA_VERSION = 2
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS runs (
-    run_id INTEGER PRIMARY KEY AUTOINCREMENT,
-    suite TEXT NOT NULL,
-    profile TEXT NOT NULL,
-    started_utc TEXT NOT NULL,
-    argv TEXT NOT NULL,
-    env_json TEXT NOT NULL,
-    finished_utc TEXT,
-    summary_json TEXT NOT NULL DEFAULT '{}'
-);
-CREATE TABLE IF NOT EXISTS cells (
-    key TEXT NOT NULL,
-    run_id INTEGER NOT NULL REFERENCES runs(run_id),
-    suite TEXT NOT NULL,
-    cell_json TEXT NOT NULL,
-    status TEXT NOT NULL CHECK (status IN (%s)),
-    message TEXT NOT NULL DEFAULT '',
-    metrics_json TEXT NOT NULL DEFAULT '{}',
-    finished_utc TEXT NOT NULL,
-    PRIMARY KEY (key, run_id)
-);
-CREATE TABLE IF NOT EXISTS curves (
-    key TEXT NOT NULL,
-    run_id INTEGER NOT NULL,
-    step INTEGER NOT NULL,
-    train_loss REAL, train_acc REAL, dev_loss REAL, dev_acc REAL,
-    PRIMARY KEY (key, run_id, step)
-);
-CREATE TABLE IF NOT EXISTS samples (
-    key TEXT NOT NULL,
-    run_id INTEGER NOT NULL,
-    timing_group TEXT NOT NULL,
-    samples_json TEXT NOT NULL,
-    PRIMARY KEY (key, run_id)
-);
-CREATE INDEX IF NOT EXISTS samples_by_group ON samples (timing_group);
-"""
-_SCHEMA %= ", ".join(f"'{status}'" for status in STATUSES)  # the statuses are written once, in harness.core.cell
 CURVE_COLUMNS = ("step", "train_loss", "train_acc", "dev_loss", "dev_acc")
 _ROW = "SELECT c.key, c.run_id, c.suite, c.cell_json, c.status, c.message, c.metrics_json, c.finished_utc FROM cells c"
 #: The latest row of every key (the one of the highest run id), or every row of one run.
@@ -75,48 +45,8 @@ _LATEST = (f"{_ROW} JOIN (SELECT key, MAX(run_id) AS run_id FROM cells GROUP BY 
 _OF_RUN = f"{_ROW} WHERE c.run_id = ?"
 
 
-def _loads(path: Path, text: str, what: str, kind: type = dict) -> Any:
-    """A JSON column of the store, decoded, or exit 2 naming the store: a hand-edited or damaged row is bad input,
-    not a traceback in the middle of a report."""
-    try:
-        value = json.loads(text)
-    except (TypeError, ValueError):
-        value = None
-    if not isinstance(value, kind):
-        raise UserError(f"{path}: a row's {what} is not valid JSON ({str(text)[:60]!r}); the store is damaged: move it "
-                        f"aside and rerun the suite (or restore it from a copy)")
-    return value
-
-
-def _cell(path: Path, text: str) -> dict[str, Any]:
-    """A row's ``cell_json``: a mapping with the cell's ``params`` (a mapping naming its attention) and device."""
-    cell = _loads(path, text, "cell_json")
-    params = cell.get("params")
-    named = isinstance(params, dict) and isinstance(params.get("attention"), str)
-    if not (named and isinstance(cell.get("device"), str)):
-        raise UserError(f"{path}: a row's cell_json lacks its params or device ({text[:60]!r}); the store is damaged: "
-                        f"move it aside and rerun the suite")
-    return cell
-
-
 def _utc_now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-def _disk_error(exc: sqlite3.DatabaseError) -> bool:
-    """Whether sqlite failed because of the disk (full, failing, read-only) rather than the file's content."""
-    return any(s in str(exc) for s in ("disk is full", "disk I/O error", "readonly database", "read-only"))
-
-
-def store_error(path: Path | str, exc: sqlite3.DatabaseError) -> Exception:
-    """One line for a store that cannot be used: a full or failing disk is the environment (exit 1), anything else
-    a file that is not a results store (exit 2)."""
-    text = str(exc)
-    if _disk_error(exc):
-        return RunFailed(f"{path}: {text}; free space or fix the disk (or give another --out), then rerun: "
-                         f"the finished cells are kept and the run resumes")
-    return UserError(f"{path}: not a readable results store ({text}); move it aside (its results cannot be read) "
-                     f"or give another --out")
 
 
 class Store:
@@ -142,18 +72,18 @@ class Store:
         if self.path.exists() and not self.path.is_file():
             raise UserError(f"{self.path}: not a file, so not a results store; move it aside or give another --out")
         if read_only:
-            self.db = _open_read_only(self.path)
+            self.db = open_read_only(self.path)
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             # isolation_level=None: we issue BEGIN/COMMIT ourselves, one transaction per cell.
             self.db = sqlite3.connect(self.path, isolation_level=None, timeout=30)
-            _check_ours(self.db, self.path)  # before the first write: nothing is added to a file that is not ours
+            check_ours(self.db, self.path)  # before the first write: nothing is added to a file that is not ours
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable across process kills
             with self._transaction():
-                _migrate_v1(self.db)
-                _create(self.db)
+                migrate_v1(self.db)
+                create_tables(self.db)
                 self.db.execute("INSERT OR REPLACE INTO meta (name, value) VALUES ('schema_version', ?)",
                                 (str(SCHEMA_VERSION),))
                 if suite is not None:
@@ -175,7 +105,7 @@ class Store:
 
     def _cell_identity(self) -> tuple[str | None, str | None]:
         row = self.db.execute("SELECT suite, cell_json FROM cells LIMIT 1").fetchone()
-        return (None, None) if row is None else (row[0], _loads(self.path, row[1], "cell_json").get("kind"))
+        return (None, None) if row is None else (row[0], loads_column(self.path, row[1], "cell_json").get("kind"))
 
     def close(self) -> None:
         self.db.close()
@@ -213,17 +143,17 @@ class Store:
         ):
             if wanted is not None and run_id not in wanted:
                 continue
-            env = _loads(self.path, env_json, "env_json")
+            env = loads_column(self.path, env_json, "env_json")
             rows.append({"run_id": run_id, "suite": suite, "profile": profile, "started_utc": started,
-                         "finished_utc": finished, "argv": _loads(self.path, argv, "argv", list),
+                         "finished_utc": finished, "argv": loads_column(self.path, argv, "argv", list),
                          "commit": env.get("git_commit"), "env": env,
-                         "summary": _loads(self.path, summary_json, "summary_json")})
+                         "summary": loads_column(self.path, summary_json, "summary_json")})
         return pd.DataFrame(rows, columns=["run_id", "suite", "profile", "started_utc", "finished_utc", "argv",
                                            "commit", "env", "summary"])
 
     def latest_env(self) -> dict[str, Any]:
         row = self.db.execute("SELECT env_json FROM runs ORDER BY run_id DESC LIMIT 1").fetchone()
-        return _loads(self.path, row[0], "env_json") if row else {}
+        return loads_column(self.path, row[0], "env_json") if row else {}
 
     # -----------------------------------------------------------------------------------------------------------------
     # Cells
@@ -285,7 +215,7 @@ class Store:
                 raise
             self.db.execute("COMMIT")
         except sqlite3.DatabaseError as exc:
-            if not _disk_error(exc):
+            if not disk_error(exc):
                 raise
             with contextlib.suppress(sqlite3.Error):  # a commit that failed leaves its transaction open
                 self.db.execute("ROLLBACK")
@@ -302,7 +232,7 @@ class Store:
         variant's code was edited, or a setting changed — the latest result stands for it and the older keys'
         results stay in the store as history.
         """
-        commits = {int(r): _loads(self.path, e, "env_json").get("git_commit") for r, e in self.db.execute(
+        commits = {int(r): loads_column(self.path, e, "env_json").get("git_commit") for r, e in self.db.execute(
             "SELECT run_id, env_json FROM runs")}
         query = _LATEST if run_id is None else _OF_RUN
         rows = []
@@ -312,13 +242,13 @@ class Store:
         ):
             if wanted is not None and key not in wanted:
                 continue
-            cell = _cell(self.path, cell_json)
+            cell = cell_column(self.path, cell_json)
             device = cell["device"].split(":")[0]  # as the tables show it: cuda:0 and cuda:1 are one column value
             axes = json.dumps([suite, cell["params"], device], sort_keys=True, default=str)
             rows.append({"key": key, "suite": suite, "kind": cell.get("kind", "speed"), **cell["params"],
                          "device": cell["device"].split(":")[0], "status": status, "message": message,
-                         **_loads(self.path, metrics_json, "metrics_json"), "run_id": rid, "commit": commits.get(rid),
-                         "finished_utc": finished, "_identity": axes})
+                         **loads_column(self.path, metrics_json, "metrics_json"), "run_id": rid,
+                         "commit": commits.get(rid), "finished_utc": finished, "_identity": axes})
         df = pd.DataFrame(rows)
         if df.empty:
             return df
@@ -343,7 +273,7 @@ class Store:
         ):
             if (keys is None or key in keys) and (groups is None or group in groups) and (runs is None
                                                                                           or run_id in runs):
-                out[(key, group)] = _loads(self.path, blob, "samples_json", list)
+                out[(key, group)] = loads_column(self.path, blob, "samples_json", list)
         return out
 
     def group_samples(self, timing_groups: Iterable[str]) -> dict[tuple[str, str], list[float]]:
@@ -356,8 +286,8 @@ class Store:
             "JOIN cells c ON c.key = s.key AND c.run_id = s.run_id"
         ):
             if group in groups:
-                attention = _cell(self.path, cell_json)["params"]["attention"]
-                out[(group, attention)] = _loads(self.path, blob, "samples_json", list)
+                attention = cell_column(self.path, cell_json)["params"]["attention"]
+                out[(group, attention)] = loads_column(self.path, blob, "samples_json", list)
         return out
 
     def curves(self, keys: Iterable[str] | None = None) -> pd.DataFrame:
@@ -368,101 +298,9 @@ class Store:
             return pd.DataFrame(columns=["key", *CURVE_COLUMNS])
         points = pd.read_sql_query(f"SELECT key, run_id, {', '.join(CURVE_COLUMNS)} FROM curves ORDER BY key, step",
                                    self.db)
-        params = pd.DataFrame([{"key": key, **_cell(self.path, cell_json)["params"]}
+        params = pd.DataFrame([{"key": key, **cell_column(self.path, cell_json)["params"]}
                                for key, cell_json in self.db.execute("SELECT DISTINCT key, cell_json FROM cells")])
         points = points.merge(latest[["key", "run_id"]], on=["key", "run_id"], how="inner").drop(columns="run_id")
         if points.empty:
             return pd.DataFrame(columns=["key", *CURVE_COLUMNS])
         return points.merge(params.drop_duplicates("key"), on="key", how="inner")
-
-
-_OURS = {"runs", "cells"}  # the tables of every schema version (version 1 had no meta table)
-_SQLITE_MAGIC = b"SQLite format 3\x00"
-
-
-def _check_ours(db: sqlite3.Connection, path: Path) -> int:
-    """The schema version of the store ``db`` (0 for a new, empty file), or exit 2 for a database that is not
-    ours or is newer than this code reads."""
-    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if not tables:
-        return 0
-    if not _OURS <= tables:
-        raise UserError(f"{path}: an SQLite database of another application (tables {', '.join(sorted(tables)[:5])}), "
-                        f"not an attnbench results store; nothing was changed in it; give another directory")
-    row = db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone() if "meta" in tables else None
-    version = int(row[0]) if row and str(row[0]).isdigit() else 1
-    if version > SCHEMA_VERSION:
-        raise UserError(f"{path}: written by a newer attnbench (store schema {version}; this one reads up to "
-                        f"{SCHEMA_VERSION}); upgrade attnbench to read or extend it")
-    return version
-
-
-def _open_read_only(path: Path) -> sqlite3.Connection:
-    """A connection that cannot write the store at ``path``; a version-1 store is migrated in a copy in memory.
-
-    SQLite opens a WAL database read-only if it may create the ``-shm`` file beside it; in a read-only directory it
-    cannot, and the file is opened ``immutable`` instead (nothing can be writing it there either).
-    """
-    try:
-        with path.open("rb") as f:
-            magic = f.read(len(_SQLITE_MAGIC))
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such results store; give a directory written by `attnbench run`") from None
-    except OSError as exc:
-        raise UserError(f"{path}: cannot be read ({exc.strerror}); fix its permissions") from None
-    if magic != _SQLITE_MAGIC:
-        what = "an empty file" if not magic else "not an SQLite file"
-        raise UserError(f"{path}: {what}, not a results store; move it aside (nothing in it can be read)")
-    uri = f"{path.resolve().as_uri()}?mode=ro"
-    db = None
-    try:
-        for extra in ("", "&immutable=1"):
-            try:
-                db = sqlite3.connect(uri + extra, uri=True, isolation_level=None)
-                version = _check_ours(db, path)
-                break
-            except sqlite3.OperationalError as exc:
-                if db is not None:
-                    db.close()
-                if extra or "unable to open" not in str(exc):
-                    raise
-        if version == 1:
-            memory = sqlite3.connect(":memory:", isolation_level=None)
-            db.backup(memory)
-            db.close()
-            db = memory
-            _migrate_v1(db)
-        return db
-    except sqlite3.DatabaseError as exc:
-        raise store_error(path, exc) from None
-
-
-def _create(db: sqlite3.Connection) -> None:
-    """The schema's tables, statement by statement (``executescript`` would commit the open transaction)."""
-    for statement in _SCHEMA.split(";"):
-        if statement.strip():
-            db.execute(statement)
-
-
-def _columns(db: sqlite3.Connection, table: str) -> list[str]:
-    return [row[1] for row in db.execute(f"PRAGMA table_info({table})")]
-
-
-def _migrate_v1(db: sqlite3.Connection) -> None:
-    """A version-1 store (``cells`` keyed by key alone, curves without run ids) becomes version 2, rows kept."""
-    if not _columns(db, "cells") or "run_id" in _columns(db, "curves"):
-        return
-    db.execute("ALTER TABLE cells RENAME TO cells_v1")
-    if not _columns(db, "curves"):  # stores written before learning curves were kept have no curves table
-        db.execute("CREATE TABLE curves (key TEXT, step INTEGER, train_loss REAL, train_acc REAL, dev_loss REAL, "
-                   "dev_acc REAL)")
-    db.execute("ALTER TABLE curves RENAME TO curves_v1")
-    db.execute("ALTER TABLE runs ADD COLUMN finished_utc TEXT")
-    db.execute("ALTER TABLE runs ADD COLUMN summary_json TEXT NOT NULL DEFAULT '{}'")
-    _create(db)
-    db.execute("INSERT INTO cells SELECT key, run_id, suite, cell_json, status, message, metrics_json, finished_utc "
-               "FROM cells_v1")
-    db.execute("INSERT INTO curves SELECT v.key, c.run_id, v.step, v.train_loss, v.train_acc, v.dev_loss, v.dev_acc "
-               "FROM curves_v1 v JOIN cells_v1 c ON c.key = v.key")
-    db.execute("DROP TABLE cells_v1")
-    db.execute("DROP TABLE curves_v1")

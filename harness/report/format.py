@@ -17,6 +17,7 @@ from typing import Literal
 
 import pandas as pd
 
+from ..core import datasource
 from ..core.files import atomic_write, atomic_write_text
 from ..core.suite import is_finite_number
 
@@ -246,9 +247,20 @@ def env_summary(env: Mapping[str, object]) -> str:
         return "n/a" if value in (None, "") else value
 
     where = f"{get('device_name')} · torch {get('torch_version')} · CUDA {get('cuda_version')}"
+    data = f"{env['data']}. " if env.get("data") else ""  # what the numbers were measured on, first
     if env.get("runs"):
-        return f"{where} · {env['runs']}"
-    return f"{where} · {get('threads')} threads · commit {get('git_commit')} · {get('time_utc')}"
+        return f"{data}{where} · {env['runs']}"
+    return f"{data}{where} · {get('threads')} threads · commit {get('git_commit')} · {get('time_utc')}"
+
+
+def with_data(env: Mapping[str, object], df: pd.DataFrame, real: str) -> dict[str, object]:
+    """``env`` with ``data``: the line saying what the cells of ``df`` were measured on (their ``data_source``),
+    which every table's footer then shows (:func:`env_summary`); ``real`` names the data stand-ins stand in for."""
+    ok = df[df["status"] == "ok"] if "status" in df.columns else df  # a failed cell measured nothing
+    if ok.empty:
+        return dict(env)
+    values = ok["data_source"] if "data_source" in ok.columns else [None] * len(ok)
+    return {**env, "data": datasource.data_line(values, real)}
 
 
 def shown_env(runs: pd.DataFrame) -> dict[str, object]:

@@ -108,7 +108,9 @@ def run_accuracy_cell(cell: Cell, ctx: Context) -> CellResult:
             )
     except Exception as exc:  # a failed training run is a result, never the end of the sweep
         return classify_exception(exc)
-    return CellResult("ok", "", result.metrics(), curve=result.curve)
+    # what the numbers were measured on, in every row of results.csv and in every table's footer
+    source = task_data(cell.fixed["data"], ctx.cache_dir).source
+    return CellResult("ok", "", {**result.metrics(), "data_source": source}, curve=result.curve)
 
 
 def describe(result: CellResult) -> str:

@@ -12,8 +12,8 @@ seq_len, resolved generator parameters, :data:`CACHE_VERSION`), with a ``sha256s
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
-import json
 import math
 import warnings
 from collections.abc import Callable, Sequence
@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from ...core import datasource
 from ...core.errors import UserError
 from ...core.files import atomic_write, checksum_matches, checksum_path, spec_key, write_checksum
 from ...core.files import sha256_file as _sha256  # noqa: F401  (tests write sidecars with it)
@@ -137,10 +138,16 @@ def generate_task(task: str, *, seq_len: int, seed: int, sizes: tuple[int, int, 
     """A generated TaskData: one stream of sum(sizes) examples from ``seed``, cut into train/dev/test."""
     x0, x1, y, vocab_size = _generate(task, sum(sizes), seq_len, seed, params)
     train, dev, test = split_rows(x0, x1, torch.as_tensor(y, dtype=torch.int64), sizes)
-    desc = json.dumps({"seed": seed, "sizes": list(sizes), "seq_len": seq_len, **params}, sort_keys=True,
-                      separators=(",", ":"))
     return TaskData(task=task, vocab_size=vocab_size, num_classes=NUM_CLASSES[task], seq_len=seq_len,
-                    dual=x1 is not None, train=train, dev=dev, test=test, source=f"generated:{task}:{desc}")
+                    dual=x1 is not None, train=train, dev=dev, test=test,
+                    source=generated_source(task, seq_len=seq_len, seed=seed, sizes=sizes, params=params))
+
+
+def generated_source(task: str, *, seq_len: int, seed: int, sizes: Sequence[int], params: dict[str, Any]) -> str:
+    """The data source line of a generated task (:mod:`harness.core.datasource`): the generator's version is the
+    cache's, which changes whenever a generator's output does."""
+    return datasource.generated(f"attnbench {task} stand-in", CACHE_VERSION,
+                                {"seed": seed, "sizes": list(sizes), "seq_len": seq_len, **params})
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -233,7 +240,9 @@ def load_task(
             "version": CACHE_VERSION}
     path = cache_path(cache_dir, spec) if cache_dir is not None else None
     if path is not None and (cached := _read_cache(path, spec)) is not None:
-        return cached
+        # the source line as this code writes it (a cache written before it said only "generated:<task>:...")
+        return dataclasses.replace(cached, source=generated_source(task, seq_len=seq_len, seed=int(seed), sizes=sizes,
+                                                                   params=params))
     data = generate_task(task, seq_len=seq_len, seed=int(seed), sizes=sizes, params=params)
     if path is not None:
         _write_cache(path, spec, data)

@@ -41,7 +41,7 @@ from ...core.suite import (
 from ...models.checkpoints import drop_checkpoint
 from ...models.probe import PROBE_DEFAULTS
 from ...models.tasks import LRA_SEQ_LEN, TASKS
-from ...report.format import shown_env
+from ...report.format import shown_env, with_data
 from .cells import describe, prepare_data, read_user_data, run_accuracy_cell
 from .noise import NOISE_ON, cell_noise, noise_problem
 from .summary import axis_text, only_noisy, with_axis_defaults
@@ -293,7 +293,8 @@ def write_reports(store: Store, name: str, options: Mapping[str, Any], keys: lis
     from .table1 import write_accuracy_reports
 
     return write_accuracy_reports(df, store.curves(keys), store.path.parent,
-                                  env=shown_env(store.runs(set(df["run_id"]))), suite=name, options=options)
+                                  env=with_data(shown_env(store.runs(set(df["run_id"]))), df, "LRA"), suite=name,
+                                  options=options)
 
 
 KIND = SuiteKind(

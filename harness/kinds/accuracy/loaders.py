@@ -28,13 +28,14 @@ and refuses any other name a file asks for (``pickle.load`` would call it, ``os.
 from __future__ import annotations
 
 import pickle
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from ...core import datasource
 from ...core.errors import UserError, first_line
 from ...models.tasks import (
     BYTE_VOCAB,
@@ -267,23 +268,25 @@ def _read_pickle_split(path: Path, task: str, seq_len: int) -> Split:
     return Split(x0=pad_or_truncate(x0, seq_len), y=y, x1=None if x1 is None else pad_or_truncate(x1, seq_len))
 
 
-def _task_data(task: str, splits: dict[str, Split], seq_len: int, source: Path) -> TaskData:
-    """TaskData of real splits: vocab_size = max id + 1 (at least 257 for pixels), LRA's classes.
+def _task_data(task: str, splits: dict[str, Split], seq_len: int, root: Path, files: Sequence[Path]) -> TaskData:
+    """TaskData of real splits read from ``files`` under ``root``: vocab_size = max id + 1 (at least 257 for
+    pixels), LRA's classes, and the files' checksums as the source.
 
     The readers have checked every id and label against the task's bounds, so both sizes are bounded.
     """
     max_id = max(int(t.max()) if t.numel() else 0 for s in splits.values() for t in (s.x0, s.x1) if t is not None)
     vocab_size = max(max_id + 1, BYTE_VOCAB if task in PIXEL_TASKS else 0)
     return TaskData(task=task, vocab_size=vocab_size, num_classes=NUM_CLASSES[task],
-                    seq_len=seq_len, dual=splits["train"].x1 is not None, source=str(source), **splits)
+                    seq_len=seq_len, dual=splits["train"].x1 is not None, source=datasource.files(root, files),
+                    **splits)
 
 
 def load_lra_pickles(task: str, data_dir: str | Path, *, seq_len: int) -> TaskData:
     """The ``{prefix}.{train,dev,test}.pickle`` files of one task (see :data:`PICKLE_PREFIX`)."""
     root = Path(data_dir)
-    splits = {name: _read_pickle_split(root / f"{PICKLE_PREFIX[task]}.{name}.pickle", task, seq_len)
-              for name in SPLITS}
-    return _task_data(task, splits, seq_len, root)
+    paths = {name: root / f"{PICKLE_PREFIX[task]}.{name}.pickle" for name in SPLITS}
+    splits = {name: _read_pickle_split(path, task, seq_len) for name, path in paths.items()}
+    return _task_data(task, splits, seq_len, root, list(paths.values()))
 
 
 def _read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -336,7 +339,8 @@ def load_cifar10(data_dir: str | Path, *, seq_len: int) -> TaskData:
     """The Image task from CIFAR-10 python batches: 1024 grayscale pixel tokens per image."""
     splits = {name: Split(x0=pad_or_truncate(pixels_to_tokens(pixels), seq_len), y=torch.from_numpy(labels))
               for name, (pixels, labels) in read_cifar10(data_dir).items()}
-    return _task_data("image", splits, seq_len, Path(data_dir))
+    root = Path(data_dir)
+    return _task_data("image", splits, seq_len, root, [root / n for n in (*CIFAR_TRAIN_BATCHES, "test_batch")])
 
 
 def load_imdb(data_dir: str | Path, *, seq_len: int, seed: int) -> TaskData:
@@ -344,6 +348,7 @@ def load_imdb(data_dir: str | Path, *, seq_len: int, seed: int) -> TaskData:
     root = Path(data_dir)
     docs: dict[str, list[bytes]] = {}
     labels: dict[str, list[int]] = {}
+    read: list[Path] = []
     for part in ("train", "test"):
         docs[part], labels[part] = [], []
         for name, label in (("neg", 0), ("pos", 1)):
@@ -354,6 +359,7 @@ def load_imdb(data_dir: str | Path, *, seq_len: int, seed: int) -> TaskData:
             if not files:
                 raise UserError(f"{folder}: no *.txt files; expected {IMDB_FORMAT}")
             docs[part] += [f.read_bytes() for f in files]
+            read += files
             labels[part] += [label] * len(files)
     n = len(docs["train"])
     perm = np.random.default_rng(seed).permutation(n)
@@ -366,7 +372,7 @@ def load_imdb(data_dir: str | Path, *, seq_len: int, seed: int) -> TaskData:
         for name, idx in rows.items()
     }
     splits["test"] = Split(x0=encode_documents(docs["test"], seq_len), y=torch.tensor(labels["test"]))
-    return _task_data("text", splits, seq_len, root)
+    return _task_data("text", splits, seq_len, root, read)
 
 
 def _read_aan(path: Path, seq_len: int) -> Split:
@@ -402,7 +408,7 @@ def load_aan(data_dir: str | Path, *, seq_len: int) -> TaskData:
     """The Retrieval task from LRA's AAN tsv files: byte-level document pairs."""
     root = Path(data_dir)
     splits = {name: _read_aan(root / file, seq_len) for name, file in AAN_FILES.items()}
-    return _task_data("retrieval", splits, seq_len, root)
+    return _task_data("retrieval", splits, seq_len, root, [root / file for file in AAN_FILES.values()])
 
 
 def _find(root: Path, marker: str, subdir: str) -> Path | None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from ...core import datasource
 from ...report.format import (
     CONTROL_NOTE,
     SUMMARY_PERCENT_COLUMNS,
@@ -158,6 +159,9 @@ def write_accuracy_reports(
     baseline = options.get("baseline", baseline)
     row_names = options.get("row_names") or {}
     out_dir = Path(out_dir)
+    ok = df[df["status"] == "ok"] if "status" in df.columns else df
+    sources = ok["data_source"] if "data_source" in ok.columns else [None] * len(ok)
+    suite += datasource.title_mark(sources, "LRA")  # every title: generated data is never titled as LRA
     df = df.sort_values([c for c in ("attention", *AXIS_DEFAULTS, "task", "seed") if c in df.columns],
                         kind="stable", ignore_index=True)
     written = write_raw(in_percent(df), out_dir, env)
@@ -165,8 +169,11 @@ def write_accuracy_reports(
         if column not in df.columns:
             df[column] = float("nan")
     if "table1" in tables:
-        summary_path = write_csv(in_percent(accuracy_summary(df, table1_keys(df)), SUMMARY_PERCENT_COLUMNS),
-                                 out_dir / "table1.csv")
+        summary = accuracy_summary(df, table1_keys(df))
+        by_task = {task: "; ".join(datasource.sources(ok.loc[ok["task"] == task].get("data_source", [None])))
+                   for task in set(ok.get("task", []))}
+        summary["data_source"] = summary["task"].map(lambda t: by_task.get(t, "; ".join(datasource.sources(sources))))
+        summary_path = write_csv(in_percent(summary, SUMMARY_PERCENT_COLUMNS), out_dir / "table1.csv")
         written += write_table_files(out_dir, "table1", title=f"Table 1 — {suite}", note=_seeds_note(df),
                                      md_body=table1(df, fmt="md", baseline=baseline, row_names=row_names),
                                      tex_body=table1(df, fmt="tex", baseline=baseline, row_names=row_names),

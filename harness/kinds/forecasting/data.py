@@ -217,6 +217,10 @@ class Windows(torch.utils.data.Dataset):
 # Offline generators (the smoke and quick profiles): the same CSV layout, so generated data goes through read_series
 
 
+REAL_DATA = "the datasets of Table 2"  # what the generated stand-ins stand in for, in titles and footers
+SYNTHETIC_VERSION = 1  # of the generator's output: a change of it names new cache files and new data sources
+
+
 @dataclass(frozen=True)
 class Synthetic:
     """A generated multivariate series: ``kind`` "seasonal" (two known periods, a trend, a regime change and noise)
@@ -252,7 +256,7 @@ class Synthetic:
 
     def key(self) -> str:
         fields = {"kind": self.kind, "rows": self.rows, "variables": self.variables, "seed": self.seed,
-                  "periods": list(self.periods), "version": 1}
+                  "periods": list(self.periods), "version": SYNTHETIC_VERSION}
         return spec_key(fields)
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...core import faults
+from ...core import datasource, faults
 from ...core.cell import Cell, CellResult, Context, classify_exception, memory_cap, time_limit
 from ...core.errors import SuiteError
 from ...core.files import atomic_write_text
@@ -50,10 +50,12 @@ from ...core.suite import (
     resolve_or_fail,
 )
 from ...models.checkpoints import checkpoint_path, drop_checkpoint
-from ...report.format import shown_env
+from ...report.format import shown_env, with_data
 from .blocks import ForecastConfig
 from .data import (
     DATASETS,
+    REAL_DATA,
+    SYNTHETIC_VERSION,
     DatasetSpec,
     Split,
     Synthetic,
@@ -230,6 +232,23 @@ def splits_of(data: Mapping[str, Any], cache_dir: Path | None) -> dict[str, Spli
     return _LOADED[key]
 
 
+_SOURCES: dict[str, str] = {}
+
+
+def data_source(data: Mapping[str, Any]) -> str:
+    """What a cell's numbers were measured on (:mod:`harness.core.datasource`): the user's CSV file and its sha256,
+    or the generator and its settings; once per process."""
+    key = json.dumps(data, sort_keys=True, default=str)
+    if key not in _SOURCES:
+        if data["dir"] is not None:
+            root = Path(data["dir"])
+            _SOURCES[key] = datasource.files(root, [root / DATASETS[data["dataset"]].file])
+        else:
+            _SOURCES[key] = datasource.generated(f"attnbench {data['dataset']} stand-in", SYNTHETIC_VERSION,
+                                                 {**data["generate"], "split": "70/10/20"})
+    return _SOURCES[key]
+
+
 def _load_each(cells: list[Cell], cache_dir: Path | None) -> None:
     """Load every dataset the cells name and check that each of its splits holds a window of the longest horizon
     trained on it (a UserError, exit 2, naming the file or the generator)."""
@@ -273,7 +292,8 @@ def run(cell: Cell, ctx: Context) -> CellResult:
         atomic_write_text(ctx.workdir / EXAMPLE_DIR / f"{cell.key}.json", json.dumps(result.example))
     except OSError as exc:
         print(f"attnbench: warning: {cell.label}: forecast example not written ({exc})", file=sys.stderr)
-    return CellResult("ok", "", result.metrics(), curve=result.curve)
+    return CellResult("ok", "", {**result.metrics(), "data_source": data_source(cell.fixed["data"])},
+                      curve=result.curve)
 
 
 def describe(result: CellResult) -> str:
@@ -290,7 +310,8 @@ def write_reports(store: Store, name: str, options: Mapping[str, Any], keys: lis
     from .table2 import write_forecast_reports
 
     return write_forecast_reports(df, store.curves(keys), store.path.parent,
-                                  env=shown_env(store.runs(set(df["run_id"]))), suite=name, options=options)
+                                  env=with_data(shown_env(store.runs(set(df["run_id"]))), df, REAL_DATA),
+                                  suite=name, options=options)
 
 
 KIND = SuiteKind(

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ...core import datasource
 from ...core.files import atomic_write
 from ...report.claims import (
     CONTRADICTED,
@@ -33,7 +34,7 @@ from ...report.claims import (
 from ...report.format import Fmt, display_name, escape, mark, render_table, write_csv, write_raw, write_table_files
 from ...report.plots import plt
 from ...report.stats import Interval, t_interval
-from .data import DATASETS
+from .data import DATASETS, REAL_DATA
 from .models import ARCHITECTURES, architecture
 
 METRICS = ("test_mse", "test_mae")
@@ -174,9 +175,10 @@ def reduction(df: pd.DataFrame, s3: str, fedformer: str, dataset: str, metric: s
     return t_interval(per.tolist())
 
 
-def forecast_figure(df: pd.DataFrame, out_dir: Path, dataset: str, names: Mapping[str, str] | None) -> Path | None:
+def forecast_figure(df: pd.DataFrame, out_dir: Path, dataset: str, names: Mapping[str, str] | None,
+                    label: str) -> Path | None:
     """History, truth and each model's forecast of the middle test window (last variable, first seed, shortest
-    horizon) from the cells' saved examples."""
+    horizon) from the cells' saved examples; ``label`` names the data in the title."""
     ok = df[(df["status"] == "ok") & (df["dataset"] == dataset)]
     if ok.empty:
         return None
@@ -195,7 +197,7 @@ def forecast_figure(df: pd.DataFrame, out_dir: Path, dataset: str, names: Mappin
     for attention, example in examples.items():
         ax.plot(t_future, example["forecast"], lw=1, label=model_name(attention, names))
     ax.axvline(0, color="grey", lw=0.5)
-    ax.set(title=f"{dataset}: one test window (last variable, scaled), horizon {len(truth)}", xlabel="step")
+    ax.set(title=f"{label}: one test window (last variable, scaled), horizon {len(truth)}", xlabel="step")
     ax.legend(fontsize=7, ncol=4)
     fig.tight_layout()
     path = out_dir / f"forecast_{dataset}.png"
@@ -216,6 +218,11 @@ def write_forecast_reports(df: pd.DataFrame, curves: pd.DataFrame, out_dir: Path
     s = summary(df)
     if s.empty:
         return files
+    ok = df[df["status"] == "ok"]
+    sources = ok["data_source"] if "data_source" in ok.columns else [None] * len(ok)
+    stand_ins = datasource.title_mark(sources, REAL_DATA)  # generated data is never titled as the datasets
+    s = s.assign(data_source=s["dataset"].map(
+        lambda d: "; ".join(datasource.sources(ok.loc[ok["dataset"] == d].get("data_source", [None])))))
     names = options.get("row_names")
     order = sorted(dict.fromkeys(s["attention"]), key=_paper_rank)
     naive = [label for label, p in NAIVE.items() if f"{p}_mse" in s]
@@ -235,7 +242,10 @@ def write_forecast_reports(df: pd.DataFrame, curves: pd.DataFrame, out_dir: Path
                f"Algorithm 4 without a model), {no_skill} of {2 * len(s)} model means." if naive else "")
             + (f" {len(failed)} cell(s) did not finish ({', '.join(sorted(set(failed['status'])))}); see the CSV."
                if len(failed) else ""))
-    files += write_table_files(out_dir, "table2", title=f"Table 2 — multivariate long-term forecasting ({suite})",
-                               note=note, md_body=bodies["md"], tex_body=bodies["tex"], env=env)
-    files += [p for d in dict.fromkeys(s["dataset"]) if (p := forecast_figure(df, out_dir, d, names)) is not None]
+    title = f"Table 2 — multivariate long-term forecasting ({suite}){stand_ins}"
+    files += write_table_files(out_dir, "table2", title=title, note=note, md_body=bodies["md"],
+                               tex_body=bodies["tex"], env=env)
+    stand_in = " stand-in" if datasource.any_generated(sources) else ""
+    files += [p for d in dict.fromkeys(s["dataset"])
+              if (p := forecast_figure(df, out_dir, d, names, f"{d}{stand_in}")) is not None]
     return files + write_claims(out_dir, table2_claims(df), suite=suite)

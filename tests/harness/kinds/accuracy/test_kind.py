@@ -8,11 +8,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 import harness.core.faults
 import harness.kinds.accuracy.cells
 from harness.core.errors import SuiteError
+from harness.core.files import sha256_file as _sha256
 from harness.core.store import Store
 from harness.run.runner import run_suite
 from harness.run.suitefile import load_suite
@@ -112,6 +114,30 @@ def test_real_lra_pickles_through_the_suite(cli: Callable[..., CliResult], write
     with Store(tmp_path / "o" / "acc" / "smoke" / "results.db") as store:
         df = store.dataframe()
     assert list(df["status"]) == ["ok"]
+    # every output names the files and their checksums, and is not marked as generated
+    sums = ", ".join(f"listops.{split}.pickle sha256:{_sha256(data / f'listops.{split}.pickle')[:16]}"
+                     for split in ("dev", "test", "train"))
+    assert df["data_source"].tolist() == [f"files in {data}: {sums}"]
+    out = tmp_path / "o" / "acc" / "smoke"
+    for name in ("table1.md", "table1.tex"):
+        text = (out / name).read_text()
+        assert f"Data: the user's files — files in {data}: {sums}" in text and "generated" not in text
+    assert pd.read_csv(out / "table1.csv")["data_source"].eq(f"files in {data}: {sums}").all()
+    assert pd.read_csv(out / "results.csv")["data_source"].tolist() == [f"files in {data}: {sums}"]
+
+
+def test_generated_data_is_never_titled_as_lra(cli: Callable[..., CliResult], write_yaml: Callable[..., Path],
+                                               tmp_path: Path) -> None:
+    doc = _doc(axes={"attention": ["vanilla"], "task": ["text"], "seed": [0]})
+    assert cli("run", write_yaml(doc), "--profile", "smoke", "--out", tmp_path, "--device", "cpu").code == 0
+    out = tmp_path / "acc" / "smoke"
+    source = pd.read_csv(out / "results.csv")["data_source"].iloc[0]
+    assert source.startswith("generated stand-in (attnbench text stand-in v") and '"seq_len": 64' in source
+    md, tex = (out / "table1.md").read_text(), (out / "table1.tex").read_text()
+    assert md.startswith("### Table 1 — acc (generated stand-ins, not LRA)\n")
+    for text in (md, tex):
+        assert f"Data: generated stand-ins, not LRA — {source}" in text
+    assert pd.read_csv(out / "table1.csv")["data_source"].eq(source).all()
 
 
 def test_killed_training_cell_resumes_from_its_checkpoint(write_yaml: Callable[..., Path], tmp_path: Path,

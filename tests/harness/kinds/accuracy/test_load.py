@@ -36,7 +36,7 @@ def test_generated_tasks_have_the_interface_shapes(task: str) -> None:
     td = small(task)
     seq_len = SMALL[task]["seq_len"]
     assert td.task == task and td.seq_len == seq_len and td.dual == (task == "retrieval")
-    assert td.source.startswith(f"generated:{task}:")
+    assert td.source.startswith(f"generated stand-in (attnbench {task} stand-in v")
     for split, n in zip(td.splits().values(), SIZES, strict=True):
         assert len(split) == n
         for x in (split.x0, split.x1) if td.dual else (split.x0,):
@@ -51,7 +51,7 @@ def test_generated_tasks_have_the_interface_shapes(task: str) -> None:
     if task in ("image", "pathfinder"):
         assert td.vocab_size == 257 and td.train.mask0().all()
     assert len(td.train) == SIZES[0] and int(torch.bincount(td.dev.y).sum()) == SIZES[1]
-    assert td.source.startswith(f"generated:{task}:")
+    assert td.source.startswith(f"generated stand-in (attnbench {task} stand-in v")
 
 
 @pytest.mark.parametrize("task", TASKS)

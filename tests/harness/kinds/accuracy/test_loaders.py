@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from harness.core.errors import UserError
+from harness.core.files import sha256_file
 from harness.kinds.accuracy import loaders
 from harness.kinds.accuracy.data import load_task
 from harness.models.tasks import PAD_ID
@@ -141,7 +142,10 @@ def write_aan(root: Path) -> None:
 def test_lra_token_pickles_keep_their_ids(tmp_path: Path, task: str) -> None:
     records = write_lra_pickles(tmp_path, task)
     td = load_task(task, data_dir=tmp_path, seq_len=8)
-    assert td.source == str(tmp_path) and td.dual == (task == "retrieval") and td.seq_len == 8
+    files = [f"{loaders.PICKLE_PREFIX[task]}.{name}.pickle" for name in ("dev", "test", "train")]
+    sums = ", ".join(f"{f} sha256:{sha256_file(tmp_path / f)[:16]}" for f in files)
+    assert td.source == f"files in {tmp_path}: {sums}"  # the files and their checksums, in name order
+    assert td.dual == (task == "retrieval") and td.seq_len == 8
     for name, split in td.splits().items():
         expected = np.stack([r["input_ids_0"][:8] for r in records[name]])
         assert torch.equal(split.x0, torch.from_numpy(expected).long())

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from harness.core.errors import SuiteError
+from harness.core.files import sha256_file
 from harness.run.suitefile import load_suite
 from tests.conftest import REPO_ROOT, CliResult
 
@@ -90,6 +91,27 @@ def test_real_format_files_go_end_to_end(cli: Callable[..., CliResult], tmp_path
     # the cells read the real files (8 variables and 7, standardised on their training rows), not the generators
     table = (out / "forecasting" / "smoke" / "table2.md").read_text()
     assert "Exchange" in table and "ILI" in table
+    # every output names the file each number came from and its checksum; nothing says generated
+    for name in ("exchange_rate.csv", "national_illness.csv"):
+        source = f"files in {data}: {name} sha256:{sha256_file(data / name)[:16]}"
+        assert source in set(csv["data_source"]) and source in table
+        assert source in set(pd.read_csv(out / "forecasting" / "smoke" / "table2.csv")["data_source"])
+    assert "generated" not in table and table.startswith("### Table 2 — multivariate long-term forecasting "
+                                                         "(forecasting)\n")
+
+
+@pytest.mark.usefixtures("fast_runner", "one_thread")
+def test_generated_stand_ins_are_titled_as_such(cli: Callable[..., CliResult], tmp_path: Path) -> None:
+    result = cli("run", SUITE, "--profile", "smoke", "--out", tmp_path, "--device", "cpu",
+                 "--set", "attention=s3attention", "--set", "seed=0", "--set", "dataset=ILI")
+    assert result.code == 0, result.err
+    out = tmp_path / "forecasting" / "smoke"
+    source = pd.read_csv(out / "results.csv")["data_source"].iloc[0]
+    assert source.startswith("generated stand-in (attnbench ILI stand-in v1: ") and '"split": "70/10/20"' in source
+    table = (out / "table2.md").read_text()
+    assert table.startswith("### Table 2 — multivariate long-term forecasting (forecasting) (generated stand-ins, "
+                            "not the datasets of Table 2)\n")
+    assert f"Data: generated stand-ins, not the datasets of Table 2 — {source}" in table
 
 
 @pytest.mark.usefixtures("fast_runner")

@@ -1,0 +1,49 @@
+"""The data source line (harness.core.datasource): a generator with its version and parameters, or files with their
+sha256; a table's footer says whether its numbers come from generated stand-ins, the user's files or both."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from harness.core import datasource
+
+
+def test_generated_names_the_generator_its_version_and_parameters() -> None:
+    source = datasource.generated("attnbench text stand-in", 5, {"seed": 0, "sizes": [8, 2, 2]})
+    assert source == 'generated stand-in (attnbench text stand-in v5: {"seed": 0, "sizes": [8, 2, 2]})'
+    assert datasource.is_generated(source) and datasource.is_generated("generated:text:{}")  # the older form
+    assert not datasource.is_generated("files in /data: x sha256:00")
+
+
+def test_a_few_files_are_listed_with_their_checksums(tmp_path: Path) -> None:
+    for name, text in (("b.tsv", "two"), ("a.tsv", "one")):
+        (tmp_path / name).write_text(text)
+    source = datasource.files(tmp_path, [tmp_path / "b.tsv", tmp_path / "a.tsv"])
+    want = [f"{name} sha256:{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+            for name, text in (("a.tsv", "one"), ("b.tsv", "two"))]
+    assert source == f"files in {tmp_path}: {', '.join(want)}"
+
+
+def test_many_files_get_one_digest_that_changes_with_any_of_them(tmp_path: Path) -> None:
+    paths = []
+    for i in range(datasource.LISTED_FILES + 3):
+        (tmp_path / f"{i}.txt").write_text(str(i))
+        paths.append(tmp_path / f"{i}.txt")
+    before = datasource.files(tmp_path, paths)
+    assert before.startswith(f"files in {tmp_path}: {len(paths)} files, sha256 of their names and contents ")
+    (tmp_path / "3.txt").write_text("changed")
+    assert datasource.files(tmp_path, paths) != before
+    (tmp_path / "3.txt").write_text("3")
+    assert datasource.files(tmp_path, paths) == before
+
+
+def test_the_footer_line_says_which_data() -> None:
+    gen, real = datasource.generated("g", 1, {}), "files in /d: x sha256:0011"
+    assert datasource.data_line([gen, gen], "LRA") == f"Data: generated stand-ins, not LRA — {gen}"
+    assert datasource.data_line([real], "LRA") == f"Data: the user's files — {real}"
+    mixed = datasource.data_line([gen, real], "LRA")
+    assert mixed.startswith("Data: partly generated stand-ins (not LRA), partly the user's files — ")
+    assert datasource.NOT_RECORDED in datasource.data_line([None, float("nan")], "LRA")
+    assert datasource.title_mark([gen, real], "LRA") == " (generated stand-ins, not LRA)"
+    assert datasource.title_mark([real], "LRA") == ""
