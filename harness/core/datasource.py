@@ -69,6 +69,13 @@ def any_generated(values: Iterable[object]) -> bool:
     return any(is_generated(v) for v in values)
 
 
+def all_real(values: Iterable[object]) -> bool:
+    """Whether every value names the user's files (none generated, none unrecorded): only then may a verdict speak
+    of the paper's data."""
+    found = sources(values)
+    return bool(found) and not any(is_generated(s) or s == NOT_RECORDED for s in found)
+
+
 def data_line(values: Iterable[object], real: str) -> str:
     """One line for a table's footer: whether the numbers come from generated stand-ins (and which), from the
     user's files (and their checksums) or both. ``real`` names the real data the stand-ins stand in for."""

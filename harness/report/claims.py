@@ -4,10 +4,13 @@
 A claim is a sign: a quantity (a paired-by-seed difference, a relative change, a ratio between lengths) is claimed
 to be above or below a bound. Its verdict is ``reproduced`` when the whole interval lies on the claimed side,
 ``contradicted`` when the whole interval lies on the other side, and ``inconclusive`` otherwise — an interval too
-wide to tell, a single seed (no interval), or a figure sitting on the bound. A claim made of several comparisons
-("S3Attention loses the least": against each other model) is reproduced when every comparison is, contradicted
-when any is, else inconclusive. A claim "about X%" is reproduced when the interval lies within [X/2, 3X/2] and
-contradicted when it lies wholly outside that band.
+wide to tell, fewer than :data:`MIN_SEEDS` seeds, an interval of zero width (identical seeds), or a figure sitting on
+the bound. A claim made of several comparisons ("S3Attention loses the least": against each other model) is
+reproduced when every comparison is (an intersection–union test: no correction needed), and contradicted when any
+one lies outside its Holm-adjusted interval (level 1 − α/k for k comparisons, Holm's first step); the line says how
+many comparisons and seeds it rests on. A claim "about X%" is reproduced when the interval lies within [X/2, 3X/2]
+and contradicted when it lies wholly outside that band. On generated stand-ins the words are ``consistent on
+stand-ins`` and ``inconsistent on stand-ins``: a verdict about the stand-ins, not about the paper's data.
 
 Each kind states its own claims with these: Tables 5, 6, 7 and S7 in :mod:`harness.kinds.accuracy.claims`, Table 4 in
 :mod:`harness.kinds.speed.claims`, Table 2 in :mod:`harness.kinds.forecasting.table2`.
@@ -21,10 +24,16 @@ from pathlib import Path
 import pandas as pd
 
 from ..core.files import atomic_write_text
-from .stats import Interval, t_interval
+from .stats import Interval, t_interval, t_quantile
 
 REPRODUCED, CONTRADICTED, INCONCLUSIVE, NOT_MEASURED = "reproduced", "contradicted", "inconclusive", "not measured"
+#: The words of a verdict measured on generated stand-ins: a verdict about the stand-ins, not about the paper's data.
+ON_STAND_INS = {REPRODUCED: "consistent on stand-ins", CONTRADICTED: "inconsistent on stand-ins"}
 S3 = "s3attention"
+#: Fewer seeds than this never give a verdict: two seeds give an interval, but one too unstable to rest a verdict on
+#: (and two identical seeds a zero-width one).
+MIN_SEEDS = 3
+ALPHA = 0.05  # two-sided; every interval is a 95% one
 
 
 @dataclass(frozen=True)
@@ -37,21 +46,42 @@ class Claim:
     verdict: str
 
 
-def sign_verdict(iv: Interval | None, above: bool, bound: float = 0.0) -> str:
-    """The verdict on "the quantity is above ``bound``" (``above``) or below it, from its interval."""
+def _widened(iv: Interval, k: int) -> tuple[float, float]:
+    """A t-interval of ``iv.n`` values at the Holm/Bonferroni level 1 − α/k instead of 1 − α."""
+    if k <= 1:
+        return iv.lo, iv.hi
+    scale = t_quantile(1 - ALPHA / (2 * k), iv.n - 1) / t_quantile(1 - ALPHA / 2, iv.n - 1)
+    centre, half = (iv.lo + iv.hi) / 2, (iv.hi - iv.lo) / 2
+    return centre - scale * half, centre + scale * half
+
+
+def sign_verdict(iv: Interval | None, above: bool, bound: float = 0.0, *, comparisons: int = 1,
+                 min_n: int = MIN_SEEDS) -> str:
+    """The verdict on "the quantity is above ``bound``" (``above``) or below it, from its interval.
+
+    ``reproduced`` needs the whole 95% interval on the claimed side. ``contradicted`` needs the whole interval on the
+    other side, at the Holm level 1 − α/k when the claim is one of ``comparisons`` = k parts that must all hold: "any
+    part contradicted" is then the union of k tests, whose Holm step-down rejects anything only if its smallest p
+    clears α/k. (All parts reproduced is an intersection–union test: each part at α is already a level-α test.)
+    Fewer than ``min_n`` values, or a zero-width interval, are ``inconclusive``.
+    """
     if iv is None:
         return NOT_MEASURED
-    if iv.n < 2:
+    if iv.n < min_n or not iv.hi > iv.lo:  # NaN (one value) and zero width (identical seeds) included
         return INCONCLUSIVE
     lo, hi = (iv.lo - bound, iv.hi - bound) if above else (bound - iv.hi, bound - iv.lo)
-    return REPRODUCED if lo > 0 else CONTRADICTED if hi < 0 else INCONCLUSIVE
+    if lo > 0:
+        return REPRODUCED
+    wide_lo, wide_hi = _widened(iv, comparisons)
+    against = wide_hi < bound if above else wide_lo > bound
+    return CONTRADICTED if against else INCONCLUSIVE
 
 
 def band_verdict(iv: Interval | None, target: float) -> str:
     """The verdict on "the quantity is about ``target``": inside [target/2, 3·target/2] or wholly outside it."""
     if iv is None:
         return NOT_MEASURED
-    if iv.n < 2:
+    if iv.n < MIN_SEEDS or not iv.hi > iv.lo:
         return INCONCLUSIVE
     low, high = sorted((target / 2, 3 * target / 2))
     if low <= iv.lo and iv.hi <= high:
@@ -74,7 +104,23 @@ def interval_words(iv: Interval | None, unit: str = "") -> str:
         return "not measured"
     if iv.n < 2:
         return f"{iv.mean:+.2f}{unit} (1 seed, no interval)"
-    return f"{iv.mean:+.2f}{unit} [{iv.lo:+.2f}, {iv.hi:+.2f}]"
+    short = f" ({iv.n} seeds: a verdict needs {MIN_SEEDS})" if iv.n < MIN_SEEDS else ""
+    same = " (zero width: identical seeds, no verdict)" if not iv.hi > iv.lo else ""
+    return f"{iv.mean:+.2f}{unit} [{iv.lo:+.2f}, {iv.hi:+.2f}]{short}{same}"
+
+
+def several(parts: Mapping[str, Interval | None], above: bool, bound: float = 0.0) -> tuple[str, str]:
+    """The verdict of a claim made of several comparisons that must all hold, and the words saying what it rests on:
+    how many comparisons, over how many seeds, and the Holm level of a contradiction."""
+    measured = [iv for iv in parts.values() if iv is not None]
+    k = len(measured)
+    verdict = all_of([sign_verdict(iv, above, bound, comparisons=k) for iv in parts.values()]) if parts else \
+        NOT_MEASURED
+    if k <= 1:
+        return verdict, ""
+    seeds = sorted({iv.n for iv in measured})
+    return verdict, (f" — {k} comparisons over {'/'.join(map(str, seeds))} seeds; each must hold at 95%, and one "
+                     f"contradicts only outside its Holm-adjusted {100 * (1 - ALPHA / k):.1f}% interval")
 
 
 def paired(wide: pd.DataFrame, a: tuple[Hashable, ...], b: tuple[Hashable, ...], column: Hashable,
@@ -91,26 +137,37 @@ def paired(wide: pd.DataFrame, a: tuple[Hashable, ...], b: tuple[Hashable, ...],
     return t_interval((x - y).tolist()) if len(x) else None
 
 
-def comparisons(parts: Mapping[str, Interval | None], above: bool, unit: str) -> tuple[str, str]:
-    """A several-part claim: each part's figure and the combined verdict."""
-    verdicts = [sign_verdict(iv, above) for iv in parts.values()]
-    text = "; ".join(f"vs {name}: {interval_words(iv, unit)}" for name, iv in parts.items())
-    return text or "no other model to compare with", all_of(verdicts) if parts else NOT_MEASURED
+def comparisons(parts: Mapping[str, Interval | None], above: bool, unit: str, prefix: str = "vs ") -> tuple[str, str]:
+    """A several-part claim: each part's figure, what the verdict rests on, and the combined verdict
+    (:func:`several`)."""
+    verdict, basis = several(parts, above)
+    text = "; ".join(f"{prefix}{name}: {interval_words(iv, unit)}" for name, iv in parts.items())
+    return (text + basis) if text else "no other model to compare with", verdict
 
 
 # ---------------------------------------------------------------------------------------------------------------------
 # The studies.
 
 
-def write_claims(out_dir: Path, claims: Sequence[Claim], *, suite: str) -> list[Path]:
-    """``claims.md``: one row per claim with the measured figure and the verdict (nothing when no claim applies)."""
+def write_claims(out_dir: Path, claims: Sequence[Claim], *, suite: str, stand_ins: bool = False) -> list[Path]:
+    """``claims.md``: one row per claim with the measured figure and the verdict (nothing when no claim applies).
+
+    ``stand_ins``: the results were measured on generated stand-ins, so a verdict speaks of them, not of the paper's
+    data: ``reproduced`` reads ``consistent on stand-ins`` and ``contradicted`` ``inconsistent on stand-ins``.
+    """
     if not claims:
         return []
+    if stand_ins:
+        claims = [Claim(c.table, c.claim, c.measured, ON_STAND_INS.get(c.verdict, c.verdict)) for c in claims]
     counts = pd.Series([c.verdict for c in claims]).value_counts().to_dict()
+    words = ("`consistent on stand-ins` / `inconsistent on stand-ins` (the data are generated stand-ins: a verdict "
+             "about them, not about the paper's data)" if stand_ins else "`reproduced` / `contradicted`")
     lines = [f"### The paper's claims — {suite}", "",
-             ", ".join(f"{n} {v}" for v, n in counts.items()) + ". `reproduced` needs the whole 95% interval on the "
-             "claimed side, `contradicted` the whole interval on the other; anything else (one seed: no interval) is "
-             "`inconclusive`. Exact quantities (peak memory) compare directly. Rules: harness/report/claims.py.", "",
+             ", ".join(f"{n} {v}" for v, n in counts.items()) + f". Verdict words: {words}. The first needs the "
+             "whole 95% interval on the claimed side, the second the whole interval on the other (for a claim of k "
+             "comparisons, its Holm-adjusted interval); anything else — fewer than "
+             f"{MIN_SEEDS} seeds, an interval of zero width — is `inconclusive`. Exact quantities (peak memory) "
+             "compare directly. Rules: harness/report/claims.py.", "",
              "| table | claim | measured [95% interval] | verdict |", "|---|---|---|---|"]
     lines += [f"| {c.table} | {c.claim} | {c.measured} | **{c.verdict}** |" for c in claims]
     return [atomic_write_text(out_dir / "claims.md", "\n".join(lines) + "\n")]

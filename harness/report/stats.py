@@ -98,6 +98,37 @@ _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 
          2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
 
 
+def t_cdf(t: float, df: int) -> float:
+    """P(T <= t) for Student's t with an integer number of degrees of freedom, in closed form (Abramowitz & Stegun
+    26.7.3-4: a finite series in θ = atan(t / √df)), so that no scipy is needed."""
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be a positive integer, got {df}")
+    theta = math.atan(abs(t) / math.sqrt(df))
+    c2, s = math.cos(theta) ** 2, math.sin(theta)
+    if df % 2:  # odd: (2/π)(θ + sinθ cosθ (1 + (2/3)cos²θ + (2·4)/(3·5)cos⁴θ + ...)), df − 2 terms of cos
+        term, total = 1.0, 1.0 if df > 1 else 0.0
+        for k in range(1, (df - 1) // 2):
+            term *= c2 * (2 * k) / (2 * k + 1)
+            total += term
+        inside = 2 / math.pi * (theta + s * math.cos(theta) * total)
+    else:  # even: sinθ (1 + (1/2)cos²θ + (1·3)/(2·4)cos⁴θ + ...)
+        term, total = 1.0, 1.0
+        for k in range(1, df // 2):
+            term *= c2 * (2 * k - 1) / (2 * k)
+            total += term
+        inside = s * total
+    return 0.5 + math.copysign(inside / 2, t)
+
+
+def t_quantile(p: float, df: int) -> float:
+    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (bisection on :func:`t_cdf`)."""
+    lo, hi = -1e6, 1e6
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if t_cdf(mid, df) < p else (lo, mid)
+    return (lo + hi) / 2
+
+
 @dataclass(frozen=True)
 class Interval:
     """A mean with its 95% t-interval from ``n`` values (``lo``/``hi`` NaN below two values)."""

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from ...report.claims import S3, Claim, all_of, band_verdict, comparisons, interval_words, paired, sign_verdict
+from ...report.claims import S3, Claim, band_verdict, comparisons, interval_words, paired
 from ...report.stats import t_interval
 from .differences import per_seed
 from .summary import AVG, with_axis_defaults
@@ -68,9 +68,8 @@ def table7_claims(df: pd.DataFrame, ablations: Sequence[str], base_variant: str,
                  if v != base_variant}
         if not drops:
             continue
-        verdicts = [sign_verdict(iv, above=False) for iv in drops.values()]
-        out.append(Claim("Table 7", f"every removal lowers the Average ({attention})",
-                         "; ".join(f"{v}: {interval_words(iv, ' pts')}" for v, iv in drops.items()), all_of(verdicts)))
+        measured, verdict = comparisons(drops, False, " pts", prefix="")
+        out.append(Claim("Table 7", f"every removal lowers the Average ({attention})", measured, verdict))
         if column_removal in drops:
             others = {v: paired(wide, (attention, column_removal), (attention, v), AVG) for v in drops
                       if v != column_removal}

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ...core import datasource
 from ...report.claims import Claim, write_claims
 from ...report.format import (
     CONTROL_NOTE,
@@ -445,4 +446,6 @@ def write_study_reports(df: pd.DataFrame, out_dir: Path, *, tables: Sequence[str
         claims += claim_checks[table]()
         if plots and not summary.empty:
             written += figures(df, summary, out_dir, suite)
-    return written + write_claims(out_dir, claims, suite=suite)
+    ok = df[df["status"] == "ok"]
+    real = datasource.all_real(ok["data_source"] if "data_source" in ok.columns else [None] * len(ok))
+    return written + write_claims(out_dir, claims, suite=suite, stand_ins=not real)
