@@ -26,8 +26,10 @@ from ...report.claims import (
     NOT_MEASURED,
     REPRODUCED,
     Claim,
+    all_of,
     interval_words,
     several,
+    sign_verdict,
     write_claims,
 )
 from ...report.format import Fmt, display_name, escape, mark, render_table, write_csv, write_raw, write_table_files
@@ -35,6 +37,8 @@ from ...report.plots import plt
 from ...report.stats import Interval, t_interval
 from .data import DATASETS, REAL_DATA
 from .models import ARCHITECTURES, architecture
+from .paper import PAPER_WINS, QUOTE_EXCHANGE, QUOTE_WINS
+from .paper import reduction_pct as paper_reduction
 
 METRICS = ("test_mse", "test_mae")
 S3, FEDFORMER = "s3attention", "fedformer_fourier"
@@ -123,41 +127,57 @@ def paired(df: pd.DataFrame, a: str, b: str, dataset: str, horizon: int, metric:
     return (wide[a] - wide[b]).dropna()
 
 
-def wins_verdict(won: int, lost: int, unclear: int, needed: int, of: int = 6) -> str:
-    """"S3Attention wins at least ``needed`` of the ``of`` datasets": reproduced when it surely does, contradicted
-    when it cannot even if every unclear dataset went its way; not measured on fewer than ``of`` datasets."""
-    if won + lost + unclear < of:
-        return NOT_MEASURED
-    return REPRODUCED if won >= needed else CONTRADICTED if won + unclear < needed else INCONCLUSIVE
+def dataset_outcome(df: pd.DataFrame, s3: str, fedformer: str, dataset: str) -> tuple[int, int]:
+    """S3Attention's established wins and losses against FEDformer on ``dataset``, over the horizons × {MSE, MAE}:
+    a win where the per-seed difference's interval lies wholly below 0 (:func:`~harness.report.claims.sign_verdict`:
+    at least three seeds, an interval of some width), a loss where wholly above."""
+    better = worse = 0
+    for horizon in sorted(set(df.loc[df["dataset"] == dataset, "horizon"])):
+        for metric in METRICS:
+            iv = t_interval(paired(df, s3, fedformer, dataset, horizon, metric).tolist())
+            better += sign_verdict(iv, above=False) == REPRODUCED
+            worse += sign_verdict(iv, above=True) == REPRODUCED
+    return better, worse
 
 
 def table2_claims(df: pd.DataFrame, s3: str = S3, fedformer: str = FEDFORMER) -> list[Claim]:
-    """The two claims of §IV-B on this suite's results (nothing when either model is missing)."""
+    """The two claims of §IV-B on this suite's results (nothing when either model is missing).
+
+    Wins: the paper's sentence counts "datasets having larger winning counts"; its Table 2 gives those to
+    S3Attention on :data:`~harness.kinds.forecasting.paper.PAPER_WINS`, so the claim is that S3Attention wins each
+    of those (more established wins than losses), not any three: winning the three the paper loses is not the
+    paper's result. Exchange: the reduction averaged over the horizons, per seed, above 30% for both metrics; the
+    paper's own Table 2 gives 28.6% (MSE) and 17.5% (MAE) by that reading, which the claim says.
+    """
     names = set(df["attention"])
     if s3 not in names or fedformer not in names:
         return []
-    outcome = {"won": [], "lost": [], "unclear": []}
-    for dataset in dict.fromkeys(df["dataset"]):
-        better = worse = 0
-        for horizon in sorted(set(df.loc[df["dataset"] == dataset, "horizon"])):
-            for metric in METRICS:
-                iv = t_interval(paired(df, s3, fedformer, dataset, horizon, metric).tolist())
-                if iv is not None and iv.n >= 2 and not iv.contains_zero:
-                    better, worse = better + (iv.hi < 0), worse + (iv.lo > 0)
-        outcome["won" if better > worse else "lost" if worse > better else "unclear"].append(
-            f"{dataset} ({better}–{worse})")
-    won, lost, unclear = (len(outcome[k]) for k in ("won", "lost", "unclear"))
+    measured = set(df["dataset"])
+    outcomes = {d: dataset_outcome(df, s3, fedformer, d) for d in dict.fromkeys(df["dataset"])}
+    parts = []
+    for dataset in PAPER_WINS:
+        if dataset not in measured:
+            parts.append(NOT_MEASURED)
+            continue
+        better, worse = outcomes[dataset]
+        parts.append(REPRODUCED if better > worse else CONTRADICTED if worse > better else INCONCLUSIVE)
+    words = {d: f"{d} {b}–{w}" for d, (b, w) in outcomes.items()}
+    named = ", ".join(words.get(d, f"{d} not run") for d in PAPER_WINS)
+    others = ", ".join(w for d, w in words.items() if d not in PAPER_WINS) or "none run"
     claims = [Claim(
-        "Table 2", "S3Attention comparable to FEDformer, winning 3 of the 6 datasets",
-        f"S3Attention wins {won} ({', '.join(outcome['won']) or '–'}), loses {lost} "
-        f"({', '.join(outcome['lost']) or '–'}), unclear {unclear} ({', '.join(outcome['unclear']) or '–'}); "
-        "(established wins–losses over horizons × {MSE, MAE})", wins_verdict(won, lost, unclear, 3))]
-    if "Exchange" in set(df["dataset"]):
-        parts = {metric[5:].upper(): reduction(df, s3, fedformer, "Exchange", metric) for metric in METRICS}
-        verdict, basis = several(parts, above=True, bound=30.0)
-        claims.append(Claim("Table 2", "Exchange: > 30% lower MSE and MAE than FEDformer",
-                            "reduction " + "; ".join(f"{m} {interval_words(iv, '%')}" for m, iv in parts.items())
-                            + basis, verdict))
+        "Table 2", f"{QUOTE_WINS} Rule: S3Attention wins each dataset the paper's Table 2 gives it "
+                   f"({', '.join(PAPER_WINS)}): more established wins than losses over horizons × {{MSE, MAE}}",
+        f"wins–losses on the paper's datasets: {named}; elsewhere: {others}", all_of(parts))]
+    if "Exchange" in measured:
+        parts_ex = {metric[5:].upper(): reduction(df, s3, fedformer, "Exchange", metric) for metric in METRICS}
+        verdict, basis = several(parts_ex, above=True, bound=30.0)
+        own = (f"the paper's own Table 2 gives {paper_reduction('Exchange', 0):.1f}% (MSE) and "
+               f"{paper_reduction('Exchange', 1):.1f}% (MAE): its numbers do not meet its sentence")
+        claims.append(Claim(
+            "Table 2", f"{QUOTE_EXCHANGE} Rule: the reduction against FEDformer, averaged over the horizons, above "
+                       f"30% for MSE and for MAE ({own})",
+            "reduction " + "; ".join(f"{m} {interval_words(iv, '%')}" for m, iv in parts_ex.items()) + basis,
+            verdict))
     return claims
 
 
