@@ -9,15 +9,36 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from ...report.claims import S3, Claim, band_verdict, comparisons, interval_words, paired
+from ...report.claims import INCONCLUSIVE, S3, Claim, band_verdict, comparisons, interval_words, paired
 from ...report.stats import t_interval
 from .differences import per_seed
-from .summary import AVG, with_axis_defaults
+from .summary import AVG, CONTROL, with_axis_defaults
+
+#: §IV-C, verbatim.
+QUOTE_TABLE5 = "“S3Attention remains robust with a high level of noise injection.” (§IV-C, Table 5)"
+
+
+def _learned(wide: pd.DataFrame, model: tuple, control: tuple) -> bool | None:
+    """Whether ``model`` beat the no-mixing control at a = 0 by more than the seed spread (the larger std over seeds
+    of the two, as Table 1's ° mark), None where either did not run."""
+    if model == control or model not in wide.index.droplevel("seed") or control not in wide.index.droplevel("seed"):
+        return None
+    mine, theirs = wide.loc[model][0.0].dropna(), wide.loc[control][0.0].dropna()
+    if mine.empty or theirs.empty:
+        return None
+    spread = max(float(x.std(ddof=1)) if len(x) > 1 else 0.0 for x in (mine, theirs))
+    return float(mine.mean()) - float(theirs.mean()) > spread
 
 
 def table5_claims(df: pd.DataFrame, baseline: str = "vanilla") -> list[Claim]:
     """S3Attention loses the least accuracy at the largest noise level, the baseline the most (noise on train and
-    test, the paper's mode): per-seed relative changes from a = 0, compared pairwise by seed."""
+    test, the paper's mode): per-seed relative changes from a = 0, compared pairwise by seed.
+
+    Only models that learned take part: those that beat the no-mixing control (``none``) at a = 0 by more than the
+    seed spread. A model at chance loses nothing to noise — the control "lost" 0% and so "lost the least" — which
+    says nothing about robustness; such models are listed as "did not learn", and with fewer than two learners left
+    the claim is inconclusive.
+    """
     df = with_axis_defaults(df)
     sub = df[(df["noise"] == 0) | (df["noise_on"] == "train+test")]
     if sub["noise"].max() <= 0:
@@ -25,6 +46,7 @@ def table5_claims(df: pd.DataFrame, baseline: str = "vanilla") -> list[Claim]:
     a = float(sub["noise"].max())
     wide = per_seed(sub, ["attention", "variant", "task"], column="noise")
     models = sorted({k[:3] for k in wide.index}) if not wide.empty else []
+    learned = {m: _learned(wide, m, (CONTROL, *m[1:])) for m in models if m[0] != CONTROL}
 
     def change(rows: pd.DataFrame) -> pd.DataFrame:
         return rows.assign(rel=100.0 * (rows[a] - rows[0.0]) / rows[0.0])
@@ -32,11 +54,20 @@ def table5_claims(df: pd.DataFrame, baseline: str = "vanilla") -> list[Claim]:
     out = []
     for who, above, words in ((S3, True, "loses the least"), (baseline, False, "loses the most")):
         for model in (m for m in models if m[0] == who):
-            others = {m[0]: paired(wide, model, m, "rel", change) for m in models
-                      if m[0] != who and m[1:] == model[1:]}
+            peers = [m for m in learned if m[1:] == model[1:] and learned[m] is not False]
+            idle = [m[0] for m in learned if m[1:] == model[1:] and learned[m] is False]
+            no_control = all(learned[m] is None for m in peers)
+            note = (f"; did not learn (not above the `{CONTROL}` control at a = 0 by more than the seed spread), "
+                    f"left out: {', '.join(idle)}" if idle else "")
+            note += f"; no `{CONTROL}` control ran, so whether each model learned is not known" if no_control else ""
+            claim = (f"{QUOTE_TABLE5} Rule: {who} {words} accuracy at a = {a:g} (relative change from a = 0; "
+                     f"{model[2]}) among the models that learned")
+            if model not in peers or len(peers) < 2:
+                out.append(Claim("Table 5", claim, f"fewer than two models learned{note}", INCONCLUSIVE))
+                continue
+            others = {m[0]: paired(wide, model, m, "rel", change) for m in peers if m != model}
             measured, verdict = comparisons(others, above, " pts")
-            out.append(Claim("Table 5", f"{who} {words} accuracy at a = {a:g} (relative change from a = 0; "
-                                        f"{model[2]})", f"its change minus each other's {measured}", verdict))
+            out.append(Claim("Table 5", claim, f"its change minus each other's {measured}{note}", verdict))
     return out
 
 

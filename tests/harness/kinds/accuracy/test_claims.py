@@ -36,9 +36,45 @@ def _variants(accuracy: dict[str, tuple[float, float, float]]) -> pd.DataFrame:
      INCONCLUSIVE, INCONCLUSIVE),
 ])
 def test_table5_claims(drops: dict[str, tuple[float, float, float]], s3_verdict: str, vanilla_verdict: str) -> None:
-    claims = {c.claim.split()[0]: c for c in table5_claims(_noise(drops))}
+    claims = {c.claim.split("Rule: ")[1].split()[0]: c for c in table5_claims(_noise(drops))}
     assert claims["s3attention"].verdict == s3_verdict and claims["vanilla"].verdict == vanilla_verdict
     assert "a = 8" in claims["s3attention"].claim and "vs linformer" in claims["s3attention"].measured
+    assert claims["s3attention"].claim.startswith("“S3Attention remains robust with a high level of noise injection.”")
+    assert "no `none` control ran" in claims["s3attention"].measured
+
+
+def _with_control(models: dict[str, tuple[float, tuple[float, float, float]]]) -> pd.DataFrame:
+    """Image cells at a = 0 and a = 8, three seeds: each model's accuracy at a = 0 and its loss per seed."""
+    rows = []
+    for attention, (clean, drops) in models.items():
+        for seed, drop in enumerate(drops):
+            jitter = 0.002 * seed  # seeds a little apart at a = 0
+            rows += [(attention, 0, "train+test", seed, "ok", clean + jitter),
+                     (attention, 8, "train+test", seed, "ok", clean + jitter - drop)]
+    return cells(rows, ["attention", "noise", "noise_on", "seed", "status", "test_acc"], task="image")
+
+
+def test_table5_compares_only_the_models_that_learned() -> None:
+    """The review's case: the `none` control at chance loses nothing to noise, so "S3Attention loses the least" was
+    `contradicted` by a model that never learned. Only models above the control at a = 0 take part now."""
+    df = _with_control({"none": (0.10, (0.0, 0.0, 0.0)), "fnet": (0.101, (0.0, 0.001, 0.0)),
+                        "s3attention": (0.50, (0.02, 0.03, 0.025)), "vanilla": (0.55, (0.10, 0.11, 0.12)),
+                        "linformer": (0.52, (0.05, 0.06, 0.05))})
+    claims = {c.claim.split("Rule: ")[1].split()[0]: c for c in table5_claims(df)}
+    assert set(claims) == {"s3attention", "vanilla"}  # the control is no model of the claim
+    for claim in claims.values():
+        assert claim.verdict == REPRODUCED, claim
+        assert "did not learn (not above the `none` control at a = 0 by more than the seed spread), left out: fnet" \
+            in claim.measured and "vs none" not in claim.measured and "vs fnet" not in claim.measured
+
+
+def test_table5_with_fewer_than_two_learners_is_inconclusive() -> None:
+    df = _with_control({"none": (0.10, (0.0, 0.0, 0.0)), "vanilla": (0.10, (0.0, 0.001, 0.0)),
+                        "s3attention": (0.50, (0.02, 0.03, 0.025))})
+    claims = {c.claim.split("Rule: ")[1].split()[0]: c for c in table5_claims(df)}
+    assert claims["s3attention"].verdict == INCONCLUSIVE
+    assert claims["s3attention"].measured.startswith("fewer than two models learned")
+    assert claims["vanilla"].verdict == INCONCLUSIVE  # vanilla itself did not learn
 
 
 def test_table6_claims() -> None:
