@@ -77,11 +77,11 @@ def sign_verdict(iv: Interval | None, above: bool, bound: float = 0.0, *, compar
     return CONTRADICTED if against else INCONCLUSIVE
 
 
-def band_verdict(iv: Interval | None, target: float) -> str:
+def band_verdict(iv: Interval | None, target: float, *, min_n: int = MIN_SEEDS) -> str:
     """The verdict on "the quantity is about ``target``": inside [target/2, 3·target/2] or wholly outside it."""
     if iv is None:
         return NOT_MEASURED
-    if iv.n < MIN_SEEDS or not iv.hi > iv.lo:
+    if iv.n < min_n or not iv.hi > iv.lo:
         return INCONCLUSIVE
     low, high = sorted((target / 2, 3 * target / 2))
     if low <= iv.lo and iv.hi <= high:
