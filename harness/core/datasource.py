@@ -69,6 +69,12 @@ def any_generated(values: Iterable[object]) -> bool:
     return any(is_generated(v) for v in values)
 
 
+def of_ok_cells(df: Any) -> list[object]:
+    """The ``data_source`` of every ``ok`` cell of a results frame (None where a cell did not record one)."""
+    ok = df[df["status"] == "ok"] if "status" in df.columns else df
+    return list(ok["data_source"]) if "data_source" in ok.columns else [None] * len(ok)
+
+
 def all_real(values: Iterable[object]) -> bool:
     """Whether every value names the user's files (none generated, none unrecorded): only then may a verdict speak
     of the paper's data."""

@@ -256,11 +256,8 @@ def env_summary(env: Mapping[str, object]) -> str:
 def with_data(env: Mapping[str, object], df: pd.DataFrame, real: str) -> dict[str, object]:
     """``env`` with ``data``: the line saying what the cells of ``df`` were measured on (their ``data_source``),
     which every table's footer then shows (:func:`env_summary`); ``real`` names the data stand-ins stand in for."""
-    ok = df[df["status"] == "ok"] if "status" in df.columns else df  # a failed cell measured nothing
-    if ok.empty:
-        return dict(env)
-    values = ok["data_source"] if "data_source" in ok.columns else [None] * len(ok)
-    return {**env, "data": datasource.data_line(values, real)}
+    values = datasource.of_ok_cells(df)  # a failed cell measured nothing
+    return {**env, "data": datasource.data_line(values, real)} if values else dict(env)
 
 
 def shown_env(runs: pd.DataFrame) -> dict[str, object]:

@@ -446,6 +446,5 @@ def write_study_reports(df: pd.DataFrame, out_dir: Path, *, tables: Sequence[str
         claims += claim_checks[table]()
         if plots and not summary.empty:
             written += figures(df, summary, out_dir, suite)
-    ok = df[df["status"] == "ok"]
-    real = datasource.all_real(ok["data_source"] if "data_source" in ok.columns else [None] * len(ok))
-    return written + write_claims(out_dir, claims, suite=suite, stand_ins=not real)
+    stand_ins = not datasource.all_real(datasource.of_ok_cells(df))
+    return written + write_claims(out_dir, claims, suite=suite, stand_ins=stand_ins)

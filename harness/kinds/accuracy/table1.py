@@ -160,7 +160,7 @@ def write_accuracy_reports(
     row_names = options.get("row_names") or {}
     out_dir = Path(out_dir)
     ok = df[df["status"] == "ok"] if "status" in df.columns else df
-    sources = ok["data_source"] if "data_source" in ok.columns else [None] * len(ok)
+    sources = datasource.of_ok_cells(df)
     suite += datasource.title_mark(sources, "LRA")  # every title: generated data is never titled as LRA
     df = df.sort_values([c for c in ("attention", *AXIS_DEFAULTS, "task", "seed") if c in df.columns],
                         kind="stable", ignore_index=True)

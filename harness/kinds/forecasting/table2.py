@@ -236,7 +236,7 @@ def write_forecast_reports(df: pd.DataFrame, curves: pd.DataFrame, out_dir: Path
     if s.empty:
         return files
     ok = df[df["status"] == "ok"]
-    sources = ok["data_source"] if "data_source" in ok.columns else [None] * len(ok)
+    sources = datasource.of_ok_cells(df)
     stand_ins = datasource.title_mark(sources, REAL_DATA)  # generated data is never titled as the datasets
     s = s.assign(data_source=s["dataset"].map(
         lambda d: "; ".join(datasource.sources(ok.loc[ok["dataset"] == d].get("data_source", [None])))))
