@@ -24,15 +24,12 @@ from pathlib import Path
 import pandas as pd
 
 from ..core.files import atomic_write_text
-from .stats import Interval, t_interval, t_quantile
+from .stats import MIN_SEEDS, Interval, t_interval, t_quantile
 
 REPRODUCED, CONTRADICTED, INCONCLUSIVE, NOT_MEASURED = "reproduced", "contradicted", "inconclusive", "not measured"
 #: The words of a verdict measured on generated stand-ins: a verdict about the stand-ins, not about the paper's data.
 ON_STAND_INS = {REPRODUCED: "consistent on stand-ins", CONTRADICTED: "inconsistent on stand-ins"}
 S3 = "s3attention"
-#: Fewer seeds than this never give a verdict: two seeds give an interval, but one too unstable to rest a verdict on
-#: (and two identical seeds a zero-width one).
-MIN_SEEDS = 3
 ALPHA = 0.05  # two-sided; every interval is a 95% one
 
 

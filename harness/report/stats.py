@@ -129,6 +129,11 @@ def t_quantile(p: float, df: int) -> float:
     return (lo + hi) / 2
 
 
+#: Fewer values than this never establish a sign or a verdict: two seeds give an interval, but one too unstable to
+#: rest a conclusion on (and two identical seeds a zero-width one).
+MIN_SEEDS = 3
+
+
 @dataclass(frozen=True)
 class Interval:
     """A mean with its 95% t-interval from ``n`` values (``lo``/``hi`` NaN below two values)."""
@@ -140,8 +145,14 @@ class Interval:
 
     @property
     def contains_zero(self) -> bool:
-        """True where the interval reaches 0 or is unknown: the sign of the difference is not established."""
+        """True where the interval reaches 0 or is unknown."""
         return not (self.lo > 0 or self.hi < 0)
+
+    @property
+    def sign_established(self) -> bool:
+        """Whether the interval establishes the sign: it excludes 0, rests on at least :data:`MIN_SEEDS` values and
+        has some width (identical seeds give a zero-width "interval" that establishes nothing)."""
+        return self.n >= MIN_SEEDS and self.hi > self.lo and not self.contains_zero
 
 
 def t_interval(values: Sequence[float]) -> Interval | None:

@@ -5,7 +5,8 @@ Table 1 and Table 5 compare each attention with the baseline attention (vanilla)
 the base variant. A difference is the mean over seeds of (row − reference) for the same seed — the same data, the
 same initialisation seed and the same noise draw — with a t-interval over those per-seed differences. With two
 seeds the interval is wide (t = 12.7 at one degree of freedom), which is the width two seeds support. An interval
-that contains zero carries :data:`NS`: the table does not establish the sign of that difference. Table 5's relative
+that contains zero, rests on fewer than three seeds or has no width (identical seeds) carries :data:`NS`: the table
+does not establish the sign of that difference. Table 5's relative
 change from a = 0 gets its interval the same way, from the per-seed relative changes.
 
 Each table's differences are written beside it as ``<table>_diff.{md,tex,csv}``.
@@ -24,8 +25,9 @@ from ...report.stats import Interval, t_interval
 from .summary import AVG, AXIS_DEFAULTS, TASK_LABELS, present_tasks, row_label, row_order, with_axis_defaults
 
 NS: dict[str, str] = {"md": "ⁿˢ", "tex": r"$^{ns}$"}
-NS_NOTE = ("Mean over seeds of the per-seed difference, [95% t-interval over seeds]; ns = the interval contains 0: "
-           "the sign of the difference is not established.")
+NS_NOTE = ("Mean over seeds of the per-seed difference, [95% t-interval over seeds]; ns = the sign of the difference "
+           "is not established: the interval contains 0, rests on fewer than 3 seeds, or has no width (identical "
+           "seeds).")
 Key = tuple[Hashable, ...]
 
 
@@ -84,7 +86,7 @@ def interval_text(iv: Interval | None, fmt: Fmt) -> str:
     if iv is None:
         return MISSING[fmt]
     body = f"{iv.mean:+.2f} (1 seed)" if iv.n < 2 else f"{iv.mean:+.2f} [{iv.lo:+.2f}, {iv.hi:+.2f}]"
-    return body + (NS[fmt] if iv.contains_zero else "")
+    return body + ("" if iv.sign_established else NS[fmt])
 
 
 @dataclass(frozen=True)
@@ -112,7 +114,8 @@ class DiffTable:
         return [{"table": self.heading, "row": c.label, "column": str(col), "relative": self.relative,
                  "unit": "% of the a = 0 accuracy" if self.relative else "accuracy percentage points",
                  "mean": iv.mean if iv else None, "lo": iv.lo if iv else None, "hi": iv.hi if iv else None,
-                 "n_seeds": iv.n if iv else 0, "contains_zero": iv.contains_zero if iv else None}
+                 "n_seeds": iv.n if iv else 0, "contains_zero": iv.contains_zero if iv else None,
+                 "sign_established": iv.sign_established if iv else None}
                 for c, ivs in zip(self.comparisons, self.intervals(), strict=True)
                 for col, iv in zip(self.columns, ivs, strict=True)]
 

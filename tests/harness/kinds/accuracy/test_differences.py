@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from harness.kinds.accuracy.differences import (
     interval_text,
@@ -17,6 +18,7 @@ from harness.kinds.accuracy.differences import (
     variant_differences,
     write_differences,
 )
+from harness.report.stats import t_interval
 from tests.harness.kinds.accuracy.test_studies import cells
 
 
@@ -71,3 +73,13 @@ def test_variant_differences_against_the_base_variant() -> None:
     assert [c.label for c in table.comparisons] == ["r=1"]
     (row,) = table.intervals()
     assert math.isclose(row[0].mean, -12.5) and math.isclose(row[1].mean, -12.5)  # text, and the average
+
+
+@pytest.mark.parametrize(("values", "marked"), [
+    ([-0.25, -0.25], True),  # the README's old Table 7 figure: two identical seeds, "-0.25 [-0.25, -0.25]"
+    ([-0.25, -0.25, -0.25], True),  # zero width
+    ([-1.0, -2.0], True),  # two seeds: no sign established, whatever the interval
+    ([-1.0, -2.0, -1.5], False),
+])
+def test_the_ns_mark_needs_three_seeds_and_an_interval_of_some_width(values: list[float], marked: bool) -> None:
+    assert interval_text(t_interval(values), "md").endswith("ⁿˢ") is marked
