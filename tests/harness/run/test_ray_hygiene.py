@@ -64,7 +64,7 @@ def _closed_port() -> int:
 
 
 @pytest.mark.parametrize(("reply", "message"), [
-    (None, "does not answer as a Ray cluster (no reply in 3 s)"),
+    (None, "does not answer as a Ray cluster (no reply in 1 s)"),
     (b"HTTP/1.1 400 Bad Request\r\n\r\n", "not a gRPC server: it replied b'HTTP/1.1 "),
     (b"SSH-2.0-OpenSSH_9.6\r\n", "not a Ray cluster"),
 ])
