@@ -64,7 +64,7 @@ def sign_verdict(iv: Interval | None, above: bool, bound: float = 0.0, *, compar
     """
     if iv is None:
         return NOT_MEASURED
-    if iv.n < min_n or not iv.hi > iv.lo:  # NaN (one value) and zero width (identical seeds) included
+    if iv.n < min_n or not iv.has_width:  # NaN (one value) and zero width (identical seeds) included
         return INCONCLUSIVE
     lo, hi = (iv.lo - bound, iv.hi - bound) if above else (bound - iv.hi, bound - iv.lo)
     if lo > 0:
@@ -78,7 +78,7 @@ def band_verdict(iv: Interval | None, target: float, *, min_n: int = MIN_SEEDS) 
     """The verdict on "the quantity is about ``target``": inside [target/2, 3·target/2] or wholly outside it."""
     if iv is None:
         return NOT_MEASURED
-    if iv.n < min_n or not iv.hi > iv.lo:
+    if iv.n < min_n or not iv.has_width:
         return INCONCLUSIVE
     low, high = sorted((target / 2, 3 * target / 2))
     if low <= iv.lo and iv.hi <= high:
@@ -102,7 +102,7 @@ def interval_words(iv: Interval | None, unit: str = "") -> str:
     if iv.n < 2:
         return f"{iv.mean:+.2f}{unit} (1 seed, no interval)"
     short = f" ({iv.n} seeds: a verdict needs {MIN_SEEDS})" if iv.n < MIN_SEEDS else ""
-    same = " (zero width: identical seeds, no verdict)" if not iv.hi > iv.lo else ""
+    same = " (zero width: identical seeds, no verdict)" if not iv.has_width else ""
     return f"{iv.mean:+.2f}{unit} [{iv.lo:+.2f}, {iv.hi:+.2f}]{short}{same}"
 
 

@@ -152,7 +152,12 @@ class Interval:
     def sign_established(self) -> bool:
         """Whether the interval establishes the sign: it excludes 0, rests on at least :data:`MIN_SEEDS` values and
         has some width (identical seeds give a zero-width "interval" that establishes nothing)."""
-        return self.n >= MIN_SEEDS and self.hi > self.lo and not self.contains_zero
+        return self.n >= MIN_SEEDS and self.has_width and not self.contains_zero
+
+    @property
+    def has_width(self) -> bool:
+        """Whether the interval is wider than the rounding of identical values (which leaves ~1e-15 of width)."""
+        return self.hi - self.lo > 1e-9 * max(1.0, abs(self.mean))
 
 
 def t_interval(values: Sequence[float]) -> Interval | None:

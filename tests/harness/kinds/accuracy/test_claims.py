@@ -113,8 +113,8 @@ PAPER_TABLE_S7 = {"text": {32: (2.75, 2.05), 16: (3.98, 3.23)}, "pathfinder": {3
 def test_the_papers_own_table_S7_meets_its_sentence() -> None:
     """30.2% on average (Text 22.1%, Pathfinder 38.4%): reproduced, though Pathfinder at rank 32 alone (48%) lies
     outside [15, 45]% — the sentence speaks of the average, and the rule reads it so."""
-    rows = [("s3attention", task, seed, "ok", 0.5, *(v * (1 + 1e-4 * (seed - 1)) for r in (32, 16) for v in mu[r]))
-            for task, mu in PAPER_TABLE_S7.items() for seed in range(3)]
+    rows = [("s3attention", task, seed, "ok", 0.5, *(v for r in (32, 16) for v in (mu[r][0], mu[r][1] * _jitter(seed))))
+            for task, mu in PAPER_TABLE_S7.items() for seed in range(3)]  # μ after smoothing a hair apart by seed
     columns = ["attention", "task", "seed", "status", "test_acc",
                "mu_x_r32_mean", "mu_smooth_r32_mean", "mu_x_r16_mean", "mu_smooth_r16_mean"]
     (claim,) = tableS7_claims(cells(rows, columns), [32, 16])
@@ -122,3 +122,60 @@ def test_the_papers_own_table_S7_meets_its_sentence() -> None:
     assert claim.verdict == REPRODUCED, claim.measured
     for figure in ("average +30.26%", "pathfinder: +38.37%", "text: +22.15%"):
         assert figure in claim.measured
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The paper's own Tables 5, 6 and 7 (§IV-E, §IV-F) through the rules: three seeds a hair apart around each printed mean
+
+TASKS = ("listops", "text", "retrieval", "image", "pathfinder")
+#: Table 5: accuracy (%) at a = 0 and the relative change (%) at a = 8, as printed.
+PAPER_TABLE5 = {"vanilla": (41.39, -32.18), "linformer": (38.43, -4.97), "reformer": (38.04, -8.37),
+                "nystromformer": (41.52, -8.99), "performer": (42.66, -9.15), "s3attention": (57.47, -4.92)}
+#: Table 6 (a) and (c), and Table 7's baseline and removals: accuracy (%) per task in LRA's order, as printed.
+PAPER_TABLE6 = {
+    "r1": (37.30, 65.25, 78.65, 51.36, 71.23), "base": (38.30, 69.27, 83.26, 53.90, 75.82),
+    "r16": (38.62, 70.02, 83.21, 54.20, 76.15), "r32": (38.19, 69.27, 82.05, 53.73, 75.58),
+    "r64": (37.89, 69.73, 81.79, 51.28, 75.52), "s2_1": (37.32, 55.28, 57.37, 40.97, 66.25),
+    "s2_4": (37.82, 52.05, 72.58, 46.74, 73.17), "s2_16": (37.77, 70.24, 83.42, 54.11, 77.92),
+    "s2_32": (37.62, 68.32, 80.11, 51.66, 78.18),
+}
+PAPER_TABLE7 = {"no_fourier_conv": (-0.47, -4.04, -13.98, -5.64, -6.59),
+                "no_conv_stem": (-0.13, -0.55, -1.51, -1.76, -0.47),
+                "no_col_attention": (-1.16, -8.00, -9.16, -10.63, -12.45),
+                "no_row_attention": (-0.38, -1.92, -1.97, -2.64, -2.56)}
+
+
+def _jitter(seed: int) -> float:
+    return 1 + 1e-4 * (seed - 1)
+
+
+def test_the_papers_own_table_5() -> None:
+    """S3Attention −4.92% against Linformer's −4.97% at a = 8: "loses the least" by 0.05 points.
+
+    The printed changes are means of per-replicate changes (as the rule computes them), so the fixture uses them;
+    the printed accuracies alone (57.47 → 54.70, 38.43 → 36.65) give −4.82% and −4.63%, the opposite order.
+    """
+    rows = []
+    for i, (attention, (clean, change)) in enumerate(PAPER_TABLE5.items()):
+        for seed in range(3):
+            acc0 = clean / 100 * _jitter(seed)
+            wobble = 1e-5 * (seed - 1) * (i + 1)  # each model's seeds apart in their own way
+            rows += [(attention, 0, "train+test", seed, "ok", acc0),
+                     (attention, 8, "train+test", seed, "ok", acc0 * (1 + change / 100 + wobble))]
+    df = cells(rows, ["attention", "noise", "noise_on", "seed", "status", "test_acc"], task="image")
+    claims = {c.claim.split("Rule: ")[1].split()[0]: c for c in table5_claims(df)}
+    assert claims["s3attention"].verdict == REPRODUCED and claims["vanilla"].verdict == REPRODUCED
+    assert "vs linformer: +0.05 pts" in claims["s3attention"].measured
+
+
+def test_the_papers_own_tables_6_and_7() -> None:
+    variants = {**PAPER_TABLE6, **{v: tuple(b + d for b, d in zip(PAPER_TABLE6["base"], diffs, strict=True))
+                                   for v, diffs in PAPER_TABLE7.items()}}
+    rows = [("s3attention", variant, task, seed, "ok", acc / 100 * _jitter(seed))
+            for variant, accs in variants.items() for task, acc in zip(TASKS, accs, strict=True) for seed in range(3)]
+    df = cells(rows, ["attention", "variant", "task", "seed", "status", "test_acc"])
+    sweeps = {"r": [(1, "r1"), (8, "base"), (16, "r16"), (32, "r32"), (64, "r64")],
+              "s2": [(1, "s2_1"), (4, "s2_4"), (8, "base"), (16, "s2_16"), (32, "s2_32")]}
+    assert {c.verdict for c in table6_claims(df, sweeps)} == {REPRODUCED}
+    claims = table7_claims(df, ["base", *PAPER_TABLE7], "base")
+    assert [c.verdict for c in claims] == [REPRODUCED, REPRODUCED]
