@@ -58,9 +58,10 @@ def test_the_papers_own_table_2() -> None:
         for horizon, values in horizons.items():
             for seed in range(3):
                 jitter = 1 + 1e-5 * (seed - 1)
-                for attention, (mse, mae) in (("s3attention", values[:2]), ("fedformer_fourier", values[2:])):
+                for attention, (mse, mae), scale in (("s3attention", values[:2], jitter),
+                                                     ("fedformer_fourier", values[2:], 1.0)):
                     rows.append({"attention": attention, "dataset": dataset, "horizon": horizon, "seed": seed,
-                                 "status": "ok", "test_mse": mse * jitter, "test_mae": mae * jitter,
+                                 "status": "ok", "test_mse": mse * scale, "test_mae": mae * scale,
                                  "key": f"{attention}-{dataset}-{horizon}-{seed}"})
     wins, exchange = table2_claims(pd.DataFrame(rows))
     assert wins.verdict == REPRODUCED and "ETTm2 6–2, Exchange 8–0, Weather 8–0" in wins.measured
