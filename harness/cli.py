@@ -24,11 +24,25 @@ class _Parser(argparse.ArgumentParser):
     """argparse, but usage errors are one line and exit code 2 like every other bad input."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise UserError(f"{self.prog}: {message} (see --help)")
+        # one prefix: the CLI prints "attnbench: error: ", so a subcommand's line names only the subcommand
+        command = self.prog.removeprefix("attnbench").strip()
+        where, help_of = (f"{command}: ", f"attnbench {command} --help") if command else ("", "attnbench --help")
+        raise UserError(f"{where}{message} (see {help_of})")
+
+
+def _version() -> str:
+    """The installed distribution's version (no torch import: ``--version`` answers at once)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("attnbench")
+    except PackageNotFoundError:
+        return "unknown (not installed; run `make setup`)"
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="attnbench", description="Benchmark efficient attention against softmax attention.")
+    p.add_argument("--version", action="version", version=f"attnbench {_version()}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     ls = sub.add_parser("list", help="registered attentions and their capabilities")
     ls.add_argument("pattern", nargs="?", default="*", help="fnmatch pattern, e.g. 's3*'")

@@ -91,8 +91,13 @@ def check_executor(args: argparse.Namespace) -> None:
 
 def cmd_list(args: argparse.Namespace) -> int:
     dev = torch.device(default_device())
+    names = attentions.list_attentions(args.pattern)
+    if not names:
+        close = difflib.get_close_matches(args.pattern, attentions.list_attentions(), n=3)
+        hint = f"did you mean {', '.join(close)}? " if close else ""
+        raise UserError(f"list {args.pattern!r}: matches no registered attention; {hint}`attnbench list` shows all")
     rows = []
-    for name in attentions.list_attentions(args.pattern):
+    for name in names:
         s = attentions.spec(name)
         reason = s.unavailable_reason(dev)
         rows.append(

@@ -227,6 +227,32 @@ def test_run_where_no_cell_is_ok_still_writes_reports(
     assert again.code == 0 and "ran: nothing to run" in again.out  # nothing left to run is not a failure
 
 
+@pytest.mark.parametrize(("argv", "line"), [
+    (["run"], "attnbench: error: run: the following arguments are required: suite (see attnbench run --help)"),
+    (["frobnicate"], "attnbench: error: argument command: invalid choice: 'frobnicate' (choose from 'list', 'run', "
+                     "'report', 'compare', 'env') (see attnbench --help)"),
+])
+def test_usage_errors_have_one_prefix(cli: Callable[..., CliResult], argv: list[str], line: str) -> None:
+    assert cli(*argv).err_lines == [line]
+
+
+@pytest.mark.parametrize(("pattern", "hint"), [("vanila", "did you mean vanilla, vanilla_sdpa? "), ("nosuch*", "")])
+def test_list_of_a_pattern_that_matches_nothing_is_exit_2(cli: Callable[..., CliResult], pattern: str,
+                                                          hint: str) -> None:
+    result = cli("list", pattern)
+    assert result.code == 2 and result.out == "" and result.err_lines == [
+        f"attnbench: error: list {pattern!r}: matches no registered attention; {hint}`attnbench list` shows all"]
+
+
+def test_version_answers_without_torch() -> None:
+    code = ("import sys\nimport harness.cli as cli\ntry:\n    cli.main(['--version'])\nexcept SystemExit as e:\n"
+            "    print(e.code)\nprint('torch' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=60)
+    from importlib.metadata import version
+
+    assert proc.stdout.splitlines() == [f"attnbench {version('attnbench')}", "0", "False"], proc.stderr
+
+
 @pytest.mark.parametrize("argv", [["--help"], ["run", "--help"], ["report", "--help"]])
 def test_help_does_not_import_torch(argv: list[str]) -> None:
     # A fresh interpreter: --help must answer without importing torch (seconds on a busy machine), and `run` must be
