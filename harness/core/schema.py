@@ -54,6 +54,8 @@ CREATE TABLE IF NOT EXISTS samples (
 CREATE INDEX IF NOT EXISTS samples_by_group ON samples (timing_group);
 """
 _SCHEMA %= ", ".join(f"'{status}'" for status in STATUSES)  # the statuses are written once, in harness.core.cell
+
+
 def loads_column(path: Path, text: str, what: str, kind: type = dict) -> Any:
     """A JSON column of the store, decoded, or exit 2 naming the store: a hand-edited or damaged row is bad input,
     not a traceback in the middle of a report."""
