@@ -47,3 +47,13 @@ def test_the_footer_line_says_which_data() -> None:
     assert datasource.NOT_RECORDED in datasource.data_line([None, float("nan")], "LRA")
     assert datasource.title_mark([gen, real], "LRA") == " (generated stand-ins, not LRA)"
     assert datasource.title_mark([real], "LRA") == ""
+
+
+def test_bytes_already_read_give_the_same_source(tmp_path: Path) -> None:
+    paths = []
+    for i in range(datasource.LISTED_FILES + 2):
+        (tmp_path / f"{i}.txt").write_text(f"review {i}")
+        paths.append(tmp_path / f"{i}.txt")
+    held = [p.read_bytes() for p in paths]
+    assert datasource.files(tmp_path, paths, held) == datasource.files(tmp_path, paths)
+    assert datasource.files(tmp_path, paths[:2], held[:2]) == datasource.files(tmp_path, paths[:2])

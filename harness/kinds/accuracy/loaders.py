@@ -268,7 +268,8 @@ def _read_pickle_split(path: Path, task: str, seq_len: int) -> Split:
     return Split(x0=pad_or_truncate(x0, seq_len), y=y, x1=None if x1 is None else pad_or_truncate(x1, seq_len))
 
 
-def _task_data(task: str, splits: dict[str, Split], seq_len: int, root: Path, files: Sequence[Path]) -> TaskData:
+def _task_data(task: str, splits: dict[str, Split], seq_len: int, root: Path, files: Sequence[Path],
+               contents: Sequence[bytes] | None = None) -> TaskData:
     """TaskData of real splits read from ``files`` under ``root``: vocab_size = max id + 1 (at least 257 for
     pixels), LRA's classes, and the files' checksums as the source.
 
@@ -276,9 +277,8 @@ def _task_data(task: str, splits: dict[str, Split], seq_len: int, root: Path, fi
     """
     max_id = max(int(t.max()) if t.numel() else 0 for s in splits.values() for t in (s.x0, s.x1) if t is not None)
     vocab_size = max(max_id + 1, BYTE_VOCAB if task in PIXEL_TASKS else 0)
-    return TaskData(task=task, vocab_size=vocab_size, num_classes=NUM_CLASSES[task],
-                    seq_len=seq_len, dual=splits["train"].x1 is not None, source=datasource.files(root, files),
-                    **splits)
+    return TaskData(task=task, vocab_size=vocab_size, num_classes=NUM_CLASSES[task], seq_len=seq_len,
+                    dual=splits["train"].x1 is not None, source=datasource.files(root, files, contents), **splits)
 
 
 def load_lra_pickles(task: str, data_dir: str | Path, *, seq_len: int) -> TaskData:
@@ -372,7 +372,7 @@ def load_imdb(data_dir: str | Path, *, seq_len: int, seed: int) -> TaskData:
         for name, idx in rows.items()
     }
     splits["test"] = Split(x0=encode_documents(docs["test"], seq_len), y=torch.tensor(labels["test"]))
-    return _task_data("text", splits, seq_len, root, read)
+    return _task_data("text", splits, seq_len, root, read, docs["train"] + docs["test"])
 
 
 def _read_aan(path: Path, seq_len: int) -> Split:
