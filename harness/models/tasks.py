@@ -3,8 +3,12 @@
 Token conventions, the same for generated and real data:
 
 * id 0 is padding everywhere; real tokens are >= 1, so ``x != PAD_ID`` is the attention mask.
-* Bytes (Text, Retrieval) and pixel intensities (Image, Pathfinder) map value v -> id v + 1, vocabulary 257
-  (:func:`encode_documents`, :func:`pixels_to_tokens`); images are flattened row-major.
+* Bytes (Text, Retrieval) map value v -> id v + 1, vocabulary 257 (:func:`encode_documents`).
+* Pixel intensities (Image, Pathfinder) map v -> id v + :data:`PIXEL_OFFSET` of the suite's ``data.pixel_ids``
+  (:func:`pixels_to_tokens`), images flattened row-major: ``released`` (the default) keeps id = v, so a black pixel
+  is id 0 and masked as padding, as in the released S3Attention/Nystromformer pipeline (``mask = input_ids != 0``
+  over the raw intensities of its pickles), in which the paper's numbers were measured; ``shifted`` makes every
+  pixel a token (id v + 1, vocabulary 257), which is what an image model would normally want.
 * ListOps uses :data:`harness.kinds.accuracy.generators.LISTOPS_VOCAB` (16 ids) for generated data and the file's own
   ids for LRA pickles.
 """
@@ -32,6 +36,8 @@ NUM_CLASSES: dict[str, int] = {"listops": 10, "text": 2, "retrieval": 2, "image"
 #: Tasks whose tokens are pixel intensities (id v + 1): raw intensities in the LRA pickles, and where additive pixel
 #: noise is defined.
 PIXEL_TASKS = ("image", "pathfinder")
+#: ``data.pixel_ids`` -> the id of intensity 0 (see the module docstring).
+PIXEL_OFFSET: dict[str, int] = {"released": 0, "shifted": 1}
 
 
 def check_task(task: str) -> str:
@@ -86,7 +92,8 @@ class TaskData:
         seq_len: N, the padded length of every sequence (per document for Retrieval).
         dual: True when examples are document pairs (Retrieval).
         train, dev, test: the splits.
-        source: ``"generated:<task>:<params>"`` or the real data directory.
+        source: the data source line (:mod:`harness.core.datasource`).
+        pixel_offset: the id of intensity 0 in a pixel task (:data:`PIXEL_OFFSET`); 1 for the other tasks.
     """
 
     task: str
@@ -98,6 +105,7 @@ class TaskData:
     dev: Split
     test: Split
     source: str
+    pixel_offset: int = 1
 
     def splits(self) -> dict[str, Split]:
         """The splits by name, in :data:`SPLITS` order."""
@@ -137,12 +145,13 @@ def encode_documents(docs: Sequence[bytes], length: int) -> torch.Tensor:
     return pad_or_truncate([_byte_ids(doc, length) for doc in docs], length)
 
 
-def pixels_to_tokens(pixels: np.ndarray) -> torch.Tensor:
-    """Grayscale images [..., H, W] -> int64 tokens [..., H * W], row-major, intensity v -> id v + 1.
+def pixels_to_tokens(pixels: np.ndarray, offset: int = 1) -> torch.Tensor:
+    """Grayscale images [..., H, W] -> int64 tokens [..., H * W], row-major, intensity v -> id v + ``offset``.
 
     Non-integer intensities (e.g. after adding U(-a, a) noise) are rounded to the nearest integer (half to even)
-    and clipped to 0..255 before the shift, so the vocabulary stays 257 and PAD_ID never appears.
+    and clipped to 0..255 before the shift, so the vocabulary stays 256 + offset. With offset 1 PAD_ID never
+    appears; with offset 0 (``pixel_ids: released``) black is PAD_ID, masked as the released pipeline masks it.
     """
     values = np.clip(np.rint(np.asarray(pixels, dtype=np.float64)), 0, 255).astype(np.int64)
     flat = values.reshape(*values.shape[:-2], -1)  # [..., H, W] -> [..., H * W]
-    return torch.from_numpy(flat + 1)
+    return torch.from_numpy(flat + offset)

@@ -37,7 +37,7 @@ def task_data(data: dict[str, Any], cache_dir: Path | None) -> TaskData:
     if key not in _LOADED:
         _LOADED[key] = load_task(
             data["task"], data_dir=data["dir"], seq_len=data["seq_len"], seed=data["seed"],
-            sizes=tuple(data["sizes"]), cache_dir=cache_dir, **data["gen"],
+            sizes=tuple(data["sizes"]), cache_dir=cache_dir, options=data.get("options"), **data["gen"],
         )
     return _LOADED[key]
 

@@ -30,6 +30,8 @@ from ...models.tasks import (
     BYTE_VOCAB,
     LRA_SEQ_LEN,
     NUM_CLASSES,
+    PIXEL_OFFSET,
+    PIXEL_TASKS,
     SPLITS,
     Split,
     TaskData,
@@ -39,10 +41,11 @@ from ...models.tasks import (
     pixels_to_tokens,
 )
 from . import generators, pixels
-from .loaders import load_real
+from .options import task_options
+from .real import load_real
 
 #: Bumped whenever a generator's output changes, so that stale cache files are never reused.
-CACHE_VERSION = 5
+CACHE_VERSION = 6
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -100,8 +103,9 @@ def resolve_gen_params(task: str, seq_len: int, gen_params: dict[str, object]) -
     return params
 
 
-def _generate(task: str, n: int, seq_len: int, seed: int, params: dict[str, Any]) -> tuple[Any, ...]:
-    """(x0, x1 or None, y, vocab_size) of ``n`` generated examples."""
+def _generate(task: str, n: int, seq_len: int, seed: int, params: dict[str, Any], offset: int = 1
+              ) -> tuple[Any, ...]:
+    """(x0, x1 or None, y, vocab_size) of ``n`` generated examples; ``offset``: the id of intensity 0."""
     raw = _GENERATORS[task](n, seed=seed, **params)
     if task == "listops":
         seqs, y = raw
@@ -113,7 +117,7 @@ def _generate(task: str, n: int, seq_len: int, seed: int, params: dict[str, Any]
         first, second, y = raw
         return encode_documents(first, seq_len), encode_documents(second, seq_len), y, BYTE_VOCAB
     pixels, y = raw
-    return pixels_to_tokens(pixels), None, y, BYTE_VOCAB
+    return pixels_to_tokens(pixels, offset), None, y, BYTE_VOCAB - 1 + offset
 
 
 def split_rows(x0: torch.Tensor, x1: torch.Tensor | None, y: torch.Tensor,
@@ -134,20 +138,24 @@ def _check_sizes(sizes: Sequence[int]) -> tuple[int, int, int]:
 
 
 def generate_task(task: str, *, seq_len: int, seed: int, sizes: tuple[int, int, int],
-                  params: dict[str, Any]) -> TaskData:
+                  params: dict[str, Any], options: dict[str, str] | None = None) -> TaskData:
     """A generated TaskData: one stream of sum(sizes) examples from ``seed``, cut into train/dev/test."""
-    x0, x1, y, vocab_size = _generate(task, sum(sizes), seq_len, seed, params)
+    options = options if options is not None else task_options(task, False, {})
+    offset = PIXEL_OFFSET[options["pixel_ids"]] if task in PIXEL_TASKS else 1
+    x0, x1, y, vocab_size = _generate(task, sum(sizes), seq_len, seed, params, offset)
     train, dev, test = split_rows(x0, x1, torch.as_tensor(y, dtype=torch.int64), sizes)
     return TaskData(task=task, vocab_size=vocab_size, num_classes=NUM_CLASSES[task], seq_len=seq_len,
-                    dual=x1 is not None, train=train, dev=dev, test=test,
-                    source=generated_source(task, seq_len=seq_len, seed=seed, sizes=sizes, params=params))
+                    dual=x1 is not None, train=train, dev=dev, test=test, pixel_offset=offset,
+                    source=generated_source(task, seq_len=seq_len, seed=seed, sizes=sizes, params=params,
+                                            options=options))
 
 
-def generated_source(task: str, *, seq_len: int, seed: int, sizes: Sequence[int], params: dict[str, Any]) -> str:
+def generated_source(task: str, *, seq_len: int, seed: int, sizes: Sequence[int], params: dict[str, Any],
+                     options: dict[str, str] | None = None) -> str:
     """The data source line of a generated task (:mod:`harness.core.datasource`): the generator's version is the
-    cache's, which changes whenever a generator's output does."""
+    cache's, which changes whenever a generator's output does; the task's data options are among the parameters."""
     return datasource.generated(f"attnbench {task} stand-in", CACHE_VERSION,
-                                {"seed": seed, "sizes": list(sizes), "seq_len": seq_len, **params})
+                                {"seed": seed, "sizes": list(sizes), "seq_len": seq_len, **params, **(options or {})})
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -165,7 +173,8 @@ def _write_cache(path: Path, spec: dict[str, Any], data: TaskData) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = {
         "spec": spec,
-        "meta": {k: getattr(data, k) for k in ("task", "vocab_size", "num_classes", "seq_len", "dual", "source")},
+        "meta": {k: getattr(data, k) for k in ("task", "vocab_size", "num_classes", "seq_len", "dual", "source",
+                                               "pixel_offset")},
         "splits": {name: {"x0": s.x0, "y": s.y, "x1": s.x1} for name, s in data.splits().items()},
     }
     atomic_write(path, lambda tmp: torch.save(payload, tmp))
@@ -204,6 +213,7 @@ def load_task(
     seed: int = 0,
     sizes: tuple[int, int, int] = (2000, 200, 200),
     cache_dir: str | Path | None = None,
+    options: dict[str, str] | None = None,
     **gen_params: object,
 ) -> TaskData:
     """Load one LRA task, generated offline or read from the user's real data.
@@ -217,6 +227,7 @@ def load_task(
         seed: generator seed; for real IMDB data, the seed of the dev split drawn from train.
         sizes: (train, dev, test) sizes of generated data. Real data uses its files' splits whole.
         cache_dir: where generated datasets are cached (checksummed); None disables the cache.
+        options: the task's data options (:mod:`harness.kinds.accuracy.options`); their defaults where absent.
         **gen_params: parameters of the task's generator in :mod:`harness.kinds.accuracy.generators`; checked, but
             unused for real data.
 
@@ -233,17 +244,18 @@ def load_task(
     if data_dir is not None:
         # Names are checked even for real data, so that a typo in a suite fails with or without a data directory.
         _generator_defaults(task, gen_params)
-        return load_real(task, data_dir, seq_len=seq_len, seed=seed)
+        return load_real(task, data_dir, seq_len=seq_len, seed=seed, options=task_options(task, True, options or {}))
     sizes = _check_sizes(sizes)
     params = resolve_gen_params(task, seq_len, dict(gen_params))
+    opts = task_options(task, False, options or {})
     spec = {"task": task, "seed": int(seed), "sizes": list(sizes), "seq_len": seq_len, "gen_params": params,
-            "version": CACHE_VERSION}
+            "version": CACHE_VERSION, **({"options": opts} if opts else {})}
     path = cache_path(cache_dir, spec) if cache_dir is not None else None
     if path is not None and (cached := _read_cache(path, spec)) is not None:
         # the source line as this code writes it (a cache written before it said only "generated:<task>:...")
         return dataclasses.replace(cached, source=generated_source(task, seq_len=seq_len, seed=int(seed), sizes=sizes,
-                                                                   params=params))
-    data = generate_task(task, seq_len=seq_len, seed=int(seed), sizes=sizes, params=params)
+                                                                   params=params, options=opts))
+    data = generate_task(task, seq_len=seq_len, seed=int(seed), sizes=sizes, params=params, options=opts)
     if path is not None:
         _write_cache(path, spec, data)
     return data

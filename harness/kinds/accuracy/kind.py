@@ -44,12 +44,14 @@ from ...models.tasks import LRA_SEQ_LEN, TASKS
 from ...report.format import shown_env, with_data
 from .cells import describe, prepare_data, read_user_data, run_accuracy_cell
 from .noise import NOISE_ON, cell_noise, noise_problem
+from .options import DATA_OPTIONS, check_options, task_options
 from .summary import axis_text, only_noisy, with_axis_defaults
 from .training import TrainConfig, TrainConfigError
 
 TABLES = ("table1", "table5", "table6", "table7", "tableS7")
 INCOHERENCE_DEFAULTS: dict[str, Any] = {"ranks": [16, 32], "layer": 0, "max_examples": 0}
-DATA_DEFAULTS: dict[str, Any] = {"dir": None, "seed": 0, "sizes": [2000, 200, 200]}
+DATA_DEFAULTS: dict[str, Any] = {"dir": None, "seed": 0, "sizes": [2000, 200, 200],
+                                 **{name: option.default for name, option in DATA_OPTIONS.items()}}
 TASK_KEYS = {"seq_len", "train", "config", "attention_config", "gen", "sizes"}
 TRAIN_FIELDS = {f.name for f in dataclasses.fields(TrainConfig)}
 
@@ -112,6 +114,8 @@ def _data(path: Path, value: Any) -> dict[str, Any]:
         raise SuiteError(path, "data.seed", f"must be a non-negative integer, got {data['seed']!r}")
     if data["dir"] is not None and not Path(str(data["dir"])).is_dir():
         raise SuiteError(path, "data.dir", f"{data['dir']} is not a directory; give the LRA data directory")
+    if bad := check_options(data):
+        raise SuiteError(path, f"data.{bad[0]}", bad[1])
     return data
 
 
@@ -256,8 +260,12 @@ def task_settings(suite: Suite, task: str) -> tuple[dict[str, Any], dict[str, An
     tdoc = suite.settings.tasks.get(task, {})
     train = dataclasses.asdict(TrainConfig(**{**suite.settings.train, **tdoc.get("train", {})}))
     seq_len = int(tdoc.get("seq_len") or LRA_SEQ_LEN[task])
-    data = {**suite.settings.data, "task": task, "seq_len": seq_len, "gen": tdoc.get("gen", {}),
-            "sizes": list(tdoc.get("sizes", suite.settings.data["sizes"]))}
+    given = suite.settings.data
+    # Only the options that apply to this task (and to its data, generated or real) are part of its cells' keys.
+    options = task_options(task, given["dir"] is not None, given)
+    data = {**{k: v for k, v in given.items() if k not in DATA_OPTIONS}, "task": task, "seq_len": seq_len,
+            "gen": tdoc.get("gen", {}), "sizes": list(tdoc.get("sizes", given["sizes"])),
+            **({"options": options} if options else {})}
     return train, data
 
 
@@ -305,7 +313,8 @@ KIND = SuiteKind(
     code=("harness.core.cell", "harness.kinds.accuracy.cells", "harness.kinds.accuracy.training",
           "harness.models.classifier", "harness.kinds.accuracy.data", "harness.models.tasks",
           "harness.kinds.accuracy.noise", "harness.kinds.accuracy.generators", "harness.kinds.accuracy.pixels",
-          "harness.kinds.accuracy.loaders", "harness.kinds.accuracy.incoherence", "harness.models.probe",
+          "harness.kinds.accuracy.loaders", "harness.kinds.accuracy.release", "harness.kinds.accuracy.real",
+          "harness.kinds.accuracy.options", "harness.kinds.accuracy.incoherence", "harness.models.probe",
           "harness.models.checkpoints"),
     value_order={"task": TASKS}, normalise=with_axis_defaults, value_text=axis_text, rank_subset=only_noisy,
 )

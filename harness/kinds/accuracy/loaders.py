@@ -1,14 +1,15 @@
-"""Readers of the real Long Range Arena data the user already has (nothing is ever downloaded).
-
-:func:`load_real` recognises the format by the files in the directory:
+"""Readers of the real Long Range Arena data the user already has (nothing is ever downloaded), besides the LRA
+release's own ListOps and Pathfinder files (:mod:`harness.kinds.accuracy.release`);
+:func:`harness.kinds.accuracy.real.load_real` recognises the format by the files in the directory:
 
 * **LRA processed pickles** of the PyTorch LRA codebases (mlpen/Nystromformer ``LRA/datasets/*.py``, reused by
   xformers and others): ``{prefix}.{train,dev,test}.pickle``, each a list of dicts with ``input_ids_0`` (int
   array), ``input_ids_1`` (Retrieval) and ``label``; prefixes in :data:`PICKLE_PREFIX`. Id assumption: those
   scripts dump the ids of LRA's tfds encoders (ListOps ``TokenTextEncoder``, Text/Retrieval byte encoder), which
   reserve 0 for padding and were padded with zeros, so ListOps/Text/Retrieval ids are kept as they are. The Image
-  and Pathfinder pickles instead hold raw intensities 0..255 (``normalize=False`` CIFAR, decoded Pathfinder PNGs),
-  where 0 is black, not padding; they are shifted by +1 like every pixel here (vocabulary 257).
+  and Pathfinder pickles hold raw intensities 0..255 (``normalize=False`` CIFAR, decoded Pathfinder PNGs), which
+  the released pipeline masks where they are 0 (black); they are kept as they are under ``data.pixel_ids:
+  released`` and shifted by +1 under ``shifted``, like every pixel (:data:`harness.models.tasks.PIXEL_OFFSET`).
 * **CIFAR-10 python batches** (``data_batch_1..5``, ``test_batch``; also under ``cifar-10-batches-py/``): converted
   to grayscale as LRA does (0.2989 R + 0.5870 G + 0.1140 B, rounded); dev = the last 10% of the training images,
   as LRA's ``train[90%:]``.
@@ -252,7 +253,7 @@ def _label(path: Path, i: int, record: dict[Any, Any], task: str, expected: str)
     return class_index(f"{path}: record {i} 'label'", value, task, expected)
 
 
-def _read_pickle_split(path: Path, task: str, seq_len: int) -> Split:
+def _read_pickle_split(path: Path, task: str, seq_len: int, offset: int) -> Split:
     dual = task == "retrieval"
     expected = PICKLE_FORMAT + (" and 'input_ids_1'" if dual else "")
     records = _unpickle(path, expected)
@@ -261,32 +262,35 @@ def _read_pickle_split(path: Path, task: str, seq_len: int) -> Split:
     if not records:
         raise UserError(f"{path}: no records (an empty list); every split needs examples; expected {expected}")
     # Pixel pickles hold intensities 0..255 where 0 is black: shift them like every pixel (see module docstring).
-    shift = 1 if task in PIXEL_TASKS else 0
+    shift = offset if task in PIXEL_TASKS else 0
     x0 = [_ids(path, i, r, "input_ids_0", task, expected) + shift for i, r in enumerate(records)]
     x1 = [_ids(path, i, r, "input_ids_1", task, expected) + shift for i, r in enumerate(records)] if dual else None
     y = torch.tensor([_label(path, i, r, task, expected) for i, r in enumerate(records)], dtype=torch.int64)
     return Split(x0=pad_or_truncate(x0, seq_len), y=y, x1=None if x1 is None else pad_or_truncate(x1, seq_len))
 
 
-def _task_data(task: str, splits: dict[str, Split], seq_len: int, root: Path, files: Sequence[Path],
-               contents: Sequence[bytes] | None = None) -> TaskData:
-    """TaskData of real splits read from ``files`` under ``root``: vocab_size = max id + 1 (at least 257 for
-    pixels), LRA's classes, and the files' checksums as the source.
+def task_data(task: str, splits: dict[str, Split], seq_len: int, root: Path, files: Sequence[Path],
+              contents: Sequence[bytes] | None = None, *, offset: int = 1, note: str = "") -> TaskData:
+    """TaskData of real splits read from ``files`` under ``root``: vocab_size = max id + 1 (at least 256 +
+    ``offset`` for pixels), LRA's classes, and the files' checksums (then ``note``) as the source.
 
     The readers have checked every id and label against the task's bounds, so both sizes are bounded.
     """
     max_id = max(int(t.max()) if t.numel() else 0 for s in splits.values() for t in (s.x0, s.x1) if t is not None)
-    vocab_size = max(max_id + 1, BYTE_VOCAB if task in PIXEL_TASKS else 0)
+    pixels = task in PIXEL_TASKS
+    vocab_size = max(max_id + 1, BYTE_VOCAB - 1 + offset if pixels else 0)
     return TaskData(task=task, vocab_size=vocab_size, num_classes=NUM_CLASSES[task], seq_len=seq_len,
-                    dual=splits["train"].x1 is not None, source=datasource.files(root, files, contents), **splits)
+                    dual=splits["train"].x1 is not None, source=datasource.files(root, files, contents) + note,
+                    pixel_offset=offset if pixels else 1, **splits)
 
 
-def load_lra_pickles(task: str, data_dir: str | Path, *, seq_len: int) -> TaskData:
-    """The ``{prefix}.{train,dev,test}.pickle`` files of one task (see :data:`PICKLE_PREFIX`)."""
+def load_lra_pickles(task: str, data_dir: str | Path, *, seq_len: int, prefix: str | None = None, offset: int = 1,
+                     note: str = "") -> TaskData:
+    """The ``{prefix}.{train,dev,test}.pickle`` files of one task (default prefix: :data:`PICKLE_PREFIX`)."""
     root = Path(data_dir)
-    paths = {name: root / f"{PICKLE_PREFIX[task]}.{name}.pickle" for name in SPLITS}
-    splits = {name: _read_pickle_split(path, task, seq_len) for name, path in paths.items()}
-    return _task_data(task, splits, seq_len, root, list(paths.values()))
+    paths = {name: root / f"{prefix or PICKLE_PREFIX[task]}.{name}.pickle" for name in SPLITS}
+    splits = {name: _read_pickle_split(path, task, seq_len, offset) for name, path in paths.items()}
+    return task_data(task, splits, seq_len, root, list(paths.values()), offset=offset, note=note)
 
 
 def _read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -335,16 +339,18 @@ def read_cifar10(data_dir: str | Path) -> dict[str, tuple[np.ndarray, np.ndarray
     }
 
 
-def load_cifar10(data_dir: str | Path, *, seq_len: int) -> TaskData:
+def load_cifar10(data_dir: str | Path, *, seq_len: int, offset: int = 1, note: str = "") -> TaskData:
     """The Image task from CIFAR-10 python batches: 1024 grayscale pixel tokens per image."""
-    splits = {name: Split(x0=pad_or_truncate(pixels_to_tokens(pixels), seq_len), y=torch.from_numpy(labels))
+    splits = {name: Split(x0=pad_or_truncate(pixels_to_tokens(pixels, offset), seq_len), y=torch.from_numpy(labels))
               for name, (pixels, labels) in read_cifar10(data_dir).items()}
     root = Path(data_dir)
-    return _task_data("image", splits, seq_len, root, [root / n for n in (*CIFAR_TRAIN_BATCHES, "test_batch")])
+    return task_data("image", splits, seq_len, root, [root / n for n in (*CIFAR_TRAIN_BATCHES, "test_batch")],
+                     offset=offset, note=note)
 
 
-def load_imdb(data_dir: str | Path, *, seq_len: int, seed: int) -> TaskData:
-    """The Text task from aclImdb: byte-level reviews, pos = 1; dev = a seeded 10% of train."""
+def load_imdb(data_dir: str | Path, *, seq_len: int, seed: int, dev: str = "test", note: str = "") -> TaskData:
+    """The Text task from aclImdb: byte-level reviews, pos = 1; dev = the test set (``dev="test"``, LRA's) or a
+    seeded 10% of train (``"heldout"``)."""
     root = Path(data_dir)
     docs: dict[str, list[bytes]] = {}
     labels: dict[str, list[int]] = {}
@@ -362,17 +368,22 @@ def load_imdb(data_dir: str | Path, *, seq_len: int, seed: int) -> TaskData:
             read += files
             labels[part] += [label] * len(files)
     n = len(docs["train"])
-    perm = np.random.default_rng(seed).permutation(n)
-    n_dev = _dev_size(n, root / "train", IMDB_FORMAT)
-    # Sorted, so each split keeps the files' order; only membership is random.
-    rows = {"train": np.sort(perm[n_dev:]), "dev": np.sort(perm[:n_dev])}
+    test = Split(x0=encode_documents(docs["test"], seq_len), y=torch.tensor(labels["test"]))
+    if dev == "test":  # LRA's pipeline evaluates on the test set, and the released pickles' dev split is it
+        rows = {"train": np.arange(n)}
+    else:
+        perm = np.random.default_rng(seed).permutation(n)
+        n_dev = _dev_size(n, root / "train", IMDB_FORMAT)
+        # Sorted, so each split keeps the files' order; only membership is random.
+        rows = {"train": np.sort(perm[n_dev:]), "dev": np.sort(perm[:n_dev])}
     splits = {
         name: Split(x0=encode_documents([docs["train"][i] for i in idx], seq_len),
                     y=torch.tensor(labels["train"], dtype=torch.int64)[torch.from_numpy(idx)])
         for name, idx in rows.items()
     }
-    splits["test"] = Split(x0=encode_documents(docs["test"], seq_len), y=torch.tensor(labels["test"]))
-    return _task_data("text", splits, seq_len, root, read, docs["train"] + docs["test"])
+    splits.setdefault("dev", test)
+    splits["test"] = test
+    return task_data("text", splits, seq_len, root, read, docs["train"] + docs["test"], note=note)
 
 
 def _read_aan(path: Path, seq_len: int) -> Split:
@@ -408,42 +419,4 @@ def load_aan(data_dir: str | Path, *, seq_len: int) -> TaskData:
     """The Retrieval task from LRA's AAN tsv files: byte-level document pairs."""
     root = Path(data_dir)
     splits = {name: _read_aan(root / file, seq_len) for name, file in AAN_FILES.items()}
-    return _task_data("retrieval", splits, seq_len, root, [root / file for file in AAN_FILES.values()])
-
-
-def _find(root: Path, marker: str, subdir: str) -> Path | None:
-    """``root`` or ``root/subdir``, whichever holds ``marker``."""
-    return next((d for d in (root, root / subdir) if (d / marker).exists()), None)
-
-
-def load_real(task: str, data_dir: str | Path, *, seq_len: int, seed: int = 0) -> TaskData:
-    """Read a task's real data, in the format recognised from the directory's files (see the module docstring).
-
-    Args:
-        task: one of :data:`harness.models.tasks.TASKS`.
-        data_dir: the directory.
-        seq_len: every sequence is truncated or padded to this length (per document for Retrieval).
-        seed: seed of IMDB's dev split.
-
-    Raises:
-        UserError: the directory, a split file, or a record is missing or malformed.
-    """
-    root = Path(data_dir)
-    pickles = f"{PICKLE_PREFIX[task]}.{{train,dev,test}}.pickle"
-    native = {
-        "image": f"or CIFAR-10 python batches ({', '.join(CIFAR_TRAIN_BATCHES[:1])}..5, test_batch)",
-        "text": "or aclImdb (train/pos, train/neg, test/pos, test/neg)",
-        "retrieval": "or AAN tsv (new_aan_pairs.{train,eval,test}.tsv)",
-    }.get(task, "")
-    expected = f"{pickles} {native}".strip()
-    if not root.is_dir():
-        raise UserError(f"{root}: data directory not found; expected a directory with {expected}")
-    if (root / f"{PICKLE_PREFIX[task]}.train.pickle").exists():
-        return load_lra_pickles(task, root, seq_len=seq_len)
-    if task == "image" and (found := _find(root, CIFAR_TRAIN_BATCHES[0], "cifar-10-batches-py")):
-        return load_cifar10(found, seq_len=seq_len)
-    if task == "text" and (found := _find(root, "train", "aclImdb")):
-        return load_imdb(found, seq_len=seq_len, seed=seed)
-    if task == "retrieval" and (found := _find(root, AAN_FILES["train"], "tsv_data")):
-        return load_aan(found, seq_len=seq_len)
-    raise UserError(f"{root}: no {task} data found; expected {expected}")
+    return task_data("retrieval", splits, seq_len, root, [root / file for file in AAN_FILES.values()])

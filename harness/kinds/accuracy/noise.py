@@ -42,28 +42,32 @@ def cell_noise(params: dict[str, Any]) -> tuple[float, str]:
     return a, (str(params.get("noise_on", TRAIN_TEST)) if a > 0 else TRAIN_TEST)
 
 
-def add_pixel_noise(x: torch.Tensor, a: float, generator: torch.Generator) -> torch.Tensor:
-    """Pixel tokens with uniform noise U(-a, a) added to every intensity; padding (id 0) is left alone.
+def add_pixel_noise(x: torch.Tensor, a: float, generator: torch.Generator, offset: int = 1) -> torch.Tensor:
+    """Pixel tokens with uniform noise U(-a, a) added to every intensity.
 
-    Token id t = v + 1 carries intensity v in 0..255. Each real position becomes
-    ``clip(round_half_even(v + a * (2u - 1)), 0, 255) + 1`` with u ~ U[0, 1) from ``generator``: the noise is added
-    to the intensity, rounded to the nearest integer (half to even, as
-    :func:`harness.models.tasks.pixels_to_tokens`) and clipped to 0..255, so the vocabulary stays 257. The
-    draw u depends only on the generator and the shape, not on
-    ``a``, so datasets at different amplitudes share one realisation scaled by ``a`` (common random numbers: the
-    columns of Table 5 differ by the amplitude alone, not by a fresh draw). At a = 0 every token is unchanged.
+    Token id t = v + ``offset`` carries intensity v in 0..255 (:data:`harness.models.tasks.PIXEL_OFFSET`). Each
+    pixel becomes ``clip(round_half_even(v + a * (2u - 1)), 0, 255) + offset`` with u ~ U[0, 1) from ``generator``:
+    the noise is added to the intensity, rounded to the nearest integer (half to even, as
+    :func:`harness.models.tasks.pixels_to_tokens`) and clipped to 0..255, so the vocabulary is unchanged. With
+    offset 1, padding (id 0) is left alone. With offset 0 (``pixel_ids: released``) black and padding are one id,
+    as in the released pipeline, and every position is a pixel: noise that lifts a black pixel above 0 makes it a
+    token the mask keeps, as the paper's noisy images were tokenised after the noise was added. The draw u depends
+    only on the generator and the shape, not on ``a``, so datasets at different amplitudes share one realisation
+    scaled by ``a`` (common random numbers: the columns of Table 5 differ by the amplitude alone, not by a fresh
+    draw). At a = 0 every token is unchanged.
 
     Args:
-        x: int64 [S, N] pixel token ids (PAD_ID = 0 at padding).
+        x: int64 [S, N] pixel token ids.
         a: amplitude, >= 0.
         generator: CPU generator that fixes the draw.
+        offset: the id of intensity 0.
     """
     if a < 0:
         raise ValueError(f"noise amplitude must be >= 0, got {a}")
     u = torch.rand(x.shape, generator=generator, dtype=torch.float64)
-    values = (x - 1).double() + a * (2.0 * u - 1.0)
-    noisy = values.round().clamp_(0, 255).long() + 1  # torch.round: half to even
-    return torch.where(x == PAD_ID, x, noisy)
+    values = (x - offset).double() + a * (2.0 * u - 1.0)
+    noisy = values.round().clamp_(0, 255).long() + offset  # torch.round: half to even
+    return noisy if offset == 0 else torch.where(x == PAD_ID, x, noisy)
 
 
 def noisy_task(data: TaskData, a: float, noise_on: str, seed: int) -> TaskData:
@@ -87,6 +91,6 @@ def noisy_task(data: TaskData, a: float, noise_on: str, seed: int) -> TaskData:
     for i, (name, split) in enumerate(data.splits().items()):
         if name in NOISY_SPLITS[noise_on]:
             g = torch.Generator().manual_seed(int(seed) * 7919 + i)
-            split = Split(x0=add_pixel_noise(split.x0, a, g), y=split.y, x1=split.x1)
+            split = Split(x0=add_pixel_noise(split.x0, a, g, data.pixel_offset), y=split.y, x1=split.x1)
         splits[name] = split
     return dataclasses.replace(data, **splits, source=f"{data.source}+noise(a={a:g},on={noise_on},seed={seed})")

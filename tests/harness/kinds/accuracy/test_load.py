@@ -42,14 +42,15 @@ def test_generated_tasks_have_the_interface_shapes(task: str) -> None:
         for x in (split.x0, split.x1) if td.dual else (split.x0,):
             assert x.shape == (n, seq_len) and x.dtype == torch.int64
             assert 0 <= x.min() and x.max() < td.vocab_size
-            assert split.mask0()[:, 0].all()  # every example has real tokens, right-padded
+            if task not in ("image", "pathfinder"):  # a black pixel is padding under the default pixel_ids
+                assert split.mask0()[:, 0].all()  # every example has real tokens, right-padded
         assert split.y.dtype == torch.int64 and 0 <= split.y.min() and split.y.max() < td.num_classes
         if td.dual:
             assert split.x1 is not None
         else:
             assert split.x1 is None
-    if task in ("image", "pathfinder"):
-        assert td.vocab_size == 257 and td.train.mask0().all()
+    if task in ("image", "pathfinder"):  # pixel_ids: released, as the released pipeline: id = intensity
+        assert td.vocab_size == 256 and td.pixel_offset == 0
     assert len(td.train) == SIZES[0] and int(torch.bincount(td.dev.y).sum()) == SIZES[1]
     assert td.source.startswith(f"generated stand-in (attnbench {task} stand-in v")
 
@@ -190,3 +191,17 @@ def test_no_cache_dir_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.chdir(tmp_path)
     small("listops")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("task", ["image", "pathfinder"])
+def test_pixel_ids_released_masks_black_and_shifted_keeps_every_pixel(task: str) -> None:
+    """The same generated images under both pixel_ids: ids differ by exactly 1, black is padding only when
+    released, and the source line names the option."""
+    kwargs = {"data_dir": None, "seq_len": SMALL[task]["seq_len"], "seed": 3, "sizes": SIZES}
+    released = load_task(task, **kwargs, **SMALL[task].get("gen", {}))
+    shifted = load_task(task, **kwargs, options={"pixel_ids": "shifted"}, **SMALL[task].get("gen", {}))
+    assert torch.equal(shifted.train.x0, released.train.x0 + 1)
+    assert shifted.vocab_size == 257 and shifted.train.mask0().all() and shifted.pixel_offset == 1
+    black = released.train.x0 == 0
+    assert black.any() and torch.equal(released.train.mask0(), ~black)
+    assert '"pixel_ids": "released"' in released.source and '"pixel_ids": "shifted"' in shifted.source

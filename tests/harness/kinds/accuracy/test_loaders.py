@@ -20,6 +20,7 @@ from harness.core.errors import UserError
 from harness.core.files import sha256_file
 from harness.kinds.accuracy import loaders
 from harness.kinds.accuracy.data import load_task
+from harness.kinds.accuracy.data import load_task as load_data
 from harness.models.tasks import PAD_ID
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -162,20 +163,27 @@ def test_lra_pickles_are_padded_to_seq_len(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("task", ["image", "pathfinder"])
-def test_lra_pixel_pickles_are_shifted_off_padding(tmp_path: Path, task: str) -> None:
+def test_lra_pixel_pickles_as_released_or_shifted_off_padding(tmp_path: Path, task: str) -> None:
     records = write_lra_pickles(tmp_path, task, length=1024, pixels=True)
-    td = load_task(task, data_dir=tmp_path)
-    assert td.seq_len == 1024 and td.vocab_size == 257
-    assert torch.equal(td.dev.x0, torch.from_numpy(np.stack([r["input_ids_0"] for r in records["dev"]])).long() + 1)
+    raw = torch.from_numpy(np.stack([r["input_ids_0"] for r in records["dev"]])).long()
+    td = load_task(task, data_dir=tmp_path)  # pixel_ids: released, as the released pipeline reads its pickles
+    assert td.seq_len == 1024 and td.vocab_size == 256 and torch.equal(td.dev.x0, raw)
+    assert torch.equal(td.dev.mask0(), raw != 0)  # black pixels are padding there
+    assert td.source.endswith("pixel_ids=released")
+    td = load_task(task, data_dir=tmp_path, options={"pixel_ids": "shifted"})
+    assert td.vocab_size == 257 and torch.equal(td.dev.x0, raw + 1)
     assert td.train.mask0().all()  # black pixels are tokens, not padding
 
 
 def test_cifar10_batches(tmp_path: Path) -> None:
     batches = write_cifar(tmp_path / "cifar-10-batches-py")
-    td = load_task("image", data_dir=tmp_path)  # found in the standard subdirectory
+    # found in the standard subdirectory; every pixel a token (pixel_ids: shifted)
+    td = load_task("image", data_dir=tmp_path, options={"pixel_ids": "shifted"})
     # Five batches of 10 = 50 training images; dev = the last 10% of them, as LRA's train[90%:].
     assert (len(td.train), len(td.dev), len(td.test)) == (45, 5, 10)
     assert td.vocab_size == 257 and td.num_classes == 10 and td.seq_len == 1024
+    released = load_task("image", data_dir=tmp_path)  # the default: id = intensity
+    assert released.vocab_size == 256 and torch.equal(released.dev.x0 + 1, td.dev.x0)
     last = batches["data_batch_5"][-1].reshape(3, 32, 32).astype(float)  # the last dev image, RGB planes
     gray = np.rint(0.2989 * last[0] + 0.5870 * last[1] + 0.1140 * last[2])
     assert torch.equal(td.dev.x0[-1], torch.from_numpy(gray.reshape(-1)).long() + 1)
@@ -193,8 +201,19 @@ def test_cifar10_truncated_to_any_seq_len(tmp_path: Path) -> None:
     assert td.train.x0.shape == (9, 1000)
 
 
-def test_imdb(tmp_path: Path) -> None:
+def test_imdb_dev_is_the_test_set_as_in_lra(tmp_path: Path) -> None:
     write_imdb(tmp_path / "aclImdb")
+    td = load_task("text", data_dir=tmp_path, seq_len=40, seed=0)
+    assert (len(td.train), len(td.dev), len(td.test)) == (20, 20, 20)
+    assert torch.equal(td.dev.x0, td.test.x0) and td.source.endswith("; options: imdb_dev=test")
+
+
+def test_imdb_heldout_dev(tmp_path: Path) -> None:
+    write_imdb(tmp_path / "aclImdb")
+
+    def load_task(task: str, **kwargs: Any) -> Any:  # the held-out dev split throughout this test
+        return load_data(task, **kwargs, options={"imdb_dev": "heldout"})
+
     td = load_task("text", data_dir=tmp_path, seq_len=40, seed=0)
     assert (len(td.train), len(td.dev), len(td.test)) == (18, 2, 20)
     assert td.num_classes == 2 and td.vocab_size <= 257
@@ -430,11 +449,6 @@ def cifar_too_few_for_dev(root: Path) -> tuple[str, Path]:
     return "image", root
 
 
-def imdb_too_few_for_dev(root: Path) -> tuple[str, Path]:
-    write_imdb(root, per_class=1)
-    return "text", root / "train"
-
-
 BAD_DATA = [
     (hostile_pickle, f"attnbench refuses to unpickle {os.system.__module__}.system: only Python containers and "
                      "numpy arrays, dtypes and scalars are allowed; this file is not an LRA pickle or was tampered"),
@@ -453,8 +467,13 @@ BAD_DATA = [
     (cifar_label_10, "b'labels' holds 10, not a class of image (an integer in 0..9)"),
     (cifar_empty_test_batch, "b'data' holds no images"),
     (cifar_too_few_for_dev, "5 training examples leave the dev split (10% of them) empty"),
-    (imdb_too_few_for_dev, "2 training examples leave the dev split (10% of them) empty"),
 ]
+
+
+def test_imdb_too_few_for_a_heldout_dev(tmp_path: Path) -> None:
+    write_imdb(tmp_path, per_class=1)
+    with pytest.raises(UserError, match="2 training examples leave the dev split"):
+        load_task("text", data_dir=tmp_path, seq_len=16, options={"imdb_dev": "heldout"})
 
 
 @pytest.mark.parametrize(

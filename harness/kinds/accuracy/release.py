@@ -1,0 +1,178 @@
+"""Readers of the Long Range Arena release (``lra_release.gz``) as it unpacks: ListOps' TSV files and Pathfinder's
+PNG images with their metadata, following LRA's ``input_pipeline.py`` files (google-research/long-range-arena).
+
+* **ListOps** (``listops-1000/basic_{train,val,test}.tsv``; ``lra_benchmarks/listops/input_pipeline.py``): a tab-
+  separated header with ``Source`` and ``Target`` (selected by name, as ``make_csv_dataset(select_columns=...)``),
+  then one expression and its value 0..9 per row. Tokens by ``data.listops_tokens``: ``lra`` is LRA's tokenizer
+  (``tfds.deprecated.text.Tokenizer()``: runs of alphanumeric characters, so ``[MAX`` is ``MAX`` and ``]``, ``(``,
+  ``)`` are dropped), ``symbols`` keeps every whitespace-separated symbol. Vocabulary: the sorted tokens of the
+  training file, ids 1..V, and V + 1 for a token never seen in training (``TokenTextEncoder``'s out-of-vocabulary
+  id; LRA builds its vocabulary from the first 1,002 training rows in set order, which differs from run to run;
+  sorted tokens of every row are the same set on the release and stable). Each expression is cut at ``seq_len``
+  (LRA: ``[:max_length]``, 2,000).
+* **Pathfinder and Path-X** (``pathfinder{32,64,128,256}/curv_{baseline,contour_length_9,contour_length_14}/``;
+  ``lra_benchmarks/data/pathfinder.py`` and ``image/input_pipeline.py``): every ``metadata/*.npy`` file (text
+  despite its name) lists one image per line, ``DIR NAME _ LABEL ...``, the image at ``DIR/NAME`` under the
+  difficulty's folder. The resolution is the one whose square is ``seq_len`` (1,024: Pathfinder; 16,384: Path-X), the
+  difficulty ``data.pathfinder`` (LRA's task: ``hard``). Empty image files are skipped, as LRA filters them. The
+  images, in metadata file order (numeric) and line order, are permuted with ``data.seed`` and cut 80/10/10 into
+  train/dev/test, as the released pipeline (which shuffles unseeded) and LRA's ``[:80%]``, ``[80%:90%]``,
+  ``[90%:]`` splits. Pixels are grayscale intensities (a colour PNG is converted with ITU-R 601 weights).
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ...core.errors import UserError
+from ...models.tasks import PAD_ID, Split, pad_or_truncate, pixels_to_tokens
+from .loaders import class_index
+
+LISTOPS_DIR = "listops-1000"
+LISTOPS_FILES: dict[str, str] = {"train": "basic_train.tsv", "dev": "basic_val.tsv", "test": "basic_test.tsv"}
+LISTOPS_FORMAT = ("LRA's ListOps tsv: a header with the columns Source and Target, then one expression and its value "
+                  "per row")
+PATHFINDER_DIFFICULTY: dict[str, str] = {
+    "easy": "curv_baseline", "intermediate": "curv_contour_length_9", "hard": "curv_contour_length_14",
+}
+PATHFINDER_RESOLUTIONS = (32, 64, 128, 256)
+PATHFINDER_FORMAT = ("the LRA release's Pathfinder layout: metadata/*.npy text files with lines 'DIR NAME _ LABEL', "
+                     "each naming a grayscale PNG at DIR/NAME")
+#: LRA's ``[:80%]``, ``[80%:90%]``, ``[90%:]`` splits (the released pipeline cuts at int(0.8 n) and int(0.9 n)).
+SPLIT_AT = (0.8, 0.9)
+_ALPHANUMERIC_RUNS = re.compile(r"\W+")  # tfds Tokenizer(alphanum_only=True) splits on this
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# ListOps
+
+
+def listops_tokens(source: str, mode: str) -> list[str]:
+    """The tokens of one expression: LRA's (``lra``) or every whitespace-separated symbol (``symbols``)."""
+    if mode == "symbols":
+        return source.split()
+    return [t for t in _ALPHANUMERIC_RUNS.split(source) if t]
+
+
+def _read_listops_tsv(path: Path) -> tuple[list[str], list[int]]:
+    """(expressions, values) of one file; a UserError naming the file and line for anything else."""
+    if not path.is_file():
+        raise UserError(f"{path}: file not found; expected {LISTOPS_FORMAT}")
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    lines = [line for line in text.splitlines() if line.strip()]
+    header = lines[0].split("\t") if lines else []
+    if "Source" not in header or "Target" not in header:
+        raise UserError(f"{path}:1: header {header[:4]!r} lacks Source and Target; expected {LISTOPS_FORMAT}")
+    source, target = header.index("Source"), header.index("Target")
+    sources, values = [], []
+    for lineno, line in enumerate(lines[1:], start=2):
+        fields = line.split("\t")
+        if len(fields) != len(header):
+            raise UserError(f"{path}:{lineno}: {len(fields)} tab-separated columns, the header has {len(header)}; "
+                            f"expected {LISTOPS_FORMAT}")
+        sources.append(fields[source])
+        values.append(class_index(f"{path}:{lineno}: Target", fields[target].strip(), "listops", LISTOPS_FORMAT))
+    if not sources:
+        raise UserError(f"{path}: no rows; every split needs examples; expected {LISTOPS_FORMAT}")
+    return sources, values
+
+
+def read_listops(folder: Path, *, seq_len: int, tokens: str) -> tuple[dict[str, Split], int, list[Path]]:
+    """(splits, vocabulary size, files read) of the ListOps tsv files in ``folder``."""
+    paths = {name: folder / file for name, file in LISTOPS_FILES.items()}
+    raw = {name: _read_listops_tsv(path) for name, path in paths.items()}
+    tokenised = {name: [listops_tokens(s, tokens) for s in sources] for name, (sources, _) in raw.items()}
+    vocab = {t: i for i, t in enumerate(sorted({t for seq in tokenised["train"] for t in seq}), start=PAD_ID + 1)}
+    unknown = len(vocab) + 1  # one out-of-vocabulary id after the vocabulary, as TokenTextEncoder's
+    splits = {
+        name: Split(x0=pad_or_truncate([[vocab.get(t, unknown) for t in seq[:seq_len]] for seq in tokenised[name]],
+                                       seq_len),
+                    y=torch.tensor(raw[name][1], dtype=torch.int64))
+        for name in paths
+    }
+    return splits, unknown + 1, list(paths.values())
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Pathfinder
+
+
+def pathfinder_resolution(seq_len: int) -> int:
+    """The release's image side whose square is ``seq_len``; a UserError naming the ones there are."""
+    for side in PATHFINDER_RESOLUTIONS:
+        if side * side == seq_len:
+            return side
+    have = ", ".join(f"{s * s:,} (pathfinder{s})" for s in PATHFINDER_RESOLUTIONS)
+    raise UserError(f"pathfinder: seq_len {seq_len:,} is not an image size of the LRA release; use one of {have}; "
+                    f"16,384 is Path-X")
+
+
+def pathfinder_folder(root: Path, seq_len: int, difficulty: str) -> Path:
+    """``root/pathfinderR/<difficulty's folder>`` for the resolution R of ``seq_len``."""
+    return root / f"pathfinder{pathfinder_resolution(seq_len)}" / PATHFINDER_DIFFICULTY[difficulty]
+
+
+def _metadata_files(folder: Path) -> list[Path]:
+    files = [p for p in (folder / "metadata").glob("*.npy") if p.is_file()]
+    if not files:
+        raise UserError(f"{folder / 'metadata'}: no *.npy metadata files; expected {PATHFINDER_FORMAT}")
+    # numeric order (0, 1, ..., 10, ...), the order the generator wrote them in; other names after, by name
+    return sorted(files, key=lambda p: (not p.stem.isdigit(), int(p.stem) if p.stem.isdigit() else 0, p.name))
+
+
+def _decode_png(path: Path, data: bytes, side: int) -> np.ndarray:
+    """uint8 [side, side] grayscale pixels of one PNG; a UserError naming it if it is not one of that size."""
+    from PIL import Image, UnidentifiedImageError  # Pillow comes with matplotlib; loaded only for Pathfinder
+
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            image.load()
+            pixels = np.asarray(image if image.mode == "L" else image.convert("L"))
+    except (UnidentifiedImageError, OSError, ValueError) as exc:
+        raise UserError(f"{path}: not a readable PNG ({exc}); expected {PATHFINDER_FORMAT}") from None
+    if pixels.shape != (side, side):
+        raise UserError(f"{path}: image of {pixels.shape[1]}x{pixels.shape[0]} pixels in pathfinder{side}; "
+                        f"expected {side}x{side}")
+    return pixels
+
+
+def read_pathfinder(folder: Path, *, seq_len: int, seed: int, offset: int
+                    ) -> tuple[dict[str, Split], list[Path], list[bytes]]:
+    """(splits, files read, their bytes) of the Pathfinder images listed in ``folder``'s metadata."""
+    side = pathfinder_resolution(seq_len)
+    images, labels, files, contents = [], [], [], []
+    for meta in _metadata_files(folder):
+        data = meta.read_bytes()
+        files.append(meta)
+        contents.append(data)
+        for lineno, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), start=1):
+            fields = line.split()
+            if not fields:
+                continue
+            if len(fields) < 4:
+                raise UserError(f"{meta}:{lineno}: {len(fields)} space-separated fields; expected {PATHFINDER_FORMAT}")
+            path = folder / fields[0] / fields[1]
+            if not path.is_file():
+                raise UserError(f"{meta}:{lineno}: names {path}, which is not a file; expected {PATHFINDER_FORMAT}")
+            png = path.read_bytes()
+            if not png:  # the release has a few empty images; LRA filters them out
+                continue
+            images.append(_decode_png(path, png, side))
+            labels.append(class_index(f"{meta}:{lineno}: label", fields[3], "pathfinder", PATHFINDER_FORMAT))
+            files.append(path)
+            contents.append(png)
+    if len(images) < 10:
+        raise UserError(f"{folder}: {len(images)} images; the 80/10/10 split needs at least 10; "
+                        f"expected {PATHFINDER_FORMAT}")
+    order = torch.from_numpy(np.random.default_rng(seed).permutation(len(images)))
+    tokens = pixels_to_tokens(np.stack(images), offset)[order]  # [S, side * side]
+    y = torch.tensor(labels, dtype=torch.int64)[order]
+    cut = [int(len(images) * f) for f in SPLIT_AT]
+    bounds = {"train": (0, cut[0]), "dev": (cut[0], cut[1]), "test": (cut[1], len(images))}
+    splits = {name: Split(x0=tokens[a:b], y=y[a:b]) for name, (a, b) in bounds.items()}
+    return splits, files, contents
