@@ -77,3 +77,14 @@ def test_noisy_task_refuses_token_tasks_and_unknown_modes() -> None:
         data.noisy_task(small("text"), 2.0, "train+test", seed=0)
     with pytest.raises(UserError, match="noise_on 'dev'"):
         data.noisy_task(small("image"), 2.0, "dev", seed=0)
+
+
+def test_pixel_noise_on_released_ids_is_the_same_noise_one_id_lower() -> None:
+    """pixel_ids: released (id = intensity): the same draw moves the same intensities, so the ids are the shifted
+    ones minus 1, and black pixels (id 0, padding to the mask) receive noise too and may become tokens."""
+    x = _pixels(shape=(32, 128)) - 1  # intensities 0..255 as released ids
+    x[:, :16] = 0  # black pixels
+    shifted = data.add_pixel_noise(x + 1, 3.0, torch.Generator().manual_seed(4), offset=1)
+    released = data.add_pixel_noise(x, 3.0, torch.Generator().manual_seed(4), offset=0)
+    assert torch.equal(released, shifted - 1)
+    assert (released[:, :16] > 0).any() and released.min().item() >= 0 and released.max().item() <= 255
