@@ -10,14 +10,17 @@ reproduced when every comparison is (an intersection–union test: no correction
 one lies outside its Holm-adjusted interval (level 1 − α/k for k comparisons, Holm's first step); the line says how
 many comparisons and seeds it rests on. A claim "about X%" is reproduced when the interval lies within [X/2, 3X/2]
 and contradicted when it lies wholly outside that band. On generated stand-ins the words are ``consistent on
-stand-ins`` and ``inconsistent on stand-ins``: a verdict about the stand-ins, not about the paper's data.
+stand-ins`` and ``inconsistent on stand-ins``: a verdict about the stand-ins, not about the paper's data. A verdict
+computed from timings flagged noisy (†, a busy machine) or refaulting (§) is ``inconclusive (noisy)``: the figure
+moved with the machine, not the layer. A smoke profile's claims are ``not assessed (smoke)``: its sizes and step
+counts only check that the pipeline runs.
 
 Each kind states its own claims with these: Tables 5, 6, 7 and S7 in :mod:`harness.kinds.accuracy.claims`, Table 4 in
 :mod:`harness.kinds.speed.claims`, Table 2 in :mod:`harness.kinds.forecasting.table2`.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +32,8 @@ from .stats import MIN_SEEDS, Interval, t_interval, t_quantile
 REPRODUCED, CONTRADICTED, INCONCLUSIVE, NOT_MEASURED = "reproduced", "contradicted", "inconclusive", "not measured"
 #: The words of a verdict measured on generated stand-ins: a verdict about the stand-ins, not about the paper's data.
 ON_STAND_INS = {REPRODUCED: "consistent on stand-ins", CONTRADICTED: "inconsistent on stand-ins"}
+NOISY = "inconclusive (noisy)"  # a verdict resting on timings of a busy machine (†) or of refaulting memory (§)
+SMOKE = "not assessed (smoke)"  # any verdict of a smoke profile: it checks the pipeline, not a claim
 S3 = "s3attention"
 ALPHA = 0.05  # two-sided; every interval is a 95% one
 
@@ -84,6 +89,23 @@ def band_verdict(iv: Interval | None, target: float, *, min_n: int = MIN_SEEDS) 
     if low <= iv.lo and iv.hi <= high:
         return REPRODUCED
     return CONTRADICTED if iv.hi < low or iv.lo > high else INCONCLUSIVE
+
+
+def on_timings(verdict: str, cells: pd.DataFrame) -> str:
+    """``verdict``, or :data:`NOISY` where it would read reproduced or contradicted but a timed cell behind it was
+    flagged noisy (its ``noisy`` column) or refaults its memory on every call (§)."""
+    from .format import refaults  # the § rule lives with the tables' marks
+
+    if verdict not in (REPRODUCED, CONTRADICTED) or cells.empty:
+        return verdict
+    busy = bool(cells["noisy"].fillna(False).astype(bool).any()) if "noisy" in cells.columns else False
+    return NOISY if busy or any(refaults(row) for _, row in cells.iterrows()) else verdict
+
+
+def is_smoke(profiles: Iterable[object]) -> bool:
+    """Whether every run behind a report ran the ``smoke`` profile."""
+    found = {str(p) for p in profiles}
+    return found == {"smoke"}
 
 
 def all_of(verdicts: Sequence[str]) -> str:
@@ -146,25 +168,32 @@ def comparisons(parts: Mapping[str, Interval | None], above: bool, unit: str, pr
 # The studies.
 
 
-def write_claims(out_dir: Path, claims: Sequence[Claim], *, suite: str, stand_ins: bool = False) -> list[Path]:
+def write_claims(out_dir: Path, claims: Sequence[Claim], *, suite: str, stand_ins: bool = False,
+                 smoke: bool = False) -> list[Path]:
     """``claims.md``: one row per claim with the measured figure and the verdict (nothing when no claim applies).
 
     ``stand_ins``: the results were measured on generated stand-ins, so a verdict speaks of them, not of the paper's
     data: ``reproduced`` reads ``consistent on stand-ins`` and ``contradicted`` ``inconsistent on stand-ins``.
+    ``smoke``: the results come from a smoke profile, so no claim is assessed (:data:`SMOKE`); the figures stay.
     """
     if not claims:
         return []
-    if stand_ins:
+    if smoke:
+        claims = [Claim(c.table, c.claim, c.measured, SMOKE) for c in claims]
+    elif stand_ins:
         claims = [Claim(c.table, c.claim, c.measured, ON_STAND_INS.get(c.verdict, c.verdict)) for c in claims]
     counts = pd.Series([c.verdict for c in claims]).value_counts().to_dict()
     words = ("`consistent on stand-ins` / `inconsistent on stand-ins` (the data are generated stand-ins: a verdict "
              "about them, not about the paper's data)" if stand_ins else "`reproduced` / `contradicted`")
+    smoke_words = (" These results come from a smoke profile, which checks that the pipeline runs: no claim is "
+                   f"assessed (`{SMOKE}`)." if smoke else "")
     lines = [f"### The paper's claims — {suite}", "",
-             ", ".join(f"{n} {v}" for v, n in counts.items()) + f". Verdict words: {words}. The first needs the "
-             "whole 95% interval on the claimed side, the second the whole interval on the other (for a claim of k "
-             "comparisons, its Holm-adjusted interval); anything else — fewer than "
-             f"{MIN_SEEDS} seeds, an interval of zero width — is `inconclusive`. Exact quantities (peak memory) "
-             "compare directly. Rules: harness/report/claims.py.", "",
+             ", ".join(f"{n} {v}" for v, n in counts.items()) + f".{smoke_words} Verdict words: {words}. The first "
+             "needs the whole 95% interval on the claimed side, the second the whole interval on the other (for a "
+             "claim of k comparisons, its Holm-adjusted interval); anything else — fewer than "
+             f"{MIN_SEEDS} seeds, an interval of zero width — is `inconclusive`, and a verdict resting on timings "
+             f"flagged † (busy machine) or § (memory faulted in on every call) is `{NOISY}`. Exact quantities (peak "
+             "memory) compare directly. Rules: harness/report/claims.py.", "",
              "| table | claim | measured [95% interval] | verdict |", "|---|---|---|---|"]
     lines += [f"| {c.table} | {c.claim} | {c.measured} | **{c.verdict}** |" for c in claims]
     return [atomic_write_text(out_dir / "claims.md", "\n".join(lines) + "\n")]

@@ -41,6 +41,7 @@ from ...core.suite import (
 from ...models.checkpoints import drop_checkpoint
 from ...models.probe import PROBE_DEFAULTS
 from ...models.tasks import LRA_SEQ_LEN, TASKS
+from ...report.claims import is_smoke
 from ...report.format import shown_env, with_data
 from .cells import describe, prepare_data, read_user_data, run_accuracy_cell
 from .noise import NOISE_ON, cell_noise, noise_problem
@@ -300,9 +301,9 @@ def write_reports(store: Store, name: str, options: Mapping[str, Any], keys: lis
     # here, not at the top: the reports load matplotlib, which a cell's worker process never needs
     from .table1 import write_accuracy_reports
 
-    return write_accuracy_reports(df, store.curves(keys), store.path.parent,
-                                  env=with_data(shown_env(store.runs(set(df["run_id"]))), df, "LRA"), suite=name,
-                                  options=options)
+    runs = store.runs(set(df["run_id"]))
+    return write_accuracy_reports(df, store.curves(keys), store.path.parent, env=with_data(shown_env(runs), df, "LRA"),
+                                  suite=name, options={**options, "smoke": is_smoke(runs["profile"])})
 
 
 KIND = SuiteKind(

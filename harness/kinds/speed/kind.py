@@ -33,6 +33,7 @@ from ...measure.compile import compiles
 from ...measure.gpu import SDPA_BACKENDS
 from ...measure.group import is_time_cell, timing_env
 from ...measure.timing import TIMING_DEFAULTS
+from ...report.claims import is_smoke
 from ...report.format import shown_env
 from .cells import describe, measure_cell, measure_group
 
@@ -156,7 +157,8 @@ def write_reports(store: Store, name: str, options: Mapping[str, Any], keys: lis
     return write_speed_reports(df, store.path.parent, env=shown_env(runs), suite=name,
                                baseline=options.get("baseline", "vanilla"),
                                slope_min_seq_len=int(options.get("slope_min_seq_len", 1024)),
-                               samples=store.group_samples(groups), roofs=roofs, row_names=options.get("row_names"))
+                               samples=store.group_samples(groups), roofs=roofs, row_names=options.get("row_names"),
+                               smoke=is_smoke(runs["profile"]))
 
 
 KIND = SuiteKind(

@@ -121,10 +121,7 @@ def _format_cell(cells: _Cells, attention: str, seq_len: int, metric: Metric, ba
         if is_finite_number(cell.get("time_ms_iqr")) and cell["time_ms_median"] > 0:
             pct = "%" if fmt == "md" else r"\%"
             text += f" {PLUS_MINUS[fmt]}{sig2(50 * cell['time_ms_iqr'] / cell['time_ms_median'])}{pct}"
-        if cell.get("noisy") is True:
-            text += NOISY_MARK[fmt]
-        if refaults(cell):
-            text += REFAULT_MARK[fmt]
+        text += _marks(cell, fmt)
     if attention == baseline:
         return text
     ratio = cell.get("speedup") if metric.kind == "time" else None  # paired, from attach_speedups
@@ -132,7 +129,17 @@ def _format_cell(cells: _Cells, attention: str, seq_len: int, metric: Metric, ba
         base = _metric_value(cells, baseline, seq_len, metric)
         ratio = None if base is None or base <= 0 or value <= 0 else (
             value / base if metric.higher_is_better else base / value)
-    return text if not is_finite_number(ratio) else f"{text} ({sig2(ratio)}{TIMES[fmt]})"
+    if not is_finite_number(ratio):
+        return text
+    # A multiplier is no better than either of its two timings: it carries the baseline cell's marks too.
+    base_cell = cells.get((baseline, seq_len))
+    inherited = _marks(base_cell, fmt) if metric.kind == "time" and base_cell is not None else ""
+    return f"{text} ({sig2(ratio)}{TIMES[fmt]}{inherited})"
+
+
+def _marks(cell: Mapping[str, object], fmt: Fmt) -> str:
+    """A timed cell's marks: † timed on a busy machine, § its memory faulted in again on every call."""
+    return (NOISY_MARK[fmt] if cell.get("noisy") is True else "") + (REFAULT_MARK[fmt] if refaults(cell) else "")
 
 
 def attach_speedups(df: pd.DataFrame, samples: Mapping[tuple[str, str], list[float]], baseline: str) -> pd.DataFrame:
@@ -245,6 +252,7 @@ def _table4_md(df_group: pd.DataFrame, group: Mapping[str, object], *, suite: st
         f"### Table 4 — {suite}: {group_title(group)}\n\n"
         f"{table4(df_group, baseline=baseline, fmt='md', row_names=row_names)}\n\n"
         f"Multipliers are relative to `{baseline}`; above 1× is better (faster, higher throughput or less memory); "
+        "a time multiplier carries the marks of the baseline's cell as well as its own row's; "
         "time multipliers are medians of per-round ratios of interleaved timings (95% intervals in ratios.md). "
         "± = half the interquartile range of the timing rounds, relative to the median; † = timed while other "
         "processes kept the machine busy (noisy_reason in results.csv); § = the time includes faulting at least a "
@@ -333,7 +341,8 @@ def ratios_table(df: pd.DataFrame, baseline: str, fmt: Fmt) -> str:
 def write_speed_reports(df: pd.DataFrame, out_dir: Path, *, env: Mapping[str, object], suite: str,
                         baseline: str = "vanilla", slope_min_seq_len: int = 1024, plots: bool = True,
                         samples: Mapping[tuple[str, str], list[float]] | None = None,
-                        roofs: Roofs | None = None, row_names: Mapping[str, str] | None = None) -> list[Path]:
+                        roofs: Roofs | None = None, row_names: Mapping[str, str] | None = None,
+                        smoke: bool = False) -> list[Path]:
     """Writes every report of a suite's results into ``out_dir``.
 
     Files: ``results.csv`` (all rows and columns, full precision), ``env.json``, per group
@@ -411,4 +420,4 @@ def write_speed_reports(df: pd.DataFrame, out_dir: Path, *, env: Mapping[str, ob
               "env": env}
     written += write_compile_comparison(df, out_dir, **layout)
     written += write_roofline(df, out_dir, roofs or {}, plots=plots, **layout)
-    return written + write_claims(out_dir, speed_claims(df, baseline, GROUP_COLUMNS), suite=suite)
+    return written + write_claims(out_dir, speed_claims(df, baseline, GROUP_COLUMNS), suite=suite, smoke=smoke)

@@ -7,6 +7,7 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -18,7 +19,7 @@ from harness.kinds.speed.report import (
     table4_tex,
     write_speed_reports,
 )
-from harness.kinds.speed.slopes import fit_loglog_slope
+from harness.kinds.speed.slopes import fit_loglog_slope, slope_fit, slope_flag
 
 MIB = 2**20
 ENV: dict[str, object] = {
@@ -128,6 +129,21 @@ def test_a_time_that_refaults_its_memory_is_marked(faults: float | None, peak_mi
     assert ("§" in s3_md[1]) is marked and "§" not in s3_md[2]  # the time only, never the memory
     s3_tex = next(r for r in _body_rows(table4_tex(df, baseline="vanilla")) if r.startswith("S3"))
     assert (r"$^\S$" in s3_tex) is marked
+
+
+def test_a_multiplier_inherits_its_baselines_marks() -> None:
+    """vanilla's 1K time noisy (†) and its 2K time refaulting (§): S3Attention's multipliers at those lengths carry
+    the marks, its own times do not; memory multipliers carry none (the marks are about time)."""
+    df = make_results()
+    base = df["attention"] == "vanilla"
+    df.loc[base & (df["seq_len"] == 1024), "noisy"] = True
+    df.loc[base & (df["seq_len"] == 2048), "page_faults_per_call"] = 400_000.0  # 1.6 GB a call: over 0.1 x 256 MiB
+    vanilla, s3 = (_md_cells(line) for line in table4(df, baseline="vanilla", fmt="md").splitlines()[2:])
+    assert vanilla[2] == "40.0 ±5.0%†" and vanilla[3] == "160 ±5.0%§"
+    assert s3[2] == "10.0 ±5.0% (4.0×†)" and s3[3] == "20.0 ±5.0% (8.0×§)"
+    assert "†" not in s3[6] and "§" not in s3[7]
+    s3_tex = next(r for r in _body_rows(table4_tex(df, baseline="vanilla")) if r.startswith("S3"))
+    assert r"(4.0$\times$$^\dagger$)" in s3_tex and r"(8.0$\times$$^\S$)" in s3_tex
 
 
 def test_table_without_baseline_has_no_multipliers() -> None:
@@ -242,8 +258,8 @@ def test_cells_a_skip_rule_left_out_are_in_the_csv_but_in_no_table(tmp_path: Pat
 def test_slopes_files(tmp_path: Path) -> None:
     write_speed_reports(make_results(), tmp_path, env=ENV, suite="synthetic", plots=False)
     slopes = pd.read_csv(tmp_path / "slopes.csv")
-    assert list(slopes.columns) == [*GROUP_COLUMNS, "attention", "metric", "slope", "n_points",
-                                    "seq_len_min", "seq_len_max"]
+    assert list(slopes.columns) == [*GROUP_COLUMNS, "attention", "metric", "slope", "slope_lo", "slope_hi", "r2",
+                                    "flag", "n_points", "seq_len_min", "seq_len_max"]
     fits = slopes.set_index(["attention", "metric"])
     # vanilla: 1K and 2K (4K is OOM); s3attention: 1K to 4K. 512 is below slope_min_seq_len.
     assert fits.loc[("vanilla", "time_ms_median"), "slope"] == pytest.approx(2.0, abs=1e-12)
@@ -252,9 +268,40 @@ def test_slopes_files(tmp_path: Path) -> None:
     assert fits.loc[("vanilla", "time_ms_median"), ["n_points", "seq_len_min", "seq_len_max"]].tolist() == [
         2, 1024, 2048]
     assert fits.loc[("s3attention", "peak_mem_bytes"), "n_points"] == 3
-    md_rows = [_md_cells(line)[-5:] for line in (tmp_path / "slopes.md").read_text().splitlines()
+    # exact power laws: R² 1, a zero-width interval from three points, no flag
+    assert fits.loc[("s3attention", "time_ms_median"), ["slope_lo", "slope_hi", "r2"]].tolist() == pytest.approx(
+        [1.0, 1.0, 1.0], abs=1e-9)
+    assert fits["flag"].isna().all()
+    md_rows = [_md_cells(line)[-7:] for line in (tmp_path / "slopes.md").read_text().splitlines()
                if line.startswith("| cpu")]
-    assert ["vanilla", "time_ms_median", "2.00", "2", "1K–2K"] in md_rows and len(md_rows) == 4
+    assert ["vanilla", "time_ms_median", "2.00 (2 points)", "1.000", "2", "1K–2K", ""] in md_rows
+    assert len(md_rows) == 4
+
+
+@pytest.mark.parametrize(("points", "complexity", "flag"), [
+    ({1024: 10.0, 2048: 13.0, 4096: 16.9}, "n", "below linear"),  # the 0.37 of a launch-bound forward
+    ({1024: 10.0, 2048: 40.0, 4096: 160.0}, "n", "above n"),  # quadratic from a variant declared linear
+    ({1024: 10.0, 2048: 40.0, 4096: 160.0}, "n^2", ""),
+    ({1024: 10.0, 2048: 21.0, 4096: 43.0}, "n log n", ""),
+    ({1024: 10.0, 2048: 90.0, 4096: 95.0, 8192: 100.0}, "n^2", "poor fit"),  # a jump, then flat
+])
+def test_a_slope_is_flagged_where_it_does_not_fit_the_declared_class(points: dict[int, float], complexity: str,
+                                                                    flag: str) -> None:
+    slope, lo, hi, r2 = slope_fit(list(points), list(points.values()))
+    found = slope_flag(slope, lo, hi, r2, complexity)
+    assert (flag in found) if flag else found == "", (slope, lo, hi, r2, found)
+
+
+def test_the_slope_interval_covers_the_true_exponent() -> None:
+    """A power law n^1.5 with 5% multiplicative noise at six lengths: the 95% interval holds 1.5 in about 95% of
+    draws (here at least 85 of 100, a loose bound on a binomial(100, 0.95))."""
+    rng = np.random.default_rng(0)
+    n = np.array([512, 1024, 2048, 4096, 8192, 16384], dtype=float)
+    covered = 0
+    for _ in range(100):
+        _, lo, hi, _ = slope_fit(n, n**1.5 * np.exp(rng.normal(0, 0.05, n.size)))
+        covered += lo <= 1.5 <= hi
+    assert covered >= 85
 
 
 def test_slopes_need_two_points(tmp_path: Path) -> None:
