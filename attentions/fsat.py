@@ -16,7 +16,7 @@ implementation, so every choice the paper leaves open is listed, with ours, in `
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import torch
 from torch import Tensor
@@ -25,6 +25,9 @@ from ._fsat_ops import gaussian_confidence, last_real_index, sparse_attention, t
 from .base import check_seq_len
 from .fat import FATConfig, IndexScale, _CrossAttentionBase
 from .registry import Capabilities, register, register_preset
+
+#: What a predicted index at or past a sequence's real length becomes (see ``FSATAttention``, "Out-of-range").
+OutOfRange = Literal["drop", "clamp"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,9 @@ class FSATConfig(FATConfig):
             exactly the real tokens whatever max_seq_len is).
         normalized_confidence: ρ is the Gaussian density with its 1/√(2πσ²) factor (paper); False drops it.
         truncate_grad: clamp the confidence gradient to (−∞, 0] (§4.2.4); False = Table 3 "No Trunc.".
+        out_of_range: a predicted index ⌊Ī⌋ at or past the sequence's real length: "drop" (default) removes
+            the edge, as padded keys' edges are removed; "clamp" moves it onto the last real token (this
+            implementation's behaviour before the option, kept for comparison). See the class docstring.
     """
 
     m_per_key: int = 4
@@ -51,6 +57,7 @@ class FSATConfig(FATConfig):
     index_scale: IndexScale = "max_seq_len"
     normalized_confidence: bool = True
     truncate_grad: bool = True
+    out_of_range: OutOfRange = "drop"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -61,6 +68,8 @@ class FSATConfig(FATConfig):
             raise ValueError(f"sigma2 must be positive or None (= max_seq_len), got {self.sigma2!r}")
         if self.index_scale not in ("max_seq_len", "length"):
             raise ValueError(f"index_scale must be max_seq_len or length, got {self.index_scale!r}")
+        if self.out_of_range not in ("drop", "clamp"):
+            raise ValueError(f"out_of_range must be drop or clamp, got {self.out_of_range!r}")
 
     @property
     def randoms(self) -> int:
@@ -79,7 +88,8 @@ class FSATEdges(NamedTuple):
     Attributes:
         query_index: [B, N, H, E] int64: for key j in head h, the queries its edges point from (eq. 10's
             I_jm; columns :M are the predicted ⌊Ī⌋, columns M: the random ones in training); the value N
-            marks a padded key's dropped edge.
+            marks a dropped edge (a padded key's, or with ``out_of_range="drop"`` one whose ⌊Ī⌋ is at or
+            past the real length).
         confidence: [B, N, H, E] s = ρ(I | Ī, σ²), carrying the (truncated) gradient to Ī.
         predicted: [B, N, H, M] the continuous predictions Ī of eq. 9.
     """
@@ -129,9 +139,21 @@ class FSATAttention(_CrossAttentionBase):
       confidence's normalising factor"); with Adam, W_o can grow to undo a constant scale over long training,
       which the paper's LRA runs have. The default stays the paper's text (a reader reproducing the paper gets
       what it says); ``fsat_unnormalized`` is the reading we would recommend, and both are registered.
-    - Rounding: I_p = ⌊Ī⌋ (§4.2.3), clamped to [0, last real position] (Ī can reach L_max, and exceeds the
-      real length of shorter or padded sequences). Indices carry no gradient; Ī learns only through the
-      confidences.
+    - Rounding: I_p = ⌊Ī⌋ (§4.2.3). Indices carry no gradient; Ī learns only through the confidences.
+    - Out-of-range indices (``out_of_range``): Ī = σ(·)·L_max lies in [0, L_max], so ⌊Ī⌋ can be at or past
+      the real length of a shorter or padded sequence (and equals L_max itself where σ saturates to 1). The
+      paper is silent on this, but implies it: its inputs are padded to the task's fixed maximum length (§5.2,
+      Text: "truncated or padded to a fixed maximum length of 4K") and L_max is that length (§5.3), so
+      ⌊Ī⌋ < L_max addresses a position of the padded sequence, and an edge landing past the real tokens
+      reaches a padding query: it changes only that padding position's output. Default "drop": such an edge is
+      removed (sent to the discarded slot, as a padded key's edges), which is the paper's computation on the
+      layer's real positions and leaves the other edges untouched. "clamp" moves it onto the last real token
+      instead — an edge the paper does not have; on a padded document many keys' edges pile onto that one query
+      (all of them when σ saturates): kept for comparison. Neither changes real outputs with the amount of
+      padding. Wrapping (⌊Ī⌋ mod length) or rescaling to the real length (``index_scale="length"``, which keeps
+      ⌊Ī⌋ in range except where σ saturates) are the other readings; the first has no support in the paper.
+      Dropped edges carry no gradient to Ī; the random edges of training (scored against Ī, below) still
+      pull an out-of-range Ī back into the real range, as the paper's exploration intends.
     - Random indices (training): ``n_random`` per key and head (default M: I_r shaped like I_p), uniform
       over [0, real length − 1], drawn fresh each training forward from torch's global RNG. Random column r
       is scored with the mean of predicted column r mod M (eq. 10 pairs I_jm with Ī_jm), so exploring edges
@@ -158,8 +180,8 @@ class FSATAttention(_CrossAttentionBase):
       (``.to(torch.bfloat16)``, the speed suite's ``dtype: bfloat16`` cells) has bf16 weights, so its cross runs in
       bf16 and its indices flip as above: such a cell times the layer in bf16, not a bf16 copy of the float32 one.
     - Padding: f₁(X), f₂(X) zeroed at padded positions (real rows of C equal the unpadded sequence's); padded
-      keys emit no edges (they go to a discarded slot); predicted and random indices are clamped to the last
-      real position. Real outputs never read padded content.
+      keys emit no edges (they go to a discarded slot); predicted indices past the real length are dropped or
+      clamped (``out_of_range``), random indices are drawn within it. Real outputs never read padded content.
     - Not here: §5.3 halves the FFN width for FSAT (a model choice, outside the token mixer); Table 3's "Only
       I_r" (the paper does not say what inference uses then).
     """
@@ -194,7 +216,11 @@ class FSATAttention(_CrossAttentionBase):
         z = logits.to(ft).view(bsz, n, cfg.heads, m)  # [B, N, H, M]
         scale = float(cfg.max_seq_len) if cfg.index_scale == "max_seq_len" else (last + 1).to(ft)
         ibar = torch.sigmoid(z) * scale  # [B, N, H, M], eq. 9
-        index = torch.minimum(ibar.detach().floor().long().clamp_(min=0), last)  # I_p = ⌊Ī⌋ in the real range
+        index = ibar.detach().floor().long().clamp_(min=0)  # I_p = ⌊Ī⌋, [B, N, H, M]
+        if cfg.out_of_range == "clamp":
+            index = torch.minimum(index, last)  # onto the last real token
+        else:
+            index = index.masked_fill(index > last, n)  # past the real tokens: no edge (the discard slot)
         mean = ibar
         if r > 0:
             # I_r ~ U[0, n_b − 1]; the modulo of a 62-bit draw is uniform to within n/2^62.

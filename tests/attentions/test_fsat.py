@@ -233,7 +233,9 @@ def test_predicted_indices_follow_eq_9() -> None:
     logits = F.linear(m.cross(x), m.ckv.weight[32:], m.ckv.bias[32:])  # C W_I + b_I
     ibar = torch.sigmoid(logits).view(2, 30, 2, 4) * 40  # eq. 9 with L_max = max_seq_len
     torch.testing.assert_close(graph.predicted, ibar)
-    assert torch.equal(graph.query_index, ibar.floor().long().clamp(0, 29))  # ⌊Ī⌋ within the length
+    floor = ibar.floor().long()
+    assert torch.equal(graph.query_index, floor.masked_fill(floor > 29, 30))  # ⌊Ī⌋; past the length: no edge
+    assert (floor > 29).any() and (floor <= 29).any()  # both kinds occur (Ī spans [0, L_max = 40])
     torch.testing.assert_close(graph.confidence, fsat_ops.gaussian_confidence(graph.query_index, ibar, 40.0))
 
 
@@ -316,7 +318,8 @@ def test_padded_keys_emit_no_edges_and_indices_stay_real() -> None:
     mask[1, 10:] = False
     index = m.edges(torch.randn(2, 24, 16), mask).query_index
     assert (index[1, 10:] == 24).all()  # the discard marker
-    assert index[1, :10].max() <= 9 and index[0].max() <= 23
+    real = index[1, :10]
+    assert real[real != 24].max() <= 9 and index[0].max() <= 24
 
 
 def test_deterministic_under_manual_seed() -> None:
@@ -346,12 +349,82 @@ def test_finite_outputs_and_grads_with_padding_and_empty_rows(name: str) -> None
     assert torch.isfinite(m.eval()(x, mask)).all()
 
 
-def test_query_without_edges_outputs_the_output_bias() -> None:
-    m = _small(max_seq_len=16).eval()
+@pytest.mark.parametrize("out_of_range", ["drop", "clamp"])
+def test_query_without_edges_outputs_the_output_bias(out_of_range: str) -> None:
+    m = _small(max_seq_len=16, out_of_range=out_of_range).eval()
     with torch.no_grad():
-        m.ckv.bias[32:] = 50.0  # σ → 1: every key predicts query L_max − 1, clamped to the last one
+        m.ckv.bias[32:] = 50.0  # σ → 1: every key predicts query L_max, past the 10 tokens
     y = m(torch.randn(1, 10, 16))
-    torch.testing.assert_close(y[0, :9], m.out.bias.expand(9, 16))
+    # drop: no query has an edge; clamp: every edge lands on the last token, the others have none
+    silent = 10 if out_of_range == "drop" else 9
+    torch.testing.assert_close(y[0, :silent], m.out.bias.expand(silent, 16))
+    assert out_of_range == "drop" or not torch.allclose(y[0, 9], m.out.bias)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Predicted indices past the real length (``out_of_range``).
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _padded_document(length: int, pad: int, seed: int = 21) -> tuple[torch.Tensor, torch.Tensor]:
+    """One document of ``length`` tokens followed by ``pad`` padding positions of large noise."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.cat((torch.randn(1, length, 16, generator=g), 100 * torch.randn(1, pad, 16)), dim=1)
+    mask = torch.arange(length + pad)[None] < length  # [1, L + p]
+    return x, mask
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_no_edge_reaches_a_position_past_the_real_length(train: bool) -> None:
+    torch.manual_seed(22)
+    m = _small(max_seq_len=48).train(train)
+    x, mask = _padded_document(30, 18)
+    graph = m.edges(x, mask)
+    index = graph.query_index[0]  # [N, H, E]
+    attached = index[index != 48]  # 48 = N: the discard marker
+    assert attached.numel() > 0 and attached.max() < 30
+    # Ī spans [0, L_max = 48]: predictions past the 30 tokens occur, and are dropped, not moved
+    past = graph.predicted[0, :30].floor() >= 30  # [30, H, M]
+    assert past.any() and (index[:30, :, :4][past] == 48).all() and (index[:30, :, :4][~past] < 30).all()
+    # with clamp the same predictions land on the last real token instead
+    clamp = _small(max_seq_len=48, out_of_range="clamp").train(train)
+    clamp.load_state_dict(m.state_dict())
+    clamped = clamp.edges(x, mask).query_index[0, :30, :, :4]
+    assert (clamped[past] == 29).all() and torch.equal(clamped[~past], index[:30, :, :4][~past])
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_clamp_reproduces_the_clamping_graph_and_output(train: bool) -> None:
+    """``out_of_range="clamp"``: I_p = min(⌊Ī⌋, last real position), written out here, and the forward over it."""
+    torch.manual_seed(23)
+    m = _small(max_seq_len=40, out_of_range="clamp", dropout=0.0).train(train)
+    x = torch.randn(3, 30, 16)
+    mask = torch.ones(3, 30, dtype=torch.bool)
+    mask[0, 17:] = False
+    mask[2, 5:] = False
+    torch.manual_seed(0)
+    graph = m.edges(x, mask)
+    last = torch.tensor([16, 29, 4]).view(3, 1, 1, 1)
+    expected = torch.minimum(graph.predicted.floor().long().clamp(min=0), last)
+    expected = expected.masked_fill(~mask[:, :, None, None], 30)
+    assert torch.equal(graph.query_index[..., :4], expected)
+    q, k, v, _ = m._project(x, mask)
+    direct = m.out(fsat_ops.sparse_attention(q, k, v, graph.query_index, graph.confidence).reshape(3, 30, 16))
+    torch.manual_seed(0)
+    assert torch.equal(m(x, mask), direct)
+
+
+@pytest.mark.parametrize("out_of_range", ["drop", "clamp"])
+def test_real_outputs_do_not_depend_on_the_amount_of_padding(out_of_range: str) -> None:
+    torch.manual_seed(24)
+    m = _small(max_seq_len=64, out_of_range=out_of_range).eval()
+    length, p = 13, 17
+    x, mask = _padded_document(length, 2 * p)
+    y_2p = m(x, mask)[0, :length]
+    y_p = m(x[:, : length + p], mask[:, : length + p])[0, :length]
+    y_0 = m(x[:, :length])[0]  # no padding, no mask
+    torch.testing.assert_close(y_p, y_2p, rtol=1e-6, atol=1e-7)
+    torch.testing.assert_close(y_0, y_2p, rtol=1e-6, atol=1e-7)
 
 
 def test_longer_than_max_seq_len_is_rejected_and_config_is_validated() -> None:
@@ -359,7 +432,7 @@ def test_longer_than_max_seq_len_is_rejected_and_config_is_validated() -> None:
         _small(max_seq_len=8)(torch.randn(1, 9, 16))
     _small(max_seq_len=8, index_scale="length")(torch.randn(1, 9, 16))  # L_max is not used then
     for bad in ({"m_per_key": 0}, {"n_random": -1}, {"sigma2": 0.0}, {"dconv_kernel": 4},
-                {"feature_map": "mlp"}, {"index_scale": "n"}):
+                {"feature_map": "mlp"}, {"index_scale": "n"}, {"out_of_range": "wrap"}):
         with pytest.raises(ValueError):
             _small(**bad)
 

@@ -447,5 +447,4 @@ def write_study_reports(df: pd.DataFrame, out_dir: Path, *, tables: Sequence[str
         if plots and not summary.empty:
             written += figures(df, summary, out_dir, suite)
     stand_ins = not datasource.all_real(datasource.of_ok_cells(df))
-    return written + write_claims(out_dir, claims, suite=suite, stand_ins=stand_ins,
-                                  smoke=bool((options or {}).get("smoke")))
+    return written + write_claims(out_dir, claims, suite=suite, stand_ins=stand_ins, smoke=bool(options.get("smoke")))

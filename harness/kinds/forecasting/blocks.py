@@ -47,6 +47,9 @@ class ForecastConfig:
         moving_avg: the decomposition's averaging window (None: the model's own, Autoformer 25, FEDformer 24).
         attention: config overrides of the zoo attention (e.g. ``factor``, ``modes``, ``r``).
         n_harm: harmonics of S3Attention's Fourier extrapolation (its forecaster only).
+        time_features: S3Attention's forecaster only: add the time features' linear map to its embedding, as the
+            family's ``DataEmbedding`` with ``embed=timeF`` does (False: Algorithm 3, which embeds the values
+            alone; see :mod:`~harness.kinds.forecasting.s3_forecaster`). The encoder-decoders always embed them.
     """
 
     input_len: int
@@ -64,6 +67,7 @@ class ForecastConfig:
     moving_avg: int | None = None
     attention: dict[str, Any] = field(default_factory=dict)
     n_harm: int = 8
+    time_features: bool = False
 
     def __post_init__(self) -> None:
         def bad(name: str, valid: str) -> ValueError:
@@ -82,6 +86,8 @@ class ForecastConfig:
             raise bad("label_len", f"at most input_len = {self.input_len}")
         if not (isinstance(self.dropout, int | float) and not isinstance(self.dropout, bool) and 0 <= self.dropout < 1):
             raise bad("dropout", "a number in [0, 1)")
+        if not isinstance(self.time_features, bool):
+            raise bad("time_features", "true or false")
         if self.activation not in ("gelu", "relu"):
             raise bad("activation", "gelu or relu")
         if self.d_model % self.heads:

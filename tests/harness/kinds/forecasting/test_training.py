@@ -132,3 +132,38 @@ def test_the_naive_forecasts_are_scored_on_the_same_test_windows() -> None:
                                    [np.mean(err ** 2), np.abs(err).mean()], rtol=1e-4)
     # the sine's period (12) divides the window (24): its Fourier continuation is the sine, off by the noise only
     assert metrics["naive_fourier_mse"] < 0.01 < metrics["naive_mean_mse"]
+
+
+def test_every_test_window_is_scored_when_the_batch_does_not_divide_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """test_max_windows 0: the model forecasts every window of the test split exactly once — len − L − H + 1 of
+    them, here 104 − 24 − 12 + 1 = 69 at batch 8 (8 full batches and one of 5): no ``drop_last``, unlike the
+    released test loader."""
+    splits = _splits()
+    expected = len(splits["test"].values) - MODEL.input_len - MODEL.horizon + 1
+    assert expected == 69 and expected % TRAIN.batch_size != 0
+    seen: list[torch.Tensor] = []
+    real = training.evaluate
+
+    def counting(model: object, windows: object, starts: torch.Tensor, batch_size: int,
+                 device: torch.device) -> tuple[float, float]:
+        if isinstance(model, torch.nn.Module) and windows is not None and len(starts) == expected:
+            seen.clear()
+            forward = model.forward
+
+            def record(x: torch.Tensor, *rest: torch.Tensor) -> torch.Tensor:
+                seen.append(x[:, 0].clone())  # [B, C]: each window's first history row identifies its start
+                return forward(x, *rest)
+
+            model.forward = record  # type: ignore[method-assign]
+            try:
+                return real(model, windows, starts, batch_size, device)
+            finally:
+                del model.forward
+        return real(model, windows, starts, batch_size, device)
+
+    monkeypatch.setattr(training, "evaluate", counting)
+    result = train_forecaster("s3attention", splits, MODEL, replace(TRAIN, steps=2, test_max_windows=0), seed=0)
+    assert result.test_windows == expected
+    firsts = torch.cat(seen)  # [windows, C], in the order scored
+    assert [len(b) for b in seen] == [8] * 8 + [5]
+    torch.testing.assert_close(firsts, torch.from_numpy(splits["test"].values[:expected]))
