@@ -35,7 +35,7 @@ accuracy robustness hyperparams ablation incoherence forecasting: RUN_EXTRA = \
 	$(if $(DATA_DIR),--data-dir $(DATA_DIR))
 
 .PHONY: setup setup-dev setup-ray bench-speed bench-memory bench-long accuracy robustness hyperparams ablation \
-	incoherence forecasting approximation report gpu-check test test-slow lint clean clean-results FORCE
+	incoherence forecasting approximation report gpu-check test test-slow lint catalog clean clean-results FORCE
 
 # What running needs (torch, numpy, pandas, matplotlib, PyYAML, tqdm); the test tools and Ray come with the targets
 # that use them (setup-dev, setup-ray), so a user who only benchmarks gets a small .venv.
@@ -99,11 +99,11 @@ approximation: setup $(RAY_SETUP)
 report: setup
 	$(BIN)/attnbench report $(OUT)
 
-# The whole project on one GPU in a few minutes (harness/gpu_check.py): CUDA tests, every suite's smoke profile on
+# The whole project on one GPU in a few minutes (harness/run/gpu_check.py): CUDA tests, every suite's smoke profile on
 # cuda, the speed suite's `gpu` profile. PYTHON_RUN=python3 uses a system Python that has torch with CUDA (no .venv).
 PYTHON_RUN ?= $(BIN)/python
 gpu-check: $(if $(filter $(BIN)/python,$(PYTHON_RUN)),setup-dev)
-	$(PYTHON_RUN) -m harness.gpu_check --out $(OUT)/gpu-check
+	$(PYTHON_RUN) -m harness.run.gpu_check --out $(OUT)/gpu-check
 
 test: setup-dev
 	$(BIN)/python -m pytest
@@ -113,6 +113,11 @@ test-slow: setup-dev
 
 lint: setup-dev
 	$(BIN)/ruff check attentions harness tests
+
+# After adding or changing a variant: the registry's catalogue that `attnbench list` reads without torch
+# (harness/catalog.py; a test fails while it is stale).
+catalog: setup
+	$(BIN)/python -m harness.catalog
 
 # clean: what can be rebuilt or regenerated (the virtualenv, build and test caches, the generated-data cache, the
 # libraries' caches a run keeps under OUT/.cache).

@@ -1,10 +1,11 @@
-"""``attnbench``: list | run SUITE | report DIR | report --rank DIR... | compare A B | env.
+"""``attnbench``: list | run SUITE | report DIR | report --rank DIR... | compare A B | show DIR | env.
 
 Bad input (missing file, YAML error, unknown key/attention/profile, bad value, unavailable device, unwritable
 output) exits with code 2 and one line naming what is wrong and how to fix it.
 
-This module imports nothing heavy: ``--help`` answers at once, and ``run`` re-executes itself with the timing malloc
-settings before torch is imported, so torch is imported once. The commands are :mod:`harness.commands`.
+This module imports nothing heavy: ``--help`` and argument errors answer at once, ``list``, ``show`` and ``env`` on a
+CPU build answer without torch (:mod:`harness.light`), and ``run`` re-executes itself with the timing malloc settings
+before torch is imported, so torch is imported once. The other commands are :mod:`harness.commands`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import signal
 import sqlite3
 import sys
 import threading
+from collections.abc import Callable
 
 from .core.errors import RunFailed, Terminated, UserError
 from .core.tunables import GLIBC_TUNABLES_TIMING, timing_env_active
@@ -40,6 +42,11 @@ def _version() -> str:
         return "unknown (not installed; run `make setup`)"
 
 
+#: ``--highlight`` of ``run`` and ``report`` (harness.report.plots.highlighting).
+HIGHLIGHT_HELP = ("figures: colour the attentions matching these fnmatch patterns (comma-separated; repeatable) and "
+                  "draw every other one thin and grey")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="attnbench", description="Benchmark efficient attention against softmax attention.")
     p.add_argument("--version", action="version", version=f"attnbench {_version()}")
@@ -47,6 +54,12 @@ def build_parser() -> argparse.ArgumentParser:
     ls = sub.add_parser("list", help="registered attentions and their capabilities")
     ls.add_argument("pattern", nargs="?", default="*", help="fnmatch pattern, e.g. 's3*'")
     ls.set_defaults(func="cmd_list")
+    _add_run(sub)
+    _add_readers(sub)
+    return p
+
+
+def _add_run(sub: argparse._SubParsersAction) -> None:
     run = sub.add_parser("run", help="run a suite (resumes; --fresh to redo)")
     run.add_argument("suite", help="suite YAML file, e.g. suites/speed.yaml")
     run.add_argument("--profile", default="quick", help="smoke | quick | paper (or any profile in the file)")
@@ -71,7 +84,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="ray: address of an existing Ray cluster (default: start Ray on this machine)")
     run.add_argument("--cpus-per-task", type=int, default=None,
                      help="ray: CPUs each CPU cell reserves (default: the intra-op thread count)")
+    run.add_argument("--highlight", action="append", metavar="PATTERNS", help=HIGHLIGHT_HELP)
     run.set_defaults(func="cmd_run")
+
+
+def _add_readers(sub: argparse._SubParsersAction) -> None:
+    """The commands that read results directories (report, compare, show) and the environment (env)."""
     rep = sub.add_parser("report", help="rewrite CSV/Markdown/LaTeX tables and plots from a results directory, or "
                                         "rank the variants across suites (--rank)")
     what = rep.add_mutually_exclusive_group(required=True)
@@ -81,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
                            "across them, z-scores per metric averaged within and then across suites")
     rep.add_argument("--out-dir", default=None,
                      help="--rank: where ranking.{md,tex,csv} go (default: the deepest directory holding every DIR)")
+    rep.add_argument("--highlight", action="append", metavar="PATTERNS", help=HIGHLIGHT_HELP)
     rep.set_defaults(func="cmd_report")
     cmp = sub.add_parser("compare", help="compare two results directories (or two runs: DIR@RUN) cell by cell")
     cmp.add_argument("a", help="the reference: a suite's results directory, optionally @RUN (a run id)")
@@ -95,10 +114,13 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--fail-on-regression", action="store_true",
                      help="exit 1 when a cell got slower beyond the threshold, significantly")
     cmp.set_defaults(func="cmd_compare")
+    show = sub.add_parser("show", help="what a results directory holds: runs and their ids, cells by status, noisy "
+                                       "counts, files")
+    show.add_argument("dir", help="a directory holding results.db (or a parent of several)")
+    show.set_defaults(func="cmd_show")
     env = sub.add_parser("env", help="print the environment block stored with every run")
     env.add_argument("--device", default=None)
     env.set_defaults(func="cmd_env")
-    return p
 
 
 def _reexec_with_timing_env(argv: list[str]) -> None:
@@ -169,13 +191,17 @@ def _dispatch(args: argparse.Namespace) -> int:
     """Run the parsed command; every expected failure is one line on stderr and an exit code."""
     if getattr(args, "out", None):
         _caches_under_out(args.out)
+    from . import light
+
+    if args.func in light.COMMANDS and (args.func != "cmd_env" or light.cpu_env_answers(args)):
+        return _answer(lambda: light.COMMANDS[args.func](args))
     import attentions
 
     from . import commands
     from .core.schema import store_error
 
     try:
-        return int(getattr(commands, args.func)(args))
+        return _answer(lambda: getattr(commands, args.func)(args))
     except UserError as exc:
         print(f"attnbench: error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -193,6 +219,16 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(f"attnbench: error: {where}{exc.strerror or exc}; free space or fix the permissions (or give another "
               f"--out), then rerun: finished cells are kept and the run resumes", file=sys.stderr)
         return 1
+
+
+def _answer(command: Callable[[], int]) -> int:
+    """Run ``command``; a reader that closed the pipe (``attnbench list | head``) ends it quietly."""
+    try:
+        return int(command())
+    except BrokenPipeError:
+        # stdout is gone: point it at /dev/null so that the interpreter's final flush does not fail again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

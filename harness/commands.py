@@ -20,8 +20,10 @@ from .core.errors import Terminated, UserError
 from .core.files import refuse_symlinks
 from .core.store import Store
 from .core.suite import expand_patterns
+from .light import default_cpu_threads
 from .report.compare import compare, counts_as_regression, parse_side, render, suite_baseline
 from .report.export import write_suite_reports
+from .report.plots import highlighting, split_patterns
 from .report.rank import default_out_dir, load_suite_results, rank
 from .report.ranking import write_ranking
 from .run.execute import RunSummary
@@ -89,30 +91,6 @@ def check_executor(args: argparse.Namespace) -> None:
         check_address(args.address)
 
 
-def cmd_list(args: argparse.Namespace) -> int:
-    dev = torch.device(default_device())
-    names = attentions.list_attentions(args.pattern)
-    if not names:
-        close = difflib.get_close_matches(args.pattern, attentions.list_attentions(), n=3)
-        hint = f"did you mean {', '.join(close)}? " if close else ""
-        raise UserError(f"list {args.pattern!r}: matches no registered attention; {hint}`attnbench list` shows all")
-    rows = []
-    for name in names:
-        s = attentions.spec(name)
-        reason = s.unavailable_reason(dev)
-        rows.append(
-            (name, s.family, s.backend or "-", s.caps.complexity, "yes" if s.caps.exact else "no",
-             "yes" if s.caps.supports_mask else "no", "yes" if s.caps.needs_fixed_length else "no",
-             "yes" if reason is None else f"no: {reason}", s.paper)
-        )
-    header = ("name", "family", "backend", "complexity", "exact", "mask", "fixed_len", f"available on {dev.type}",
-              "paper")
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    for r in [header, *rows]:
-        print("  ".join(str(v).ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
-    return 0
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     if args.timeout is not None and not 0 < args.timeout <= MAX_TIMEOUT_S:  # also rejects nan
         raise UserError(f"--timeout {args.timeout:g}: must be a positive number of seconds, at most {MAX_TIMEOUT_S:g} "
@@ -149,11 +127,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         names = ", ".join(suite.attentions())
         raise UserError(f"--only {','.join(only)}: matches none of this suite's attentions ({names})")
     try:
-        summary = run_suite(
-            suite, out=out, device=device, fresh=args.fresh, isolate=args.isolate, timeout_s=args.timeout,
-            only=only or None, argv=args.argv, executor=args.executor, address=args.address,
-            cpus_per_task=args.cpus_per_task, quiet_limit_s=args.quiet_timeout if args.require_quiet else None,
-        )
+        with highlighting(highlight_patterns(args)):  # the run's reports draw the figures
+            summary = run_suite(
+                suite, out=out, device=device, fresh=args.fresh, isolate=args.isolate, timeout_s=args.timeout,
+                only=only or None, argv=args.argv, executor=args.executor, address=args.address,
+                cpus_per_task=args.cpus_per_task, quiet_limit_s=args.quiet_timeout if args.require_quiet else None,
+            )
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (harness.cli): the run's end is recorded, say how to resume
         db = suite_dir(out, suite) / "results.db"
         if not db.is_file():
@@ -195,10 +174,7 @@ def default_threads(device: str) -> int:
     shares a core); with a core left free, 1-9% slower. On CUDA the threads only launch kernels, and torch's default
     stays.
     """
-    if not device.startswith("cpu"):
-        return torch.get_num_threads()
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, cores - 1)
+    return default_cpu_threads() if device.startswith("cpu") else torch.get_num_threads()
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -206,6 +182,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         return cmd_rank(args)
     if args.out_dir is not None:
         raise UserError("--out-dir is where --rank writes its ranking; add --rank DIR [DIR ...]")
+    highlight = highlight_patterns(args)
     directory = Path(args.dir)
     dbs = [directory / "results.db"] if (directory / "results.db").is_file() else sorted(directory.rglob("results.db"))
     if not dbs:
@@ -214,7 +191,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     for db in dbs:
         try:  # a damaged store among several is named at the end; the others are reported
             refuse_symlinks(directory, db.parent)  # the reports are written beside the store
-            with Store(db, read_only=True) as store:
+            with Store(db, read_only=True) as store, highlighting(highlight):
                 written = write_suite_reports(store)
         except UserError as exc:
             if len(dbs) == 1:
@@ -228,6 +205,19 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise UserError(f"{len(refused)} of {len(dbs)} stores not reported: {refused[0]}"
                         + (f" (and {len(refused) - 1} more: {'; '.join(refused[1:3])})" if len(refused) > 1 else ""))
     return 0
+
+
+def highlight_patterns(args: argparse.Namespace) -> list[str]:
+    """``--highlight``'s patterns, each checked to match a registered attention (a typo would grey every line)."""
+    patterns = split_patterns(getattr(args, "highlight", None))
+    if getattr(args, "highlight", None) is not None and not patterns:
+        raise UserError("--highlight '': names no attention; give a name or pattern such as --highlight 's3*'")
+    for pattern in patterns:
+        if not attentions.list_attentions(pattern):
+            close = difflib.get_close_matches(pattern, attentions.list_attentions(), n=3)
+            hint = f"did you mean {', '.join(close)}? " if close else ""
+            raise UserError(f"--highlight {pattern!r}: matches no registered attention; {hint}see `attnbench list`")
+    return patterns
 
 
 def cmd_rank(args: argparse.Namespace) -> int:
@@ -271,5 +261,9 @@ def _percent(text: str) -> float:
 
 
 def cmd_env(args: argparse.Namespace) -> int:
-    print(json.dumps(collect_env(torch.device(check_device(args.device or default_device()))), indent=2))
+    """The environment block with torch (a CUDA build or device; :func:`harness.light.cmd_env` answers the rest)."""
+    device = check_device(args.device or default_device())
+    if device.startswith("cpu"):
+        torch.set_num_threads(default_threads(device))  # the block a run would store
+    print(json.dumps(collect_env(torch.device(device)), indent=2))
     return 0

@@ -22,10 +22,8 @@ from typing import Any
 import torch
 
 from .errors import EnvironmentFault, first_line
+from .schema import STATUSES  # noqa: F401  (re-exported: every status, with the schema)
 
-#: Final statuses of a cell: measured, out of memory, failed (message kept), over its time limit, not runnable here
-#: (a capability, a skip rule, a missing device), or non-finite output, loss or gradients.
-STATUSES = ("ok", "oom", "error", "timeout", "unsupported", "nan")
 _OOM_MARKERS = ("out of memory", "can't allocate memory", "not enough memory", "failed to allocate")
 
 

@@ -1,16 +1,25 @@
-"""Description of the machine and software a benchmark ran on, stored with every result."""
+"""Description of the machine and software a benchmark ran on, stored with every result.
+
+:func:`collect_env` is what a run stores; :func:`collect_cpu_env` the same block for a CPU run answered without
+importing torch (``attnbench env`` on a machine whose torch has no CUDA: under a second instead of several).
+"""
 
 from __future__ import annotations
 
+import ast
 import datetime
+import importlib.metadata
+import importlib.util
 import os
 import platform
 import socket
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 # git can hang on a stale network mount; the environment report must never block a run.
 _GIT_TIMEOUT_S = 10
@@ -29,6 +38,8 @@ def collect_env(device: torch.device) -> dict[str, object]:
         cudnn_version, python_version, threads, interop_threads, cpu_count, platform, hostname,
         git_commit, time_utc, glibc_tunables, xformers_version and numpy_version.
     """
+    import torch  # here: collect_cpu_env and the helpers below answer without it
+
     cpu_model = _safe(_cpu_model)
     return {
         "device": _safe(lambda: _device_str(device)),
@@ -51,6 +62,48 @@ def collect_env(device: torch.device) -> dict[str, object]:
     }
 
 
+def torch_build() -> dict[str, str | None]:
+    """``{"version": ..., "cuda": ...}`` of the installed torch, read from its files without importing it (the wheel's
+    metadata and ``torch/version.py``); every value None when torch is not installed or the file is unreadable."""
+    out: dict[str, str | None] = {"version": None, "cuda": None}
+    try:
+        out["version"] = importlib.metadata.version("torch")
+        spec = importlib.util.find_spec("torch")  # a top-level package is found without being imported
+        origin = Path(spec.origin) if spec and spec.origin else None
+        tree = ast.parse((origin.parent / "version.py").read_text()) if origin else None
+    except (importlib.metadata.PackageNotFoundError, OSError, SyntaxError, ValueError):
+        return out
+    for node in ast.walk(tree) if tree else ():
+        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+        if isinstance(node, ast.Assign | ast.AnnAssign) and isinstance(target, ast.Name) and target.id == "cuda":
+            value = node.value
+            out["cuda"] = value.value if isinstance(value, ast.Constant) and isinstance(value.value, str) else None
+    return out
+
+
+def collect_cpu_env(threads: int) -> dict[str, object]:
+    """The block :func:`collect_env` gives for the CPU, without importing torch: ``threads`` is the intra-op thread
+    count a run would use, ``interop_threads`` is None (only torch knows its pool), ``cudnn_version`` None (a CPU
+    build has none; a CUDA build goes through :func:`collect_env`)."""
+    cpu_model = _safe(_cpu_model)
+    return {
+        "device": "cpu", "device_name": cpu_model, "cpu_model": cpu_model, "torch_version": torch_build()["version"],
+        "cuda_version": torch_build()["cuda"], "cudnn_version": None, "python_version": platform.python_version(),
+        "threads": threads, "interop_threads": None, "cpu_count": os.cpu_count(), "platform": _safe(platform.platform),
+        "hostname": _safe(socket.gethostname), "git_commit": _safe(_git_commit),
+        "time_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "glibc_tunables": os.environ.get("GLIBC_TUNABLES"), "xformers_version": _installed_version("xformers"),
+        "numpy_version": _installed_version("numpy"),
+    }
+
+
+def _installed_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def _safe(get: Callable[[], object]) -> object:
     """Returns ``get()``, or None if it raises."""
     try:
@@ -61,12 +114,16 @@ def _safe(get: Callable[[], object]) -> object:
 
 def _device_str(device: torch.device) -> str:
     """'cpu' or 'cuda:<index>', with the index made explicit for a bare 'cuda'."""
+    import torch
+
     if device.type == "cuda" and device.index is None:
         return f"cuda:{torch.cuda.current_device()}"
     return str(device)
 
 
 def _device_name(device: torch.device) -> str:
+    import torch
+
     return torch.cuda.get_device_name(device)
 
 

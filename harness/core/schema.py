@@ -10,10 +10,13 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from .cell import STATUSES
 from .errors import RunFailed, UserError
 
 SCHEMA_VERSION = 2
+#: Final statuses of a cell: measured, out of memory, failed (message kept), over its time limit, not runnable here
+#: (a capability, a skip rule, a missing device), or non-finite output, loss or gradients. Defined with the schema,
+#: whose CHECK constraint lists them, so that reading a store needs no torch (:mod:`harness.core.cell` re-exports it).
+STATUSES = ("ok", "oom", "error", "timeout", "unsupported", "nan")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS runs (
@@ -53,7 +56,7 @@ CREATE TABLE IF NOT EXISTS samples (
 );
 CREATE INDEX IF NOT EXISTS samples_by_group ON samples (timing_group);
 """
-_SCHEMA %= ", ".join(f"'{status}'" for status in STATUSES)  # the statuses are written once, in harness.core.cell
+_SCHEMA %= ", ".join(f"'{status}'" for status in STATUSES)  # the statuses are written once, above
 
 
 def loads_column(path: Path, text: str, what: str, kind: type = dict) -> Any:

@@ -39,20 +39,62 @@ def _one_error_line(result: CliResult, *needles: str) -> str:
 def test_list_shows_every_attention(cli: Callable[..., CliResult]) -> None:
     result = cli("list")
     assert result.code == 0 and result.err == ""
-    rows = {line.split()[0]: line for line in result.out.splitlines()[1:]}
+    lines = result.out.splitlines()
+    rows = {line.split()[0]: line.split() for line in lines[1:] if line and not line.startswith("This machine")}
     assert set(rows) == set(attentions.list_attentions())
-    assert rows["vanilla"].split()[7] == "yes" and rows["vanilla"].rstrip().endswith("https://arxiv.org/abs/1706.03762")
+    assert rows["vanilla"][2] == "yes" and rows["vanilla"][-1] == "arXiv:1706.03762"
+    assert rows["fsat"][-1] == "ACL:2022.acl-long.19" and rows["linformer"][2] == "no"
+    assert max(len(line) for line in lines) <= 100  # a terminal, a listing in a paper
 
 
-@NO_CUDA
-def test_list_gives_the_reason_an_attention_is_unavailable(cli: Callable[..., CliResult]) -> None:
-    line = next(x for x in cli("list").out.splitlines() if x.startswith("vanilla_xformers "))
-    assert "no:" in line and "cuda" in line
+def test_list_names_what_decides_availability(cli: Callable[..., CliResult]) -> None:
+    out = cli("list").out
+    line = next(x for x in out.splitlines() if x.startswith("vanilla_xformers "))
+    assert "cuda+xformers" in line and "cpu" not in line
+    assert out.splitlines()[-1].startswith("This machine: ") and "xformers" in out.splitlines()[-1]
 
 
 def test_list_pattern(cli: Callable[..., CliResult]) -> None:
     result = cli("list", "s3*")
-    assert [line.split()[0] for line in result.out.splitlines()[1:]] == attentions.list_attentions("s3*")
+    assert [line.split()[0] for line in result.out.splitlines()[1:-2]] == attentions.list_attentions("s3*")
+
+
+#: Commands that answer without torch, each as a subprocess: (argv, its exit code).
+LIGHT = [(["--help"], 0), (["--version"], 0), (["list"], 0), (["list", "s3*"], 0), (["list", "nosuch"], 2),
+         (["env", "--device", "cpu"], 0), (["run"], 2), (["run", "suites/speed.yaml", "--bogus"], 2),
+         (["compare", "a"], 2), (["show", "/nonexistent"], 2), (["nosuch"], 2)]
+
+
+@pytest.mark.parametrize(("argv", "code"), LIGHT, ids=[" ".join(a) for a, _ in LIGHT])
+def test_light_commands_answer_without_torch_within_a_second(argv: list[str], code: int) -> None:
+    """Each as a fresh process: its exit code, torch never imported, and well under a second of its own (a generous
+    bound of 2.5 s for a shared machine; importing torch alone takes 3-10 s here)."""
+    if argv[0] == "env" and torch.version.cuda is not None:
+        pytest.skip("a CUDA build of torch: env asks torch for cuDNN's version")
+    script = ("import sys, time\nt = time.perf_counter()\nimport harness.cli as cli\ntry:\n"
+              f"    code = cli.main({argv!r})\nexcept SystemExit as e:\n    code = e.code\n"
+              "print('RESULT', code, 'torch' in sys.modules, time.perf_counter() - t, file=sys.stderr)")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO_ROOT, timeout=120,
+                          env={**os.environ, "ATTNBENCH_NO_REEXEC": "1"})
+    result = next(line for line in proc.stderr.splitlines() if line.startswith("RESULT")).split()
+    assert (int(result[1]), result[2]) == (code, "False"), proc.stderr
+    assert float(result[3]) < 2.5, proc.stderr
+
+
+def test_show_describes_a_results_directory(cli: Callable[..., CliResult], tmp_path: Path) -> None:
+    """Two runs of a tiny suite: their ids and commands, the cells by status, and the files written."""
+    suite = tmp_path / "s.yaml"
+    suite.write_text(json.dumps(tiny_doc()))
+    out = tmp_path / "out"
+    assert cli("run", suite, "--profile", "smoke", "--out", out, "--device", "cpu").code == 0
+    assert cli("run", suite, "--profile", "smoke", "--out", out, "--device", "cpu", "--fresh").code == 0
+    result = cli("show", out)
+    assert result.code == 0, result.err
+    lines = result.out.splitlines()
+    assert lines[0].endswith(", 2 runs") and lines[1].startswith("  run 1  smoke ") and "--fresh" in lines[2]
+    cells = next(line for line in lines if line.startswith("  cells: "))
+    assert " ok" in cells and next(line for line in lines if line.startswith("  files: ")).count(".md")
+    assert any(line.startswith("  noisy: ") for line in lines)  # a speed suite's timed cells
 
 
 def test_env_prints_json(cli: Callable[..., CliResult]) -> None:
@@ -230,7 +272,7 @@ def test_run_where_no_cell_is_ok_still_writes_reports(
 @pytest.mark.parametrize(("argv", "line"), [
     (["run"], "attnbench: error: run: the following arguments are required: suite (see attnbench run --help)"),
     (["frobnicate"], "attnbench: error: argument command: invalid choice: 'frobnicate' (choose from 'list', 'run', "
-                     "'report', 'compare', 'env') (see attnbench --help)"),
+                     "'report', 'compare', 'show', 'env') (see attnbench --help)"),
 ])
 def test_usage_errors_have_one_prefix(cli: Callable[..., CliResult], argv: list[str], line: str) -> None:
     assert cli(*argv).err_lines == [line]

@@ -51,8 +51,21 @@ def test_never_raises(monkeypatch: pytest.MonkeyPatch) -> None:
     def broken() -> int:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(envinfo.torch, "get_num_threads", broken)
+    monkeypatch.setattr(torch, "get_num_threads", broken)
     monkeypatch.setattr(envinfo, "_cpu_model", broken)
     env = collect_env(torch.device("cpu"))
     assert env["threads"] is None and env["cpu_model"] is None
     json.dumps(env)
+
+
+def test_the_cpu_block_without_torch_matches_collect_env() -> None:
+    """Every key, and every value that does not depend on the moment or on torch's thread pools, equal."""
+    full = collect_env(torch.device("cpu"))
+    light = envinfo.collect_cpu_env(threads=3)
+    assert list(light) == list(full)
+    for key in ("device", "device_name", "cpu_model", "torch_version", "cuda_version", "python_version", "cpu_count",
+                "platform", "hostname", "git_commit", "glibc_tunables", "numpy_version"):
+        assert light[key] == full[key], key
+    assert light["threads"] == 3 and light["interop_threads"] is None
+    if full["cuda_version"] is None:
+        assert light["cudnn_version"] == full["cudnn_version"]

@@ -1,7 +1,8 @@
 """Which forecaster a zoo attention runs in for Table 2, by its family: S3Attention in its own forecaster
-(Algorithms 3–4), FEB-f in FEDformer, Auto-Correlation in Autoformer, ProbSparse in Informer, LogSparse in LogTrans,
-LSH in Reformer; any other attention as the self-attention of Informer's encoder-decoder without distilling (the
-repositories' "Transformer"), so every variant of the zoo can be put in the table (``vanilla`` is that Transformer).
+(Algorithms 3–4), FEB-f in FEDformer-f, FEB-w in FEDformer-w (FEDformer's two versions), Auto-Correlation in
+Autoformer, ProbSparse in Informer, LogSparse in LogTrans, LSH in Reformer; any other attention as the
+self-attention of Informer's encoder-decoder without distilling (the repositories' "Transformer"), so every variant
+of the zoo can be put in the table (``vanilla`` is that Transformer).
 
 Every model maps (x [B, L, C], x_mark [B, L, F], y_mark [B, H, F]) to the forecast [B, H, C].
 """
@@ -21,7 +22,8 @@ from .s3_forecaster import S3Forecaster
 #: attention family -> (model name, its module, its builder (cfg, attention name) -> model)
 ARCHITECTURES: dict[str, tuple[str, str, Callable[[ForecastConfig, str], nn.Module]]] = {
     "s3attention": ("S3Attention", s3_forecaster.__name__, S3Forecaster),
-    "fedformer_fourier": ("FEDformer", fedformer.__name__, fedformer.build),
+    "fedformer_fourier": ("FEDformer-f", fedformer.__name__, fedformer.build),
+    "fedformer_wavelet": ("FEDformer-w", fedformer.__name__, fedformer.build_wavelet),
     "autocorrelation": ("Autoformer", autoformer.__name__, autoformer.build),
     "probsparse": ("Informer", informer.__name__, informer.build),
     "logsparse": ("LogTrans", logtrans.__name__, logtrans.build),

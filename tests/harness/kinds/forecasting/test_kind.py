@@ -33,7 +33,7 @@ def test_a_dataset_is_trained_at_its_own_horizons_only() -> None:
     pairs = {(c.params["dataset"], c.params["horizon"]) for c in cells}
     assert {h for d, h in pairs if d == "ILI"} == {24, 36, 48, 60}
     assert {h for d, h in pairs if d == "Exchange"} == {96, 192, 336, 720}
-    assert len(cells) == 6 * 6 * 4 * 5  # attentions x datasets x horizons x seeds
+    assert len(cells) == 7 * 6 * 4 * 5  # attentions (FEDformer-f and -w) x datasets x horizons x seeds
     s3 = next(c for c in cells if c.params["attention"] == "s3attention")
     fed = next(c for c in cells if c.params["attention"] == "fedformer_fourier")
     assert (s3.fixed["model"]["d_model"], fed.fixed["model"]["d_model"]) == (32, 512)  # the released scripts'

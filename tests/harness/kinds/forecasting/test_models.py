@@ -10,7 +10,8 @@ from harness.kinds.forecasting.blocks import DecompositionForecaster, ForecastCo
 from harness.kinds.forecasting.models import ARCHITECTURES, architecture, build_forecaster
 from harness.kinds.forecasting.s3_forecaster import S3Forecaster
 
-NAMES = ["s3attention", "fedformer_fourier", "autocorrelation", "probsparse", "logsparse", "reformer", "vanilla"]
+NAMES = ["s3attention", "fedformer_fourier", "fedformer_wavelet", "autocorrelation", "probsparse", "logsparse",
+         "reformer", "vanilla"]
 
 
 def _inputs(cfg: ForecastConfig, batch: int = 3) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -22,13 +23,17 @@ def _inputs(cfg: ForecastConfig, batch: int = 3) -> tuple[torch.Tensor, torch.Te
 
 def test_each_attention_runs_in_its_papers_model() -> None:
     assert {n: architecture(n)[0] for n in NAMES} == {
-        "s3attention": "S3Attention", "fedformer_fourier": "FEDformer", "autocorrelation": "Autoformer",
-        "probsparse": "Informer", "logsparse": "LogTrans", "reformer": "Reformer", "vanilla": "Transformer"}
+        "s3attention": "S3Attention", "fedformer_fourier": "FEDformer-f", "fedformer_wavelet": "FEDformer-w",
+        "autocorrelation": "Autoformer", "probsparse": "Informer", "logsparse": "LogTrans", "reformer": "Reformer",
+        "vanilla": "Transformer"}
     assert architecture("reformer_h4")[0] == "Reformer" and architecture("s3attention_released")[0] == "S3Attention"
-    assert len(ARCHITECTURES) == 6
+    assert len(ARCHITECTURES) == 7
     cfg = ForecastConfig(input_len=32, horizon=16, variables=2, d_model=8, heads=2, d_ff=16)
     assert isinstance(build_forecaster("s3attention", cfg), S3Forecaster)
     assert isinstance(build_forecaster("fedformer_fourier", cfg), DecompositionForecaster)
+    wavelet = build_forecaster("fedformer_wavelet", cfg)
+    assert isinstance(wavelet, DecompositionForecaster)
+    assert type(wavelet.decoder[0].cross_attention).__name__ == "WaveletCrossAttention"
     assert isinstance(build_forecaster("autocorrelation", cfg), DecompositionForecaster)
     informer = build_forecaster("probsparse", cfg)
     assert isinstance(informer, TransformerForecaster) and informer.distil is not None

@@ -1,0 +1,100 @@
+"""The commands that answer without importing torch: ``list`` (from the registry's catalogue,
+:mod:`harness.catalog`), ``show`` (:mod:`harness.show`) and ``env`` for a CPU build of torch
+(:func:`harness.core.envinfo.collect_cpu_env`). :mod:`harness.cli` runs them before anything heavy is imported;
+everything else is :mod:`harness.commands`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import fnmatch
+import importlib.util
+import json
+import os
+import re
+
+from .catalog import entries
+from .core.envinfo import collect_cpu_env, torch_build
+from .core.errors import UserError
+from .show import show
+
+#: ``list`` stays within this many columns (a terminal, a paper's code listing).
+LIST_WIDTH = 100
+_CPU = re.compile(r"cpu(:\d+)?")
+
+
+def _devices(entry: dict) -> str:
+    devices = ",".join(entry["devices"])
+    return f"{devices}+{entry['requires']}" if entry.get("requires") else devices
+
+
+#: link prefix -> the short identifier papers cite it by (arXiv:ID, the ACL Anthology's ACL:ID)
+_CITED_AS = {"arxiv.org/abs/": "arXiv:", "aclanthology.org/": "ACL:"}
+
+
+def _paper(link: str) -> str:
+    """``arXiv:2106.13008`` or ``ACL:2022.acl-long.19`` for those archives, else the link without its scheme."""
+    bare = link.removeprefix("https://").removeprefix("http://").rstrip("/")
+    return next((short + bare.removeprefix(prefix) for prefix, short in _CITED_AS.items() if bare.startswith(prefix)),
+                bare)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """The registered attentions matching ``args.pattern``: capabilities, devices and paper, ≤ 100 columns."""
+    found = entries()
+    names = [e["name"] for e in found]
+    rows = [e for e in found if fnmatch.fnmatchcase(e["name"], args.pattern)]
+    if not rows:
+        close = difflib.get_close_matches(args.pattern, names, n=3)
+        hint = f"did you mean {', '.join(close)}? " if close else ""
+        raise UserError(f"list {args.pattern!r}: matches no registered attention; {hint}`attnbench list` shows all")
+    yes = {True: "yes", False: "no"}
+    table = [("name", "complexity", "exact", "mask", "fixed_len", "devices", "paper")]
+    table += [(e["name"], e["complexity"], yes[e["exact"]], yes[e["supports_mask"]], yes[e["needs_fixed_length"]],
+               _devices(e), _paper(e["paper"])) for e in rows]
+    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
+    for r in table:
+        print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+    print(f"\nThis machine: {_machine()}.")
+    return 0
+
+
+def _machine() -> str:
+    """What decides the devices column here, found without torch: an NVIDIA driver, and the optional packages the
+    variants require."""
+    gpu = "an NVIDIA driver (cuda)" if os.path.exists("/proc/driver/nvidia/version") else "no NVIDIA driver (cpu only)"
+    required = sorted({e["requires"] for e in entries() if e.get("requires")})
+    have = [f"{r} {'installed' if importlib.util.find_spec(r) else 'not installed'}" for r in required]
+    return ", ".join([gpu, *have])
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    print(show(args.dir))
+    return 0
+
+
+def cpu_env_answers(args: argparse.Namespace) -> bool:
+    """Whether ``env`` can answer without torch: a CPU device (given, or the default on a machine without an NVIDIA
+    driver) and a torch built without CUDA."""
+    device = args.device
+    if device is None:
+        device = "cuda" if os.path.exists("/proc/driver/nvidia/version") else "cpu"
+    return bool(_CPU.fullmatch(device)) and torch_build()["cuda"] is None and torch_build()["version"] is not None
+
+
+def default_cpu_threads() -> int:
+    """A CPU run's intra-op threads when --threads is not given: every core this process may use but one (see
+    :func:`harness.commands.default_threads`)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores - 1)
+
+
+def cmd_env(args: argparse.Namespace) -> int:
+    """The CPU environment block a run would store (its threads: the run's default)."""
+    print(json.dumps(collect_cpu_env(threads=default_cpu_threads()), indent=2))
+    return 0
+
+
+#: ``args.func`` -> the torch-free command
+COMMANDS = {"cmd_list": cmd_list, "cmd_show": cmd_show, "cmd_env": cmd_env}

@@ -1,0 +1,87 @@
+"""``attnbench show DIR``: what a results directory holds, without opening SQLite by hand and without torch — its runs
+(the ids ``compare DIR@RUN`` takes, dates, profiles, commands), its cells by status, how many timings were flagged
+noisy (†) and the files its reports wrote.
+
+Cells are counted as the tables show them: one per (suite, axis values, device), its latest result (as
+:meth:`harness.core.store.Store.dataframe`).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections import Counter
+from pathlib import Path
+
+from .core.errors import UserError
+from .core.schema import STATUSES, loads_column, open_read_only
+
+#: Report files listed one by one up to this many; more are counted by extension.
+LISTED_FILES = 12
+
+
+def stores_under(directory: Path) -> list[Path]:
+    """``directory/results.db``, or every ``results.db`` below it; a UserError when there is none."""
+    if not directory.is_dir():
+        raise UserError(f"show {directory}: no such directory; give a directory written by `attnbench run`")
+    own = directory / "results.db"
+    found = [own] if own.is_file() else sorted(directory.rglob("results.db"))
+    if not found:
+        raise UserError(f"show {directory}: no results.db here or below; give a directory written by `attnbench run`")
+    return found
+
+
+def _latest_cells(db: object, path: Path) -> list[tuple[str, str]]:
+    """(status, metrics_json) of each cell's latest result, a cell being (suite, axis values, device)."""
+    latest: dict[str, tuple[int, str, str]] = {}
+    for run_id, suite, cell_json, status, metrics in db.execute(  # type: ignore[attr-defined]
+            "SELECT run_id, suite, cell_json, status, metrics_json FROM cells"):
+        cell = loads_column(path, cell_json, "cell_json")
+        identity = json.dumps([suite, cell.get("params"), str(cell.get("device", "")).split(":")[0]], sort_keys=True,
+                              default=str)
+        if identity not in latest or run_id > latest[identity][0]:
+            latest[identity] = (int(run_id), status, metrics)
+    return [(status, metrics) for _, status, metrics in latest.values()]
+
+
+def _files(folder: Path) -> str:
+    names = sorted(p.name for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")
+                   and not p.name.startswith("results.db"))
+    if not names:
+        return "none yet (`attnbench report DIR` writes them)"
+    if len(names) <= LISTED_FILES:
+        return ", ".join(names)
+    by_ext = Counter(Path(n).suffix.lstrip(".") or "other" for n in names)
+    return f"{len(names)}: " + ", ".join(f"{n} .{ext}" for ext, n in sorted(by_ext.items()))
+
+
+def describe(path: Path) -> str:
+    """The lines ``show`` prints for one store."""
+    db = open_read_only(path)
+    try:
+        runs = db.execute("SELECT run_id, suite, profile, started_utc, finished_utc, argv, summary_json FROM runs "
+                          "ORDER BY run_id").fetchall()
+        cells = _latest_cells(db, path)
+    finally:
+        db.close()
+    suites = sorted({r[1] for r in runs}) or ["(no run yet)"]
+    lines = [f"{path.parent}  suite {', '.join(suites)}, {len(runs)} run{'s' * (len(runs) != 1)}"]
+    for run_id, _suite, profile, started, finished, argv, _summary in runs:
+        command = shlex.join(loads_column(path, argv, "argv", list)) if argv else ""
+        end = finished or "did not finish (stopped, or still running)"
+        lines.append(f"  run {run_id}  {profile:<6} {started} → {end}  {command}")
+    counts = Counter(status for status, _ in cells)
+    shown = ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s]) or "none"
+    lines.append(f"  cells: {sum(counts.values())} ({shown})")
+    timed = [loads_column(path, m, "metrics_json") for s, m in cells if s == "ok"]
+    timed = [m for m in timed if "noisy" in m]
+    if timed:
+        noisy = sum(1 for m in timed if m.get("noisy"))
+        lines.append(f"  noisy: {noisy} of {len(timed)} timed ok cells flagged † (timed on a busy machine)")
+    lines.append(f"  files: {_files(path.parent)}")
+    return "\n".join(lines)
+
+
+def show(directory: str | Path) -> str:
+    """Every store under ``directory``, described (:func:`describe`), separated by blank lines."""
+    return "\n\n".join(describe(p) for p in stores_under(Path(directory)))
