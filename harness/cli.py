@@ -108,9 +108,11 @@ def _add_readers(sub: argparse._SubParsersAction) -> None:
     cmp.add_argument("--format", choices=("md", "csv", "json"), default="md", help="output format (default md)")
     basis = cmp.add_mutually_exclusive_group()
     basis.add_argument("--relative-to", metavar="NAME", default=None,
-                       help="compare each cell's time ratio to NAME, timed in the same interleaved rounds (default: "
-                            "the suite's baseline), so drift of the machine between A and B cancels")
+                       help="compare each cell's time ratio to NAME, timed in the same interleaved rounds, so drift of "
+                            "the machine between A and B cancels (default: the suite's report.compare_reference, "
+                            "else its report.baseline: vanilla_sdpa for suites/speed.yaml)")
     basis.add_argument("--absolute", action="store_true", help="compare the raw times (two machines, or the baseline)")
+    cmp.add_argument("--only-changed", action="store_true", help="list only the cells that got slower or faster")
     cmp.add_argument("--fail-on-regression", action="store_true",
                      help="exit 1 when a cell got slower beyond the threshold, significantly")
     cmp.set_defaults(func="cmd_compare")

@@ -243,7 +243,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 "--relative-to another variant, or --absolute" if baseline else "")
         raise UserError(f"compare {a.label} {b.label}: no cell was timed (with stored samples) in both{hint}; "
                         "compare results of the same suite, written by this version of attnbench")
-    sys.stdout.write(render(result, a, b, threshold, args.format, baseline))
+    sys.stdout.write(render(result, a, b, threshold, args.format, baseline, only_changed=args.only_changed))
     regressions = int(counts_as_regression(result).sum())
     return 1 if args.fail_on_regression and regressions else 0
 

@@ -28,6 +28,8 @@ pytest-benchmark offer, on the raw samples every run keeps.
 from __future__ import annotations
 
 import json
+import math
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -184,11 +186,30 @@ def _summary(result: pd.DataFrame, a: Side, b: Side, threshold: float, baseline:
         head += (f" `{baseline}` itself took {sig2(float(drift.median()))}× its time in A (median over its "
                  f"{len(drift)} cells, {sig2(float(drift.min()))}–{sig2(float(drift.max()))}×): the drift the "
                  "relative basis cancels.")
-    return head + "\n"
+    title, _, text = head.partition("\n\n")
+    return f"{title}\n\n{textwrap.fill(text, WIDTH)}\n"
 
 
-def render(result: pd.DataFrame, a: Side, b: Side, threshold: float, fmt: str, baseline: str | None = None) -> str:
-    """The comparison as Markdown (a summary line and the table), CSV or JSON."""
+#: ``compare``'s Markdown table stays within this many columns (a terminal, a pull request's comment).
+WIDTH = 120
+
+
+def changed(result: pd.DataFrame) -> pd.DataFrame:
+    """The rows whose verdict is a regression or an improvement (``--only-changed``)."""
+    return result[result["verdict"].isin(("regression", "improvement"))] if not result.empty else result
+
+
+def _constant(result: pd.DataFrame, columns: list[str]) -> tuple[list[str], str]:
+    """(the columns that vary, the words naming the values of those that do not)."""
+    varying = [c for c in columns if result[c].nunique(dropna=False) > 1]
+    fixed = [f"{c} {result[c].iloc[0]}" for c in columns if c not in varying]
+    return varying, (f"Every cell: {', '.join(fixed)}.\n" if fixed else "")
+
+
+def render(result: pd.DataFrame, a: Side, b: Side, threshold: float, fmt: str, baseline: str | None = None,
+           only_changed: bool = False) -> str:
+    """The comparison as Markdown (a summary line and the table, largest changes first, constant columns named once
+    above it, within :data:`WIDTH` columns), CSV or JSON (every row and column)."""
     if fmt == "csv":
         return result.to_csv(index=False)
     if fmt == "json":
@@ -196,18 +217,30 @@ def render(result: pd.DataFrame, a: Side, b: Side, threshold: float, fmt: str, b
                            "relative_to": baseline, "cells": result.to_dict("records")},
                           indent=2, default=str) + "\n"
     head = _summary(result, a, b, threshold, baseline)
-    if result.empty:
-        return head
-    shown = [c for c in ("attention", "task", "seq_len", "batch_size", "mode", "dtype") if c in result.columns]
-    shown += [c for c in ("compile", "sdpa_backend") if c in result.columns and result[c].nunique(dropna=False) > 1]
-    rel = ["A / base", "B / base"] if baseline else []
+    rows_df = changed(result) if only_changed else result
+    if rows_df.empty:
+        return head + ("\nNo cell changed beyond the threshold.\n" if only_changed and not result.empty else "")
+    # largest change first, either way: |log(B / A)|
+    rows_df = rows_df.assign(_size=rows_df["ratio"].map(lambda v: abs(math.log(v)) if v > 0 else math.inf))
+    rows_df = rows_df.sort_values("_size", ascending=False, kind="stable")
+    axes = [c for c in _SHOWN if c in rows_df.columns and c not in ("suite", "device")]
+    shown, fixed = _constant(rows_df, axes)
+    ref = ["A t/ref", "B t/ref"] if baseline else []
+
     def relative(r: dict[str, Any]) -> list[str]:
         if not baseline:
             return []
-        return ["", ""] if r["verdict"] == "baseline" else [f"{r['rel_a']:.3f}", f"{r['rel_b']:.3f}"]
+        return ["", ""] if r["verdict"] == "baseline" else [f"{r['rel_a']:.3g}", f"{r['rel_b']:.3g}"]
 
     rows = [[*(str(r[c]) for c in shown), sig2(r["median_a_ms"]), sig2(r["median_b_ms"]), *relative(r),
-             f"{r['ratio']:.3f} [{r['ratio_lo']:.3f}, {r['ratio_hi']:.3f}]", f"{r['p_value']:.2g}",
-             r["verdict"] + (" †" if r["noisy_a"] or r["noisy_b"] else "")] for r in result.to_dict("records")]
-    table = md_table([*shown, "A (ms)", "B (ms)", *rel, "B / A [95% CI]", "p", "verdict"], rows, n_left=len(shown))
-    return f"{head}\n{table}\n\n† = timed while the machine was busy in A or B.\n"
+             f"{r['ratio']:.3g} [{r['ratio_lo']:.3g},{r['ratio_hi']:.3g}]",
+             r["verdict"] + (" †" if r["noisy_a"] or r["noisy_b"] else "")] for r in rows_df.to_dict("records")]
+    change = "B/A of t/ref [95%]" if baseline else "B/A [95%]"
+    table = md_table([*shown, "A ms", "B ms", *ref, change, "verdict"], rows, n_left=len(shown))
+    legend = (f"t/ref = the cell's time ÷ `{baseline}`'s in the same interleaved rounds (median over rounds); "
+              "B/A = the ratio of B's to A's. " if baseline else "B/A = B's median time ÷ A's. ")
+    hidden = f" ({len(result) - len(rows_df)} unchanged cells not shown: drop --only-changed to see them)" \
+        if only_changed and len(rows_df) < len(result) else ""
+    notes = (f"{legend}† = timed while the machine was busy in A or B. Largest change first{hidden}; each cell's "
+             "Mann-Whitney p and every other column in `--format csv`.")
+    return f"{head}\n{fixed}{table}\n\n{textwrap.fill(notes, WIDTH)}\n"

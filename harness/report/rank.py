@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -43,8 +43,8 @@ class RankedQuantity:
 
 
 #: What a suite is ranked on: every quantity below its ok cells measured (speed: time, memory; accuracy: accuracy;
-#: approximation: time and error, each budget a variant). Not FLOPs (neither better nor worse), nor the training
-#: throughput of accuracy cells (speed suites time under controlled conditions).
+#: approximation: time and error, each variant at its default budget, :func:`at_defaults`). Not FLOPs (neither better
+#: nor worse), nor the training throughput of accuracy cells (speed suites time under controlled conditions).
 RANKED: tuple[RankedQuantity, ...] = (
     RankedQuantity("time_ms_median", "time", higher_is_better=False),
     RankedQuantity("peak_mem_bytes", "memory", higher_is_better=False),
@@ -52,7 +52,7 @@ RANKED: tuple[RankedQuantity, ...] = (
     RankedQuantity("rel_fro", "error against softmax", higher_is_better=False),
 )
 #: Axes that name what is ranked (a study's variant is a model of its own), and axes averaged over (replicates).
-VARIANT_AXES = ("attention", "variant", "budget")  # an approximation's budget is a model of its own, too
+VARIANT_AXES = ("attention", "variant", "budget")  # a budget other than the default names its cells too
 REPLICATE_AXES = ("seed",)
 #: Axes named in every metric label where a suite has them, even with one value ("time @ n=64, fwd").
 PRIMARY_AXES = ("task", "seq_len", "mode")
@@ -87,6 +87,8 @@ class Ranking:
         descriptions: per suite, what it is ranked on (one sentence).
         directories: per suite, its results directory.
         env: the environment of the newest run shown, with ``runs`` naming every run behind the numbers, per suite.
+        budgets: per suite that sweeps approximation budgets, the budgets left out of the ranking (settings of their
+            variant: :func:`at_defaults`), in words.
     """
 
     table: pd.DataFrame
@@ -96,6 +98,7 @@ class Ranking:
     descriptions: dict[str, str]
     directories: dict[str, Path]
     env: dict[str, object]
+    budgets: dict[str, str] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -291,11 +294,12 @@ def rank(suites: Sequence[SuiteResults]) -> Ranking:
     labels = [s.label for s in suites]
     if len(set(labels)) < len(labels):  # one suite's results from two places are told apart by their directory
         labels = [str(s.directory) for s in suites]
-    frames, descriptions, present = [], {}, {}
+    frames, descriptions, present, budgets = [], {}, {}, {}
     for label, suite in zip(labels, suites, strict=True):
-        values, descriptions[label] = suite_metrics(suite.df, label)
+        df, budgets[label] = at_defaults(suite.df)
+        values, descriptions[label] = suite_metrics(df, label)
         frames.append(values)
-        present[label] = set(_variant_names(_normalised(suite.df)))
+        present[label] = set(_variant_names(_normalised(df)))
     variants = sorted(set().union(*present.values()))
     ranked, skipped = zscores(pd.concat(frames, ignore_index=True))
     if ranked.empty:
@@ -315,7 +319,42 @@ def rank(suites: Sequence[SuiteResults]) -> Ranking:
     table["metrics_total"] = len(values[["suite", "metric"]].drop_duplicates())
     table = table.sort_values(["overall", "variant"], ascending=[False, True], na_position="last", ignore_index=True)
     return Ranking(table, values, skipped, labels, descriptions, dict(zip(labels, (s.directory for s in suites),
-                                                                          strict=True)), _env(labels, suites))
+                                                                          strict=True)), _env(labels, suites),
+                   {label: text for label, text in budgets.items() if text})
+
+
+def _is_default(attention: str, budget: object) -> bool:
+    """Whether an approximation cell's ``budget`` (``k=256``, ``n_hashes=1 bucket_size=32``, ``default``) is the
+    attention's registered default configuration."""
+    text = str(budget)
+    if text in ("", "default", "nan", "None"):
+        return True
+    import attentions  # the registry (torch): only for a suite that sweeps budgets
+
+    try:
+        config = attentions.spec(attention).config
+    except (KeyError, ValueError):
+        return False
+    fields = dict(part.split("=", 1) for part in text.split() if "=" in part)
+    return bool(fields) and all(str(getattr(config, k, None)) == v for k, v in fields.items())
+
+
+def at_defaults(df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """An approximation suite's cells at each attention's registered defaults, and the other budgets in words.
+
+    A budget is a setting of its variant, not a variant of its own: ranked beside each other, ``linformer (k=256)``
+    would compete with ``linformer`` (the same layer) and a small window with its own default. So each variant is
+    ranked at its defaults; one whose sweep never runs them is left out of that suite (and said so)."""
+    if "budget" not in df.columns or "attention" not in df.columns or df.empty:
+        return df, ""
+    default = pd.Series([_is_default(a, b) for a, b in zip(df["attention"], df["budget"], strict=True)],
+                        index=df.index)
+    words = []
+    for attention, rows in df[~default].groupby("attention", sort=True):
+        missing = "" if default[df["attention"] == attention].any() else " (none at its defaults: not ranked here)"
+        words.append(f"{attention}: {', '.join(sorted(set(map(str, rows['budget']))))}{missing}")
+    # at its defaults a cell is the variant itself: `linformer`, not `linformer (k=256)`
+    return df[default].assign(budget="default"), "; ".join(words)
 
 
 def _env(labels: Sequence[str], suites: Sequence[SuiteResults]) -> dict[str, object]:

@@ -45,6 +45,9 @@ def method_text(ranking: Ranking) -> list[str]:
         extra = f"; {skipped} skipped (fewer than 2 variants with a value)" if skipped else ""
         lines.append(f"{n} metrics from suite {suite} ({ranking.directories[suite]}): "
                      f"{ranking.descriptions[suite]}{extra}.")
+        if suite in ranking.budgets:
+            lines.append(f"Budgets of {suite} are settings of their variant, not variants of their own: each variant "
+                         f"is ranked at its registered defaults; not ranked: {ranking.budgets[suite]}.")
     return lines
 
 

@@ -153,6 +153,11 @@ def test_ctrl_c_prints_one_line_and_exits_130(monkeypatch: pytest.MonkeyPatch, c
 # attnbench compare
 
 
+def flat(text: str) -> str:
+    """``text`` with its line breaks and runs of spaces as single spaces (compare wraps its prose at 120 columns)."""
+    return " ".join(text.split())
+
+
 def _store(directory: Path, cells: list[Cell], scale: dict[str, float], seed: int, noisy: bool = False, *,
            machine: float = 1.0, drift: float = 0.0, baseline: str | None = None) -> None:
     """A run of ``cells``: 10 interleaved rounds per shape, each round slowed alike for every variant by a factor
@@ -184,10 +189,10 @@ def test_compare_finds_the_slower_variant_and_fails_on_it(cli: Callable[..., Cli
                                                           stores: tuple[Path, Path]) -> None:
     a, b = stores
     same = cli("compare", a, a, "--fail-on-regression")
-    assert same.code == 0 and "0 slower and 0 faster" in same.out
+    assert same.code == 0 and "0 slower and 0 faster" in flat(same.out)
     result = cli("compare", a, b, "--threshold", "10%", "--fail-on-regression")
     assert result.code == 1
-    assert "4 slower and 0 faster beyond 10%" in result.out and "4 the same" in result.out
+    assert "4 slower and 0 faster beyond 10%" in flat(result.out) and "4 the same" in flat(result.out)
     rows = json.loads(cli("compare", a, b, "--format", "json").out)["cells"]
     slower = {(r["attention"], r["verdict"]) for r in rows if r["ratio"] > 1.2}
     assert slower == {("s3attention", "regression")} and all(0.95 < r["ratio"] < 1.05 for r in rows
@@ -197,6 +202,29 @@ def test_compare_finds_the_slower_variant_and_fails_on_it(cli: Callable[..., Cli
     assert csv.splitlines()[0].startswith("suite,attention,")
 
 
+def test_compare_reads_at_a_glance(cli: Callable[..., CliResult], write_yaml: Callable[..., Path],
+                                   tmp_path: Path) -> None:
+    """Within 120 columns; the columns every cell shares named once above the table; the largest change first;
+    --only-changed lists the changed cells only; the ratio columns say what they divide."""
+    doc = tiny_doc(axes={"attention": ["vanilla", "sparse_transformer_strided", "s3attention"]})
+    cells = load_suite(write_yaml(doc)).expand("cpu")
+    _store(tmp_path / "a", cells, {}, 0, baseline="vanilla")
+    _store(tmp_path / "b", cells, {"s3attention": 1.3, "sparse_transformer_strided": 0.6}, 1, baseline="vanilla")
+    out = cli("compare", tmp_path / "a", tmp_path / "b").out
+    lines = out.splitlines()
+    assert max(map(len, lines[1:])) <= 120, max(lines, key=len)  # the title names the two directories as given
+    assert "Every cell: batch_size 1, heads 2, dim 16, dtype float32, compile eager." in out  # constant columns, once
+    header = next(line for line in lines if line.startswith("| attention"))
+    assert "batch_size" not in header and "B/A of t/ref [95%]" in header and "A t/ref" in header
+    body = [line for line in lines if line.startswith("| ") and not line.startswith("| attention")]
+    assert body[0].startswith("| sparse_transformer_strided") and "improvement" in body[0]  # 0.6x: |log| largest
+    assert "t/ref = the cell's time ÷ `vanilla`'s in the same interleaved rounds" in flat(out)
+    only = cli("compare", tmp_path / "a", tmp_path / "b", "--only-changed").out
+    rows = [line for line in only.splitlines() if line.startswith("| ") and not line.startswith("| attention")]
+    assert len(rows) == 8 and all("same" not in r and "baseline" not in r for r in rows)
+    assert "4 unchanged cells not shown" in flat(only)
+
+
 def test_a_regression_timed_on_a_busy_machine_is_shown_but_not_failed(
         cli: Callable[..., CliResult], write_yaml: Callable[..., Path], tmp_path: Path) -> None:
     cells = load_suite(write_yaml(tiny_doc())).expand("cpu")
@@ -204,8 +232,8 @@ def test_a_regression_timed_on_a_busy_machine_is_shown_but_not_failed(
     _store(tmp_path / "b", cells, {"s3attention": 1.3}, 1, noisy=True)
     result = cli("compare", tmp_path / "a", tmp_path / "b", "--fail-on-regression")
     assert result.code == 0
-    assert "4 of the slower timed on a busy machine (†), not counted as regressions" in result.out
-    assert "regression †" in result.out
+    assert "4 of the slower timed on a busy machine (†), not counted as regressions" in flat(result.out)
+    assert "regression †" in flat(result.out)
 
 
 def test_compare_two_runs_of_one_store(cli: Callable[..., CliResult], write_yaml: Callable[..., Path],
@@ -224,11 +252,12 @@ def test_compare_relative_to_the_baseline_cancels_the_drift_of_the_machine(
     _store(tmp_path / "a", cells, {}, 0, drift=0.05, baseline="vanilla")
     _store(tmp_path / "b", cells, {}, 1, machine=1.4, drift=0.05, baseline="vanilla")  # the machine 40% slower
     absolute = cli("compare", tmp_path / "a", tmp_path / "b", "--absolute", "--threshold", "10%")
-    assert "8 slower" in absolute.out and "absolute times" in absolute.out
+    assert "8 slower" in flat(absolute.out) and "absolute times" in flat(absolute.out)
     relative = cli("compare", tmp_path / "a", tmp_path / "b", "--threshold", "10%", "--fail-on-regression")
     assert relative.code == 0, relative.out  # the suite's baseline, stored with the run, is the default reference
-    assert "4 cells timed in both, relative to `vanilla`" in relative.out and "0 slower and 0 faster" in relative.out
-    assert "`vanilla` itself took 1.4× its time in A" in relative.out
+    said = flat(relative.out)
+    assert "4 cells timed in both, relative to `vanilla`" in said and "0 slower and 0 faster" in said
+    assert "`vanilla` itself took 1.4× its time in A" in flat(relative.out)
     rows = json.loads(cli("compare", tmp_path / "a", tmp_path / "b", "--format", "json").out)
     assert rows["relative_to"] == "vanilla"
     assert {r["verdict"] for r in rows["cells"] if r["attention"] == "vanilla"} == {"baseline"}
@@ -242,10 +271,11 @@ def test_compare_relative_finds_a_slower_variant_on_a_faster_machine(
     _store(tmp_path / "a", cells, {}, 0, drift=0.05)
     _store(tmp_path / "b", cells, {"s3attention": 1.3}, 1, machine=0.78, drift=0.05)  # slower code, faster machine
     absolute = cli("compare", tmp_path / "a", tmp_path / "b", "--threshold", "10%", "--fail-on-regression")
-    assert absolute.code == 0 and "0 slower" in absolute.out  # no baseline stored: absolute, and the drift hides it
+    # no baseline stored: absolute, and the drift hides it
+    assert absolute.code == 0 and "0 slower" in flat(absolute.out)
     relative = cli("compare", tmp_path / "a", tmp_path / "b", "--threshold", "10%", "--relative-to", "vanilla",
                    "--fail-on-regression")
-    assert relative.code == 1 and "4 slower and 0 faster beyond 10%" in relative.out
+    assert relative.code == 1 and "4 slower and 0 faster beyond 10%" in flat(relative.out)
     rows = json.loads(cli("compare", tmp_path / "a", tmp_path / "b", "--relative-to", "vanilla", "--format",
                           "json").out)["cells"]
     assert all(1.2 < r["ratio"] < 1.4 and r["verdict"] == "regression" for r in rows if r["attention"] != "vanilla")

@@ -14,7 +14,7 @@ import pytest
 from harness.core.cell import Cell
 from harness.core.store import Store
 from harness.report.rank import COVERAGE_MARK, SuiteResults, default_out_dir, rank, suite_metrics, zscores
-from harness.report.ranking import notes_text, ranking_table
+from harness.report.ranking import method_text, notes_text, ranking_table
 from tests.conftest import CliResult
 
 Z1 = math.sqrt(1.5)  # z of the best of three evenly spaced values (population std)
@@ -228,3 +228,22 @@ def test_cli_rank_bad_input_exits_2(cli: Callable[..., CliResult], stores: list[
     Store(empty / "results.db").close()
     _one_error_line(cli("report", "--rank", empty), "no results yet")
     assert not (tmp_path / "results" / "ranking.md").exists()
+
+
+def approximation_rows(errors: dict[tuple[str, str], float]) -> list[Row]:
+    return [(Cell("approximation", "approximation", {"attention": a, "budget": b, "seq_len": 256, "input": "random"},
+                  {}, {}, ("time",), {}, "cpu"), "ok", {"rel_fro": e, "time_ms_median": 1.0 + e})
+            for (a, b), e in errors.items()]
+
+
+def test_approximation_budgets_are_settings_of_their_variant() -> None:
+    """linformer's k=256 is its default (the same layer as `linformer`): ranked as linformer; its other budgets and
+    local's windows (none at local's default, 50) are named, not ranked beside the variants."""
+    rows = approximation_rows({("linformer", "k=32"): 0.5, ("linformer", "k=256"): 0.2, ("performer", "default"): 0.3,
+                               ("local", "window=200"): 0.01, ("local", "window=800"): 0.001,
+                               ("vanilla", "default"): 0.0})
+    ranking = rank([suite("approximation/quick", rows)])
+    assert sorted(ranking.table["variant"]) == ["linformer", "performer", "vanilla"]
+    assert ranking.budgets == {"approximation/quick": "linformer: k=32; local: window=200, window=800 (none at its "
+                                                      "defaults: not ranked here)"}
+    assert any("not ranked: linformer: k=32" in line for line in method_text(ranking))
