@@ -15,6 +15,7 @@ import pytest
 from harness.core.store import STATUSES, Store
 from harness.run.suitefile import load_suite
 from tests.conftest import REPO_ROOT, CliResult
+from tests.latex import ENGINE, compile_tex
 
 SUITES = sorted((REPO_ROOT / "suites").glob("*.yaml"))
 
@@ -114,6 +115,13 @@ def test_smoke_profile_runs_and_resumes(cli: Callable[..., CliResult], tmp_path:
         assert list(directory.glob("time_*.png")) and list(directory.glob("time_*.pdf"))
     if suite.kind.name == "speed" and "memory" in suite.settings.metrics:
         assert list(directory.glob("memory_*.png")) and list(directory.glob("memory_*.pdf"))
+    # every table is a complete float that compiles and fits its column or page (where LaTeX is installed)
+    tex = sorted(directory.glob("*.tex"))
+    assert tex and all(t.read_text().startswith("% Needs \\usepackage{booktabs}") for t in tex)
+    assert all("\\caption{" in t.read_text() and "\\label{tab:" in t.read_text() for t in tex)
+    if ENGINE is not None:
+        pdf, problems = compile_tex(tex, tmp_path / "latex")
+        assert pdf is not None and not problems, problems
 
     # a second identical run finds everything done and measures nothing
     with Store(directory / "results.db") as store:

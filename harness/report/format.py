@@ -20,6 +20,7 @@ import pandas as pd
 from ..core import datasource
 from ..core.files import atomic_write, atomic_write_text
 from ..core.suite import is_finite_number
+from .latex import tex_comment, tex_escape, tex_float  # noqa: F401  (re-exported)
 
 Fmt = Literal["md", "tex"]
 MIB = 2**20
@@ -75,6 +76,11 @@ DISPLAY_NAMES: dict[str, str] = {
     "transformer_ls": "Transformer-LS", "fnet": "FNet", "luna": "Luna", "fmmformer": "FMMformer", "ponet": "PoNet",
     "cosformer": "cosFormer", "scatterbrain": "Scatterbrain", "skyformer": "Skyformer", "fsat": "FSAT", "fat": "FAT",
     "none": "none (no mixing, control)", "mean_pool": "mean pooling (control)",
+    "fedformer_fourier": "FEDformer-f", "fedformer_wavelet": "FEDformer-w", "autocorrelation": "Auto-Correlation",
+    "probsparse": "ProbSparse", "logsparse": "LogSparse", "linformer_k128": "Linformer (k = 128)",
+    "performer_m64": "Performer (m = 64)", "nystrom_m32": "Nyströmformer (m = 32)", "luna_l16": "Luna (l = 16)",
+    "luna_l128": "Luna (l = 128)", "reformer_h4": "Reformer (4 hashes)", "fmmformer_2kernels": "FMMformer (2 kernels)",
+    "fsat_m8": "FSAT (m = 8)", "fsat_unnormalized": "FSAT (unnormalised)", "synthesizer_random": "Synthesizer (random)",
 }
 
 
@@ -151,17 +157,6 @@ def format_value(value: float) -> str:
     return f"{value:.{decimals}f}"
 
 
-#: Every character LaTeX gives a meaning to in text, and how it is written literally (the one escaper every user
-#: string reaching a .tex file goes through: a variant label ``\input secret.tex`` must print, never run).
-_TEX_LITERAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{",
-                "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
-
-
-def tex_escape(text: str) -> str:
-    """``text`` as LaTeX prints it literally."""
-    return "".join(_TEX_LITERAL.get(ch, ch) for ch in str(text))
-
-
 def escape(text: str, fmt: Fmt) -> str:
     """A label made safe for a Markdown table cell or LaTeX."""
     return text.replace("|", r"\|") if fmt == "md" else tex_escape(text)
@@ -235,11 +230,6 @@ def render_table(header: Sequence[str], rows: Sequence[Sequence[str]], fmt: Fmt)
     return booktabs(f"l{'c' * (len(header) - 1)}", [" & ".join(header) + r" \\"], rows)
 
 
-def tex_comment(text: str) -> str:
-    """A one-line LaTeX comment: a newline inside ``text`` would end the comment and leak text into the document."""
-    return "% " + " ".join(text.splitlines())
-
-
 def env_summary(env: Mapping[str, object]) -> str:
     """One line: the machine and software, and the runs the numbers come from (or the commit and time of one)."""
     def get(key: str) -> object:
@@ -293,11 +283,11 @@ def sig2(value: float) -> str:
 
 def write_table_files(out_dir: Path, stem: str, *, title: str, note: str, md_body: str, tex_body: str,
                       env: Mapping[str, object]) -> list[Path]:
-    """``<stem>.md`` (title, table, note, environment) and ``<stem>.tex``: two comment lines (title and note; where it
-    was measured: the full environment is in ``env.json``) so the fragment can be ``\\input`` into a table float,
-    then the tabular."""
+    """``<stem>.md`` (title, table, note, environment) and ``<stem>.tex``: a complete table float (caption = title
+    and note, label ``tab:<stem>``, the packages it needs; :func:`harness.report.latex.tex_float`), where it was
+    measured as a comment (the full environment is in ``env.json``)."""
     md = f"### {title}\n\n{md_body}\n\n{note}\n\n_Environment: {env_summary(env)}_\n"
-    tex = "\n".join([tex_comment(f"{title}. {note}"), tex_comment(env_summary(env)), tex_body]) + "\n"
+    tex = tex_float(tex_body, caption=f"{title}. {note}", label=stem, comments=(env_summary(env),))
     return [atomic_write_text(out_dir / f"{stem}.md", md), atomic_write_text(out_dir / f"{stem}.tex", tex)]
 
 

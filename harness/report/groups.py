@@ -41,7 +41,7 @@ def paper_order(names: Iterable[str], baselines: Iterable[str] = ()) -> list[str
     """``names`` in a paper's order: the ``baselines`` (in their given order), then by group (as :data:`GROUPS`
     lists them, unknown names in :data:`OTHER` before the controls), within a group by family order, then name."""
     names = list(dict.fromkeys(names))
-    first = [b for b in baselines if b in names]
+    first = [b for b in dict.fromkeys(baselines) if b in names]
     groups = [*[g for g in GROUPS if g != "controls"], OTHER, "controls"]
 
     def key(name: str) -> tuple[int, int, str]:
@@ -54,3 +54,12 @@ def paper_order(names: Iterable[str], baselines: Iterable[str] = ()) -> list[str
         return groups.index(group), families.index(family) if family in families else len(families), name
 
     return first + sorted((n for n in names if n not in first), key=key)
+
+
+#: The exact baselines a table lists first, after the suite's own baseline.
+BASELINES = ("vanilla", "vanilla_sdpa", "vanilla_xformers")
+
+
+def table_order(names: Iterable[str], baseline: str | None = None) -> list[str]:
+    """A table's rows: the suite's ``baseline``, the exact baselines, then :func:`paper_order`."""
+    return paper_order(names, list(dict.fromkeys(b for b in (baseline, *BASELINES) if b)))

@@ -1,37 +1,323 @@
-"""What every kind's figures share: the headless backend, a line style per variant, a legend outside the axes, one
-set of axes with a title and labels, error bars, and the atomic write of a figure as PNG and PDF (each kind draws its
-own figures with these)."""
+"""What every kind's figures share: the paper style (one column of 3.3 in or two of 6.9 in, 8-pt fonts, TrueType
+fonts in the PDF), a colour-blind-safe style per line with the baselines emphasised, small multiples by the zoo's
+groups (:mod:`harness.report.groups`), ``--highlight``, log ticks that never crowd, crossings marked on a line, dot
+charts for a figure with one x value, and the atomic write of a figure as PNG and PDF (each kind draws its own
+figures with these)."""
 
 from __future__ import annotations
 
+import math
 import re
 import sys
+import textwrap
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 import pandas as pd
 
 from ..core.files import atomic_write
+from .groups import group_of, paper_order
 
 # Benchmarks run headless (servers, CI) and only write files, so never pick an interactive backend.
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.layout_engine import ConstrainedLayoutEngine  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.ticker import FuncFormatter, Locator, LogLocator, MaxNLocator, NullFormatter  # noqa: E402
+from matplotlib.transforms import Bbox  # noqa: E402
 
-_MARKERS = "osD^vP*Xh<>p"
-_FORMATS = (("png", {"dpi": 150}), ("pdf", {}))
+COLUMN_IN, DOUBLE_IN = 3.3, 6.9  # a one-column and a two-column figure of a two-column paper
+MAX_TICKS = 8  # labelled ticks per axis: more collide at 7 pt in a column's width
+SINGLE_PANEL_MAX = 8  # up to this many variants besides the baselines, one panel reads; more go into small multiples
+PANEL_MAX = 9  # lines besides the baselines in one panel: the palette's colours
+_FORMATS = (("png", {"dpi": 300}), ("pdf", {}))
+PAPER_RC: dict[str, object] = {
+    "font.size": 8, "axes.titlesize": 8, "axes.labelsize": 8, "figure.titlesize": 8, "xtick.labelsize": 7,
+    "ytick.labelsize": 7, "legend.fontsize": 6.5, "legend.frameon": False, "legend.handlelength": 1.8,
+    "legend.labelspacing": 0.25, "legend.borderaxespad": 0.2, "legend.borderpad": 0.2,
+    # Type 42 (TrueType) keeps the text editable and selectable; journals reject the default Type 3 bitmaps
+    "pdf.fonttype": 42, "ps.fonttype": 42,
+    "axes.linewidth": 0.6, "lines.linewidth": 1.0, "lines.markersize": 3.5, "grid.linewidth": 0.4, "grid.alpha": 0.35,
+    "xtick.major.width": 0.6, "ytick.major.width": 0.6, "xtick.major.size": 2.5, "ytick.major.size": 2.5,
+    "xtick.minor.size": 1.5, "ytick.minor.size": 1.5, "figure.labelsize": 8, "figure.constrained_layout.use": True,
+    "savefig.pad_inches": 0.02,
+}
+#: Paul Tol's "muted" scheme: nine colours told apart under every common colour-vision deficiency, ordered so that
+#: the first few differ most. Black and greys are kept for the baselines and the lines ``--highlight`` mutes.
+PALETTE = ("#332288", "#CC6677", "#117733", "#DDCC77", "#88CCEE", "#882255", "#44AA99", "#999933", "#AA4499")
+MARKERS = "osD^vPX<>hp*"
+BASELINE_STYLES = ({"color": "black", "ls": "-"}, {"color": "0.45", "ls": "--"}, {"color": "0.6", "ls": ":"})
+MUTED = {"color": "0.78", "lw": 0.7, "marker": "", "zorder": 1}
+
+_HIGHLIGHT: ContextVar[tuple[str, ...]] = ContextVar("highlight", default=())
+
+
+@contextmanager
+def paper_style() -> Iterator[None]:
+    """The paper's rcParams (:data:`PAPER_RC`) for the figures made and saved inside."""
+    with matplotlib.rc_context(PAPER_RC):
+        yield
+
+
+@contextmanager
+def highlighting(patterns: Iterable[str]) -> Iterator[None]:
+    """Inside, the figures colour the variants whose registry name matches one of the fnmatch ``patterns`` and draw
+    every other one thin and grey (``--highlight``); set around a run or a report so no writer needs a parameter."""
+    token = _HIGHLIGHT.set(tuple(patterns))
+    try:
+        yield
+    finally:
+        _HIGHLIGHT.reset(token)
+
+
+def split_patterns(values: Iterable[str] | None) -> list[str]:
+    """``["s3*,fsat", "luna"]`` -> ``["s3*", "fsat", "luna"]`` (a flag given several times, comma-separated)."""
+    return [p.strip() for item in values or () for p in item.split(",") if p.strip()]
+
+
+def is_highlighted(name: str) -> bool | None:
+    """Whether ``name`` matches an active ``--highlight`` pattern; None when nothing is highlighted."""
+    patterns = _HIGHLIGHT.get()
+    return any(fnmatchcase(name, p) for p in patterns) if patterns else None
 
 
 def variant_style(i: int) -> dict[str, str]:
-    """Colour and marker of the ``i``-th variant (sorted by name): 10 colours × 12 markers, so that no two of the
-    zoo's rows look alike in one figure, and a variant looks the same in every figure of a group."""
-    return {"color": f"C{i % 10}", "marker": _MARKERS[i % len(_MARKERS)]}
+    """Colour and marker of the ``i``-th line of a panel: nine colours, twelve markers, so that every pair differs
+    within a panel of up to :data:`PANEL_MAX` lines and stays distinct beyond."""
+    return {"color": PALETTE[i % len(PALETTE)], "marker": MARKERS[i % len(MARKERS)]}
+
+
+def line_styles(names: Sequence[str], baselines: Sequence[str] = ()) -> dict[str, dict[str, object]]:
+    """The style of every line of one panel: the baselines thick in black and greys, under the others; with a
+    ``--highlight``, the matching variants coloured on top and the rest grey and thin; else a colour and marker each
+    in the order given."""
+    styles: dict[str, dict[str, object]] = {}
+    for i, name in enumerate(b for b in baselines if b in names):
+        styles[name] = {**BASELINE_STYLES[min(i, len(BASELINE_STYLES) - 1)], "lw": 1.8,
+                        "marker": MARKERS[i % len(MARKERS)], "zorder": 3}
+    coloured = 0
+    for name in names:
+        if name in styles:
+            continue
+        if is_highlighted(name) is False:
+            styles[name] = dict(MUTED)
+            continue
+        styles[name] = {**variant_style(coloured), "lw": 1.0 if is_highlighted(name) is None else 1.5,
+                        "zorder": 2 if is_highlighted(name) is None else 4}
+        coloured += 1
+    return styles
+
+
+def dot_styles(names: Sequence[str], baselines: Sequence[str] = ()) -> dict[str, dict[str, object]]:
+    """:func:`line_styles` for a dot chart, where each row is labelled: one colour for every variant, so that colour
+    means something only where it is meant to (the baselines, a ``--highlight``)."""
+    styles = line_styles(names, baselines)
+    for name in names:
+        if name not in baselines and is_highlighted(name) is None:
+            styles[name] = {"color": PALETTE[0], "marker": "o", "zorder": 2}
+    return styles
+
+
+def panels(names: Iterable[str], baselines: Sequence[str] = ()) -> list[tuple[str, list[str]]]:
+    """The panels of a figure of ``names`` as (title, variants besides the baselines): one untitled panel for up to
+    :data:`SINGLE_PANEL_MAX` variants, else one per group of :mod:`harness.report.groups` in the paper's order, a group
+    of more than :data:`PANEL_MAX` split evenly (``low rank (1/2)``). Every variant is in exactly one panel."""
+    others = [n for n in paper_order(names, baselines) if n not in baselines]
+    if len(others) <= SINGLE_PANEL_MAX:
+        return [("", others)]
+    by_group: dict[str, list[str]] = {}
+    for name in others:
+        by_group.setdefault(group_of(name), []).append(name)
+    out = []
+    for group, members in by_group.items():
+        parts = math.ceil(len(members) / PANEL_MAX)
+        size = math.ceil(len(members) / parts)
+        out += [(group if parts == 1 else f"{group} ({i + 1}/{parts})", members[i * size:(i + 1) * size])
+                for i in range(parts)]
+    return out
+
+
+def wrap_title(title: str, width_in: float, fontsize: float = 8.0) -> str:
+    """``title`` broken into lines that fit ``width_in`` at ``fontsize`` (a character is about half an em wide)."""
+    return textwrap.fill(title, width=max(20, int(width_in * 72 / (0.52 * fontsize))))
+
+
+def panel_grid(n: int, *, entries: int, sharey: bool = True) -> tuple[plt.Figure, list[plt.Axes]]:
+    """A figure of ``n`` panels with shared axes, each tall enough for a legend of ``entries`` lines beside it: one
+    column wide for one panel (its legend below, in two columns), else two panels a row, two columns wide. Unused
+    cells are hidden. Call inside :func:`paper_style`."""
+    if n == 1:  # a legend beside would leave a column's axes a third of its width
+        fig, ax = plt.subplots(figsize=(COLUMN_IN, 2.5 + 0.115 * math.ceil(entries / 2)))
+        return fig, [ax]
+    row_in = max(1.7, 0.118 * entries + 0.55)  # a 6.5-pt legend line with its spacing is about 0.11 in
+    rows = math.ceil(n / 2)
+    fig, grid = plt.subplots(rows, 2, figsize=(DOUBLE_IN, row_in * rows + 0.4), sharex=True, sharey=sharey,
+                             squeeze=False)
+    axes = list(grid.ravel())
+    for i, ax in enumerate(axes[n:], start=n):
+        ax.set_visible(False)
+        axes[i - 2].xaxis.set_tick_params(labelbottom=True)  # the panel above now ends its column
+    return fig, axes[:n]
+
+
+def grid_labels(fig: plt.Figure, axes: Sequence[plt.Axes], xlabel: str, ylabel: str, title: str) -> None:
+    """Axis labels and title of a :func:`panel_grid` figure, wrapped to its width: on the axes of a single panel,
+    once for the whole grid otherwise."""
+    width = fig.get_figwidth()
+    if len(axes) == 1:
+        axes[0].set_xlabel(wrap_title(xlabel, width * 0.8))
+        axes[0].set_ylabel(wrap_title(ylabel, fig.get_figheight() * 0.8))
+    else:
+        fig.supxlabel(wrap_title(xlabel, width * 0.8))
+        fig.supylabel(wrap_title(ylabel, fig.get_figheight() * 0.8))
+    fig.suptitle(wrap_title(title, width))
+
+
+def panel_legend(ax: plt.Axes, handles: Sequence[Line2D]) -> None:
+    """The panel's legend beside it, top-aligned (the layout keeps it in frame), or under the figure where the
+    panel is the figure's only one."""
+    if not handles:
+        return
+    fig = ax.get_figure()
+    if len([a for a in fig.axes if a.get_visible()]) == 1:
+        fig.legend(handles=list(handles), loc="outside lower center", ncol=2)
+        return
+    ax.legend(handles=list(handles), loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0,
+              ncol=1 if len(handles) <= 14 else 2)
 
 
 def outside_legend(ax: plt.Axes, handles: list | None = None) -> None:
     """Legend to the right of the axes, so it never hides a line; ``save_figure`` keeps it in frame."""
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small", frameon=False)
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+
+
+def legend_handles(names: Sequence[str], styles: Mapping[str, Mapping[str, object]],
+                   label: Callable[[str], str]) -> list[Line2D]:
+    """A handle per line in ``names``' order; the lines ``--highlight`` mutes share one handle, "others"."""
+    handles, muted = [], False
+    for name in names:
+        style = styles[name]
+        if style.get("color") == MUTED["color"] and style.get("marker") == "":
+            muted = True
+            continue
+        handles.append(Line2D([], [], color=style["color"], ls=style.get("ls", "-"), lw=style.get("lw", 1.0),
+                              marker=style.get("marker", ""), label=label(name)))
+    if muted:
+        handles.append(Line2D([], [], color=MUTED["color"], lw=MUTED["lw"], label="others"))
+    return handles
+
+
+class LogTicks(Locator):
+    """Major ticks of a log axis, at most :data:`MAX_TICKS` in view: 1-2-5 steps on a short range, then 1-3, then
+    powers of ten (strided on a very wide range), linear steps where not even two powers fit (a narrow range)."""
+
+    def __init__(self, max_ticks: int = MAX_TICKS) -> None:
+        self.max_ticks = max_ticks
+
+    def __call__(self) -> Sequence[float]:
+        return self.tick_values(*self.axis.get_view_interval())
+
+    def tick_values(self, vmin: float, vmax: float) -> Sequence[float]:
+        vmin, vmax = sorted((vmin, vmax))
+        if vmin <= 0:
+            vmin = vmax * 1e-3
+        linear = MaxNLocator(nbins=self.max_ticks - 2, steps=[1, 2, 2.5, 5, 10]).tick_values(vmin, vmax)
+        for subs in ((1.0, 2.0, 5.0), (1.0, 3.0), (1.0,)):
+            ticks = LogLocator(base=10, subs=subs, numticks=self.max_ticks).tick_values(vmin, vmax)
+            inside = int(((ticks >= vmin * 0.999) & (ticks <= vmax * 1.001)).sum())
+            if inside < 3 and subs[1:] and (linear > 0).sum() >= 3:  # under a decade: 0.4, 0.6, 0.8, 1 read better
+                return linear[linear > 0]
+            if 2 <= inside <= self.max_ticks:
+                return ticks
+        return linear
+
+
+def plain_log_axis(axis: matplotlib.axis.Axis) -> None:
+    """A log axis labelled 0.5, 20, 300 (a paper reads those better than 5×10⁻¹) at :class:`LogTicks`."""
+    axis.set_major_locator(LogTicks())
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def short_length(n: float) -> str:
+    """A sequence length in three characters or so: 700, 1.8K."""
+    return f"{n / 1024:.2g}K" if n >= 1000 else f"{n:.0f}"
+
+
+_LABEL = "point label"  # the gid of a label at a point, which declutter moves
+
+
+def label_point(ax: plt.Axes, x: float, y: float, text: str, color: object, below: bool = False) -> None:
+    """A short label beside the point (``x``, ``y``), on a white ground; :func:`declutter` moves the labels apart
+    once the figure is laid out."""
+    ax.annotate(text, (x, y), xytext=(3, -7 if below else 3), textcoords="offset points", fontsize=6, color=color,
+                zorder=7, gid=_LABEL, bbox={"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.8})
+
+
+def mark_crossing(ax: plt.Axes, x: float, y: float, text: str, color: object, below: bool = False) -> None:
+    """A ring on a line at (``x``, ``y``) with a short label beside it (a crossover on the variant's own line)."""
+    ax.plot([x], [y], ls="", marker="o", ms=5.5, mfc="white", mec=color, mew=1.1, zorder=6)
+    label_point(ax, x, y, text, color, below)
+
+
+def declutter(fig: plt.Figure) -> None:
+    """Moves the point labels of each panel (:func:`label_point`), top to bottom, down until none overlaps one placed
+    before it: many variants cross the baseline near the same length."""
+    fig.canvas.draw()  # the layout fixes where every label is
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        labels = [c for c in ax.texts if c.get_gid() == _LABEL]
+        placed: list[Bbox] = []
+        for label in sorted(labels, key=lambda t: -t.get_window_extent(renderer).y1):
+            box = label.get_window_extent(renderer)
+            if box.x1 > ax.bbox.x1:  # past the right edge, into the legend: put it left of its point
+                label.set_horizontalalignment("right")
+                label.xyann = (-label.xyann[0], label.xyann[1])
+                box = label.get_window_extent(renderer)
+            for _ in range(len(labels) + 1):
+                hit = next((p for p in placed if box.overlaps(p)), None)
+                if hit is None:
+                    break
+                dx, dy = label.xyann
+                label.xyann = (dx, dy - (box.y1 - hit.y0) * 72 / fig.dpi - 0.5)
+                box = label.get_window_extent(renderer)
+            placed.append(box)
+
+
+def crossing_handle(against: str) -> Line2D:
+    return Line2D([], [], ls="", marker="o", ms=5.5, mfc="white", mec="0.3", mew=1.1, label=f"crossover vs {against}")
+
+
+def dot_chart(ax: plt.Axes, names: Sequence[str], values: Mapping[str, float], styles: Mapping[str, Mapping],
+              *, label: Callable[[str], str], statuses: Mapping[str, str] | None = None,
+              reference: float | None = None) -> None:
+    """A dot per variant, one row each (``names`` top to bottom) on a log x axis: the figure of a single x value,
+    where a line would be one point. A variant without a value shows its status (``oom``) in its row; ``reference``
+    draws a vertical line (the baseline's value, or 1 in a ratio chart)."""
+    rows = np.arange(len(names))[::-1]
+    for row, name in zip(rows, names, strict=True):
+        style = styles[name]
+        value = values.get(name, math.nan)
+        ax.axhline(row, color="0.9", lw=0.4, zorder=0)
+        if math.isfinite(value) and value > 0:
+            ax.plot([value], [row], ls="", marker=style.get("marker") or "o", color=style["color"], gid=name,
+                    ms=5 if style.get("lw", 1.0) >= 1.5 else 4, zorder=style.get("zorder", 2))
+        elif statuses and name in statuses:
+            ax.annotate(statuses[name], (0.99, row), xycoords=("axes fraction", "data"), ha="right", va="center",
+                        fontsize=6, color="0.4")
+    if reference is not None and math.isfinite(reference):
+        ax.axvline(reference, color="black", lw=0.7, zorder=1)
+    ax.set_yticks(rows, labels=[label(n) for n in names])
+    ax.set_ylim(-0.7, len(names) - 0.3)
+    ax.set_xscale("log")
+    plain_log_axis(ax.xaxis)
+    ax.grid(True, axis="x", which="major")
 
 
 _NO_GLYPH = re.compile(r"Glyph \d+ \((.+)\) missing from font")
@@ -39,19 +325,22 @@ _NOTED: set[str] = set()  # characters already reported missing
 
 
 def save_figure(fig: plt.Figure, out_dir: Path, stem: str) -> list[Path]:
-    """Write ``fig`` as ``<stem>.png`` (150 dpi) and ``<stem>.pdf``; returns the paths.
+    """Write ``fig`` as ``<stem>.png`` (300 dpi) and ``<stem>.pdf`` (TrueType fonts) in the paper style; returns the
+    paths. A figure laid out by the paper style keeps its width (3.3 or 6.9 in); any other is cropped to its content.
 
     Characters the font lacks (a suite named in CJK script) make matplotlib warn once per character and format; they
     are folded into one line naming the figure.
     """
     paths = []
-    with warnings.catch_warnings(record=True) as caught:
+    exact = isinstance(fig.get_layout_engine(), ConstrainedLayoutEngine)
+    with warnings.catch_warnings(record=True) as caught, paper_style():
         warnings.simplefilter("always")
         for ext, kwargs in _FORMATS:
-            # "tight" keeps an outside legend in frame; the format is explicit: the temporary name has no suffix
+            # the format is explicit: the temporary name has no suffix; "tight" keeps a legacy figure's legend
+            bbox = None if exact else "tight"
             path = atomic_write(out_dir / f"{stem}.{ext}",
-                                lambda tmp, ext=ext, kwargs=kwargs: fig.savefig(tmp, format=ext, bbox_inches="tight",
-                                                                                 **kwargs))
+                                lambda tmp, ext=ext, kwargs=kwargs, bbox=bbox: fig.savefig(
+                                    tmp, format=ext, bbox_inches=bbox, **kwargs))
             paths.append(path)
     missing = []
     for w in caught:
@@ -68,21 +357,23 @@ def save_figure(fig: plt.Figure, out_dir: Path, stem: str) -> list[Path]:
 
 
 def single_axes(out_dir: Path, stem: str, title: str, draw: Callable[[plt.Axes], None], *, xlabel: str,
-                 ylabel: str, figsize: tuple[float, float] = (6.4, 4.2)) -> list[Path]:
-    """Creates one axes, lets ``draw`` fill it, adds labels, grid, title and an outside legend, saves and closes."""
+                ylabel: str, figsize: tuple[float, float] = (COLUMN_IN, 2.6)) -> list[Path]:
+    """Creates one axes in the paper style, lets ``draw`` fill it, adds labels, grid, title and a legend beside it,
+    saves and closes."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    fig, ax = plt.subplots(figsize=figsize)
-    try:
-        draw(ax)
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(ylabel)
-        ax.set_title(title, fontsize="medium")
-        ax.grid(True, alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            outside_legend(ax)
-        return save_figure(fig, out_dir, stem)
-    finally:
-        plt.close(fig)
+    with paper_style():
+        fig, ax = plt.subplots(figsize=figsize)
+        try:
+            draw(ax)
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel(ylabel)
+            ax.set_title(wrap_title(title, figsize[0]))
+            ax.grid(True)
+            if ax.get_legend_handles_labels()[0]:
+                outside_legend(ax)
+            return save_figure(fig, out_dir, stem)
+        finally:
+            plt.close(fig)
 
 
 def errorbar(ax: plt.Axes, x: pd.Series, points: pd.DataFrame, **style: object) -> None:

@@ -9,7 +9,18 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import NullLocator
 
-from ...report.plots import errorbar, outside_legend, plt, save_figure, single_axes
+from ...report.plots import (
+    COLUMN_IN,
+    DOUBLE_IN,
+    PALETTE,
+    errorbar,
+    outside_legend,
+    paper_style,
+    plt,
+    save_figure,
+    single_axes,
+    wrap_title,
+)
 from .noise import TEST_ONLY, TRAIN_TEST
 
 
@@ -22,26 +33,32 @@ def plot_learning_curves(curves: pd.DataFrame, out_dir: Path, *, task: str, titl
     different variants are never averaged into one line.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-    try:
-        for i, (label, sub) in enumerate(curves.groupby(by, sort=True)):
-            sub = sub.assign(dev_acc=100.0 * sub["dev_acc"])  # accuracy in %, as every table shows it
-            stats = sub.groupby("step")[["train_loss", "dev_acc"]].agg(["mean", "min", "max"])
-            for ax, column in zip(axes, ("train_loss", "dev_acc"), strict=True):
-                steps = stats.index.to_numpy()
-                # markers: a curve of one evaluation (a short run) is still a visible point
-                ax.plot(steps, stats[(column, "mean")], color=f"C{i % 10}", label=str(label), marker="o", ms=2.5)
-                ax.fill_between(steps, stats[(column, "min")], stats[(column, "max")], color=f"C{i % 10}",
-                                alpha=0.15, linewidth=0)
-        for ax, label in zip(axes, ("Training loss", "Dev accuracy (%)"), strict=True):
-            ax.set_xlabel("Step")
-            ax.set_ylabel(label)
-            ax.grid(True, alpha=0.3)
-        outside_legend(axes[1])
-        fig.suptitle(title, fontsize="medium")
-        return save_figure(fig, out_dir, f"curves_{task}")
-    finally:
-        plt.close(fig)
+    with paper_style():
+        fig, axes = plt.subplots(1, 2, figsize=(DOUBLE_IN, 2.4))
+        try:
+            _draw_curves(axes, curves, by)
+            outside_legend(axes[1])
+            fig.suptitle(wrap_title(title, DOUBLE_IN))
+            return save_figure(fig, out_dir, f"curves_{task}")
+        finally:
+            plt.close(fig)
+
+
+def _draw_curves(axes: list[plt.Axes], curves: pd.DataFrame, by: str) -> None:
+    for i, (label, sub) in enumerate(curves.groupby(by, sort=True)):
+        sub = sub.assign(dev_acc=100.0 * sub["dev_acc"])  # accuracy in %, as every table shows it
+        stats = sub.groupby("step")[["train_loss", "dev_acc"]].agg(["mean", "min", "max"])
+        color = PALETTE[i % len(PALETTE)]
+        for ax, column in zip(axes, ("train_loss", "dev_acc"), strict=True):
+            steps = stats.index.to_numpy()
+            # markers: a curve of one evaluation (a short run) is still a visible point
+            ax.plot(steps, stats[(column, "mean")], color=color, label=str(label), marker="o", ms=2.5)
+            ax.fill_between(steps, stats[(column, "min")], stats[(column, "max")], color=color, alpha=0.15,
+                            linewidth=0)
+    for ax, label in zip(axes, ("Training loss", "Dev accuracy (%)"), strict=True):
+        ax.set_xlabel("Step")
+        ax.set_ylabel(label)
+        ax.grid(True)
 
 
 def plot_noise_robustness(summary: pd.DataFrame, out_dir: Path, *, stem: str, title: str) -> list[Path]:
@@ -64,7 +81,7 @@ def plot_noise_robustness(summary: pd.DataFrame, out_dir: Path, *, stem: str, ti
                 if points.empty and not (mode == TRAIN_TEST and noisy.empty):
                     continue  # a mode this model was not run in would be a lone a = 0 point
                 points = pd.concat([clean, points]).dropna(subset=["mean"]).sort_values("noise")
-                errorbar(ax, points["noise"], points, color=f"C{i % 10}", ls=ls, marker="o", label=name)
+                errorbar(ax, points["noise"], points, color=PALETTE[i % len(PALETTE)], ls=ls, marker="o", label=name)
                 name = None
         levels = sorted(summary["noise"].unique())
         ax.set_xticks(levels, labels=[f"{a:g}" for a in levels])
@@ -89,8 +106,9 @@ def plot_parameter_sweep(summary: pd.DataFrame, out_dir: Path, *, stem: str, tit
         for i, (series, sub) in enumerate(summary.groupby("series", sort=False)):
             points = sub.dropna(subset=["mean"]).sort_values("value")
             thick = series == "Average"
-            errorbar(ax, points["value"], points, color="k" if thick else f"C{i % 10}", lw=3 if thick else 1.5,
-                      marker="o", label=str(series), zorder=3 if thick else 2)
+            color = "k" if thick else PALETTE[i % len(PALETTE)]
+            errorbar(ax, points["value"], points, color=color, lw=3 if thick else 1.5, marker="o", label=str(series),
+                     zorder=3 if thick else 2)
         values = sorted(float(v) for v in summary["value"].unique())
         if all(v > 0 for v in values):
             ax.set_xscale("log", base=2)
@@ -110,14 +128,14 @@ def plot_ablation(diffs: pd.DataFrame, out_dir: Path, *, stem: str, title: str) 
     def draw(ax: plt.Axes) -> None:
         y = np.arange(len(diffs))
         values = diffs["diff"].to_numpy(dtype=float)
-        ax.barh(y, values, color=["C3" if v < 0 else "C2" for v in values])
+        ax.barh(y, values, color=[PALETTE[1] if v < 0 else PALETTE[2] for v in values])
         ax.set_yticks(y, labels=[str(m) for m in diffs["model"]])
         ax.invert_yaxis()  # first row of the table on top
         ax.axvline(0.0, color="0.3", lw=1)
 
-    height = 1.2 + 0.45 * len(diffs)
+    height = 1.0 + 0.2 * len(diffs)
     return single_axes(out_dir, stem, title, draw, xlabel="Average accuracy − baseline (points)", ylabel="",
-                        figsize=(6.4, height))
+                       figsize=(COLUMN_IN, height))
 
 
 def plot_incoherence(summary: pd.DataFrame, out_dir: Path, *, stem: str, title: str) -> list[Path]:

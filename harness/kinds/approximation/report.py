@@ -1,7 +1,7 @@
 """Reports of the approximation suite: the error of each variant and budget against exact softmax attention, its
 forward speed-up over the exact reference (``vanilla_sdpa``) timed in the same interleaved rounds (the median of the
 per-round ratios, with a bootstrap interval, as the speed suite's), and a Pareto figure per length and input (error
-against speed-up, one line per variant through its budgets).
+against speed-up, one line per variant through its budgets; small multiples by group when many variants are drawn).
 
 Files: ``results.csv`` and ``env.json`` (every row at full precision), ``approximation.csv`` (one row per cell with
 the speed-up and its interval), ``approximation.md``/``.tex`` (a table per input and length, the cells that did not
@@ -14,9 +14,9 @@ import math
 from collections.abc import Mapping
 from pathlib import Path
 
-import matplotlib.ticker as mticker
 import numpy as np
 import pandas as pd
+from matplotlib.lines import Line2D
 
 from ...core.files import atomic_write_text
 from ...report.format import (
@@ -32,11 +32,25 @@ from ...report.format import (
     md_table,
     sig2,
     suite_title,
-    tex_comment,
+    tex_float,
     write_csv,
     write_raw,
 )
-from ...report.plots import single_axes
+from ...report.groups import group_of, table_order
+from ...report.plots import (
+    declutter,
+    grid_labels,
+    label_point,
+    legend_handles,
+    line_styles,
+    panel_grid,
+    panel_legend,
+    panels,
+    paper_style,
+    plain_log_axis,
+    plt,
+    save_figure,
+)
 from ...report.stats import paired_ratio
 
 COLUMNS = ("rel_fro", "max_abs", "cos_mean", "cos_min", "attn_tv", "time_ms_median", "speedup")
@@ -94,7 +108,7 @@ def _rows(part: pd.DataFrame, fmt: Fmt) -> list[list[str]]:
                 cells[-1] += f" [{sig2(r['speedup_lo'])}, {sig2(r['speedup_hi'])}]"
         budget = str(r["budget"]) + (" (own weights)" if r.get("weights") == "own" and r.get("input_kind") == "trained"
                                      else "")
-        rows.append([escape(str(r["attention"]), fmt), escape(budget, fmt), *cells])
+        rows.append([escape(display_name(str(r["attention"])), fmt), escape(budget, fmt), *cells])
     return rows
 
 
@@ -113,61 +127,101 @@ def _not_approximation(df: pd.DataFrame) -> pd.Series:
     return (df["status"] == "unsupported") & df["message"].str.startswith("not an approximation", na=False)
 
 
-def approximation_tables(df: pd.DataFrame, fmt: Fmt) -> str:
-    """A table per (input, length) of the measured cells, rows sorted by variant then time, the cells that did not run
-    listed under it with their reason; the attentions that are not approximations once, at the end."""
+def _parts(df: pd.DataFrame, fmt: Fmt) -> tuple[list[tuple[str, str, list[str]]], str]:
+    """Per (input, length): its heading, its table of the measured cells (rows in the paper's order, then by time)
+    and the lines naming the cells that did not run; and the line naming the attentions that are not
+    approximations."""
     skipped = _not_approximation(df)
     parts = []
     for (inp, n), part in df[~skipped].groupby(["input", "seq_len"], sort=True):
         desc = str(part["input_desc"].dropna().iloc[0]) if part["input_desc"].notna().any() else inp
         heading = f"Input {inp} ({desc}), n = {length_label(int(n))}"
-        shown = part[part["status"] != "unsupported"].sort_values(["attention", "speedup", "budget"],
-                                                                  ascending=[True, False, True], kind="stable")
-        body = []
-        if len(shown):
-            rows = _rows(shown, fmt)
-            body.append(md_table(HEADERS, rows, n_left=2) if fmt == "md"
-                        else booktabs("ll" + "r" * len(COLUMNS), [" & ".join(HEADERS) + r" \\"], rows))
-        not_run = _not_run_lines(part[part["status"] != "ok"], fmt)
-        if fmt == "md":
-            body += [f"- {line}" for line in not_run]
-            parts.append(f"#### {heading}\n\n" + "\n\n".join(body))
-        else:
-            not_run_line = [tex_comment(" ".join(not_run))] if not_run else []  # one comment line, not one each
-            parts.append("\n".join([tex_comment(heading), *body, *not_run_line]))
+        shown = part[part["status"] != "unsupported"]
+        order = {name: i for i, name in enumerate(table_order(set(shown["attention"])))}
+        shown = shown.assign(_order=shown["attention"].map(order)).sort_values(
+            ["_order", "speedup", "budget"], ascending=[True, False, True], kind="stable")
+        rows = _rows(shown, fmt) if len(shown) else []
+        head = [" & ".join(escape(h, "tex") for h in HEADERS) + r" \\"]  # "95% CI": % would start a comment
+        table = "" if not rows else (md_table(HEADERS, rows, n_left=2) if fmt == "md" else
+                                     booktabs("ll" + "r" * len(COLUMNS), head, rows))
+        parts.append((heading, table, _not_run_lines(part[part["status"] != "ok"], fmt)))
     others = df.loc[skipped, "attention"].drop_duplicates()
-    if len(others):
-        names = ", ".join(f"`{a}`" if fmt == "md" else escape(a, fmt) for a in others)
-        line = f"Not approximations of softmax attention (not measured): {names}."
-        parts.append(line if fmt == "md" else tex_comment(line))
-    return "\n\n".join(parts)
+    names = ", ".join(f"`{a}`" if fmt == "md" else display_name(a) for a in others)
+    return parts, f"Not approximations of softmax attention (not measured): {names}." if len(others) else ""
+
+
+def approximation_tables(df: pd.DataFrame, fmt: Fmt = "md") -> str:
+    """A Markdown table per (input, length), the cells that did not run listed under it with their reason; the
+    attentions that are not approximations once, at the end."""
+    parts, others = _parts(df, fmt)
+    out = ["\n\n".join([f"#### {heading}", *([table] if table else []), *(f"- {line}" for line in not_run)])
+           for heading, table, not_run in parts]
+    return "\n\n".join([*out, *([others] if others else [])])
+
+
+def approximation_tex(df: pd.DataFrame, title: str, env: Mapping[str, object]) -> str:
+    """One table float per (input, length): its caption the title, the input and what did not run."""
+    parts, others = _parts(df, "tex")
+    floats = []
+    for heading, table, not_run in parts:
+        if not table:
+            continue
+        missing = f" Not run: {'; '.join(not_run)}." if not_run else ""
+        floats.append(tex_float(table, caption=f"{title}: {heading}. {NOTE}{missing} {others}".strip(),
+                                label=f"approximation_{heading}", comments=(env_summary(env),)))
+    return "\n".join(floats)
+
+
+_FLOOR = 1e-7  # an exact configuration's error (float32 rounding, or 0) still shows, at the axis floor
+
+
+def _draw_pareto(ax: plt.Axes, part: pd.DataFrame, names: list[str], baselines: list[str]) -> list[Line2D]:
+    """The lines of ``names`` through their budgets, the dearest and the cheapest budget labelled; returns the
+    legend's handles."""
+    styles = line_styles(names, baselines)
+    for name in sorted(names, key=lambda n: styles[n].get("zorder", 2)):
+        line, style = part[part["attention"] == name].sort_values("speedup"), styles[name]
+        ax.plot(line["speedup"], line["rel_fro"].clip(lower=_FLOOR), **style)
+        if len(line) > 1 and style.get("marker") != "" and name not in baselines:
+            for (_, r), dy in zip(line.iloc[[0, -1]].iterrows(), (-1, 1), strict=True):
+                label_point(ax, r["speedup"], max(r["rel_fro"], _FLOOR), str(r["budget"]), style["color"], dy < 0)
+    return legend_handles(names, styles, display_name)
 
 
 def plot_pareto(df: pd.DataFrame, out_dir: Path, *, suite: str, reference: str) -> list[Path]:
-    """Per (input, length): relative error against speed-up, one line per variant through its budgets."""
+    """Per (input, length): relative error against speed-up, one line per variant through its budgets; many
+    variants as small multiples by the zoo's groups (:func:`harness.report.plots.panels`), the exact rows (the
+    baselines) in every panel, and the reference as a vertical line at 1."""
     ok = df[(df["status"] == "ok") & df["speedup"].notna() & (df["attention"] != reference)]
     written: list[Path] = []
+    out_dir.mkdir(parents=True, exist_ok=True)
     for (inp, n), part in ok.groupby(["input", "seq_len"], sort=True):
-        def draw(ax, part: pd.DataFrame = part) -> None:  # noqa: ANN001  (matplotlib Axes)
-            for name, line in part.groupby("attention", sort=True):
-                line = line.sort_values("speedup")
-                err = line["rel_fro"].clip(lower=1e-7)  # an exact configuration still shows, at the axis floor
-                (handle,) = ax.plot(line["speedup"], err, marker="o", markersize=4, label=display_name(str(name)))
-                if len(line) > 1:  # label the dearest and the cheapest budget
-                    for _, r in line.iloc[[0, -1]].iterrows():
-                        ax.annotate(str(r["budget"]), (r["speedup"], max(r["rel_fro"], 1e-7)), fontsize=6,
-                                    color=handle.get_color(), xytext=(3, 3), textcoords="offset points")
-            ax.axvline(1.0, color="grey", linestyle="--", linewidth=0.8, label=f"{display_name(reference)} (exact)")
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            for axis in (ax.xaxis, ax.yaxis):  # at least two labelled ticks on a short log range
-                axis.set_major_locator(mticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-                axis.set_major_formatter(mticker.FormatStrFormatter("%g"))
-
+        present = [str(a) for a in part["attention"].unique()]
+        baselines = [a for a in present if group_of(a) == "exact"]
+        layout = panels(present, baselines)
         title = f"{suite_title(suite)}: error against speed, n = {length_label(int(n))}, {inp} input"
-        written += single_axes(out_dir, f"pareto_{inp}_n{int(n)}", title, draw,
-                                xlabel=f"forward speed-up over {reference} (same rounds; > 1 is faster)",
-                                ylabel="relative error ‖y − e‖/‖e‖")
+        with paper_style():
+            fig, axes = panel_grid(len(layout), entries=len(baselines) + max(len(m) for _t, m in layout) + 1)
+            try:
+                for ax, (panel_title, members) in zip(axes, layout, strict=True):
+                    handles = _draw_pareto(ax, part, [*baselines, *members], baselines)
+                    ax.axvline(1.0, color="0.45", linestyle="--", linewidth=1.2)
+                    handles.append(Line2D([], [], color="0.45", ls="--", lw=1.2,
+                                          label=f"{display_name(reference)} (exact)"))
+                    panel_legend(ax, handles)
+                    if panel_title:
+                        ax.set_title(panel_title, loc="left")
+                    ax.grid(True, which="major")
+                axes[0].set_xscale("log")
+                axes[0].set_yscale("log")
+                plain_log_axis(axes[0].xaxis)
+                plain_log_axis(axes[0].yaxis)
+                grid_labels(fig, axes, f"forward speed-up over {display_name(reference)} (same rounds; > 1 is faster)",
+                            "relative error ‖y − e‖/‖e‖", title)
+                declutter(fig)
+                written += save_figure(fig, out_dir, f"pareto_{inp}_n{int(n)}")
+            finally:
+                plt.close(fig)
     return written
 
 
@@ -192,8 +246,7 @@ def write_approximation_reports(df: pd.DataFrame, out_dir: Path, *, env: Mapping
     written.append(write_csv(df[shown], out_dir / "approximation.csv"))
     title = f"Approximation error against exact softmax attention — {suite}"
     md = f"### {title}\n\n{approximation_tables(df, 'md')}\n\n{NOTE}\n\n_Environment: {env_summary(env)}_\n"
-    tex = "\n".join([tex_comment(f"{title}. {NOTE}"), tex_comment(env_summary(env)),
-                     approximation_tables(df, "tex")]) + "\n"
+    tex = approximation_tex(df, title, env)
     written += [atomic_write_text(out_dir / "approximation.md", md),
                 atomic_write_text(out_dir / "approximation.tex", tex)]
     if plots:

@@ -1,17 +1,64 @@
 """The speed suite's scaling figures: time (or training throughput) and peak memory against sequence length,
-log-log, one line per variant with its spread."""
+log-log, and each beside its ratio to the baseline; small multiples by the zoo's groups with the baselines in every
+panel, crossovers marked on the lines; a dot chart where a group has one length."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
-from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+from matplotlib.ticker import NullLocator
 
 from ...report.format import Metric, display_name, length_label, metrics_for
-from ...report.plots import outside_legend, plt, save_figure, variant_style
+from ...report.groups import paper_order
+from ...report.plots import (
+    COLUMN_IN,
+    crossing_handle,
+    declutter,
+    dot_chart,
+    dot_styles,
+    grid_labels,
+    legend_handles,
+    line_styles,
+    mark_crossing,
+    panel_grid,
+    panel_legend,
+    panels,
+    paper_style,
+    plain_log_axis,
+    plt,
+    save_figure,
+    short_length,
+    wrap_title,
+)
+from .crossover import COMPARE_BASELINES
+
+
+@dataclass
+class _Series:
+    """One variant's values at every length of the figure (NaN where the cell failed), its spread, its OOMs."""
+
+    values: np.ndarray
+    band: tuple[np.ndarray, np.ndarray] | None
+    oom: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Figure:
+    """What one figure draws: its lengths, series and baselines, the ratio's reference, the crossovers."""
+
+    metric: Metric
+    lengths: list[int]
+    series: dict[str, _Series]
+    baselines: list[str]
+    reference: str | None  # the ratio figure divides by it; the crossovers are against it
+    marks: Mapping[str, float]
+    title: str
 
 
 def _ok_points(df: pd.DataFrame, metric: Metric) -> pd.DataFrame:
@@ -19,67 +66,21 @@ def _ok_points(df: pd.DataFrame, metric: Metric) -> pd.DataFrame:
     return df[(df["status"] == "ok") & (df[metric.column] > 0)]
 
 
-def _plot_metric(df_group: pd.DataFrame, metric: Metric, out_dir: Path, stem: str, title: str,
-                 marks: Mapping[str, float] | None = None, marks_vs: str | None = None) -> list[Path]:
-    lengths = sorted(int(n) for n in df_group["seq_len"].unique())
-    marks = marks or {}
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    try:
-        any_oom = any_mark = False
-        # Colours and markers follow the sorted attention names, so a variant looks the same in the
-        # time and the memory figure.
-        for i, (attention, sub) in enumerate(df_group.groupby("attention", sort=True)):
-            style = variant_style(i)
-            ok = _ok_points(sub, metric)
-            oom = sub[sub["status"] == "oom"]
-            if ok.empty and oom.empty:
-                continue
-            # Reindexing to all lengths leaves NaN at failed cells, which breaks the line there instead of
-            # drawing across a length that has no measurement.
-            values = (ok.set_index("seq_len")[metric.column] * metric.scale).reindex(lengths)
-            ax.plot(lengths, values.to_numpy(), label=display_name(str(attention)), **style)
-            band = _spread(ok, metric)
-            if band is not None:  # the interquartile range of the timing rounds
-                lo, hi = (b.reindex(lengths).to_numpy() for b in band)
-                ax.fill_between(lengths, lo, hi, color=style["color"], alpha=0.2, linewidth=0)
-            if not oom.empty:
-                # An OOM has no value; pin it to the top edge (x in data, y in axes coordinates) so the
-                # figure shows where each variant ran out of memory.
-                ax.plot(oom["seq_len"], [1.0] * len(oom), ls="", marker="x", ms=9, mew=2,
-                        color=style["color"], transform=ax.get_xaxis_transform(), clip_on=False)
-                any_oom = True
-            if str(attention) in marks:
-                # Thin and dotted, under the data: a mark locates the crossover without hiding the lines it is read
-                # from; the baseline's own curve shows which one it is measured against.
-                ax.axvline(marks[str(attention)], color=style["color"], ls=":", lw=1.2, alpha=0.9, zorder=1)
-                any_mark = True
-
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        # Plain numbers (0.5, 20, 300) read better in a paper than 5x10^-1 mantissa labels.
-        plain = FuncFormatter(lambda v, _pos: f"{v:g}")
-        lo, hi = ax.get_ylim()
-        if hi / lo < 30:  # under ~1.5 decades a power-of-ten locator may label one tick or none: 1-2-5 steps
-            ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-        ax.yaxis.set_major_formatter(plain)
-        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _pos: ""))
-        ax.set_xticks(lengths, labels=[length_label(n) for n in lengths])
-        ax.xaxis.set_minor_locator(NullLocator())  # the lengths themselves are the only useful x ticks
-        ax.set_xlabel("Sequence length")
-        ax.set_ylabel(metric.label)
-        ax.set_title(title, fontsize="medium")
-        ax.grid(True, which="major", alpha=0.3)
-        handles, _labels = ax.get_legend_handles_labels()
-        if any_oom:
-            handles.append(Line2D([], [], ls="", marker="x", mew=2, color="0.3", label="OOM (top edge)"))
-        if any_mark:
-            vs = display_name(marks_vs) if marks_vs else "baseline"
-            handles.append(Line2D([], [], ls=":", lw=1.2, color="0.3", label=f"crossover vs {vs}"))
-        outside_legend(ax, handles)
-
-        return save_figure(fig, out_dir, stem)
-    finally:
-        plt.close(fig)
+def _series(df_group: pd.DataFrame, metric: Metric, lengths: list[int]) -> dict[str, _Series]:
+    out = {}
+    for attention, sub in df_group.groupby("attention", sort=True):
+        ok = _ok_points(sub, metric)
+        oom = sorted(int(n) for n in sub.loc[sub["status"] == "oom", "seq_len"])
+        if ok.empty and not oom:
+            continue
+        # Reindexing to all lengths leaves NaN at failed cells, which breaks the line there instead of
+        # drawing across a length that has no measurement.
+        values = (ok.set_index("seq_len")[metric.column] * metric.scale).reindex(lengths).to_numpy(dtype=float)
+        band = _spread(ok, metric)
+        if band is not None:
+            band = tuple(b.reindex(lengths).to_numpy(dtype=float) for b in band)
+        out[str(attention)] = _Series(values, band, oom)
+    return out
 
 
 def _spread(ok: pd.DataFrame, metric: Metric) -> tuple[pd.Series, pd.Series] | None:
@@ -93,37 +94,157 @@ def _spread(ok: pd.DataFrame, metric: Metric) -> tuple[pd.Series, pd.Series] | N
     return q["time_ms_q25"] * metric.scale, q["time_ms_q75"] * metric.scale
 
 
+def scaling_baselines(attentions: Sequence[str], preferred: str | None = None) -> list[str]:
+    """The baselines drawn in every panel: ``preferred`` (what the crossovers are against), then
+    :data:`~harness.kinds.speed.crossover.COMPARE_BASELINES`, those measured."""
+    present = set(attentions)
+    return [b for b in dict.fromkeys((preferred, *COMPARE_BASELINES)) if b and b in present]
+
+
+def _on_line(lengths: list[int], values: np.ndarray, x: float) -> float:
+    """The value at ``x`` of the line drawn through ``values`` (straight in log-log between measured points)."""
+    ok = np.isfinite(values) & (values > 0)
+    if ok.sum() < 2:
+        return math.nan
+    return float(np.exp(np.interp(np.log(x), np.log(np.asarray(lengths, dtype=float)[ok]), np.log(values[ok]))))
+
+
+def _ratio_label(metric: Metric, reference: str) -> str:
+    what = {"time": "Time", "memory": "Peak memory"}[metric.kind] if not metric.higher_is_better else "Throughput"
+    better = "> 1: faster" if metric.higher_is_better else ("< 1: faster" if metric.kind == "time" else "< 1: leaner")
+    return f"{what} ÷ {display_name(reference)} ({better})"
+
+
+def _draw_panel(ax: plt.Axes, fig: _Figure, members: list[str], ratio: bool) -> list[Line2D]:
+    """The baselines and ``members`` of one panel; returns its legend's handles."""
+    names = [*fig.baselines, *members]
+    styles = line_styles(names, fig.baselines)  # before the reference leaves: a baseline keeps its style
+    if ratio:
+        names = [n for n in names if n != fig.reference]
+    ref = fig.series[fig.reference].values if ratio and fig.reference else None
+    any_oom = any_mark = False
+    for k, name in enumerate(sorted(names, key=lambda n: styles[n].get("zorder", 2))):
+        s, style = fig.series[name], styles[name]
+        values = s.values / ref if ref is not None else s.values
+        ax.plot(fig.lengths, values, gid=name, **style)  # gid: the variant, for tests and editors
+        muted = style.get("marker") == ""
+        if s.band is not None and not muted and ref is None:  # the interquartile range of the timing rounds
+            ax.fill_between(fig.lengths, *s.band, color=style["color"], alpha=0.15, linewidth=0)
+        if s.oom and not muted:
+            # An OOM has no value; pin it to the top edge (x in data, y in axes coordinates) so the
+            # figure shows where each variant ran out of memory.
+            ax.plot(s.oom, [1.0] * len(s.oom), ls="", marker="x", ms=5, mew=1.2, color=style["color"],
+                    transform=ax.get_xaxis_transform(), clip_on=False)
+            any_oom = True
+        if name in fig.marks and name in members and not muted:
+            y = _on_line(fig.lengths, values, fig.marks[name])
+            if math.isfinite(y):
+                mark_crossing(ax, fig.marks[name], y, short_length(fig.marks[name]), style["color"], below=k % 2 == 1)
+                any_mark = True
+    if ref is not None:
+        ax.axhline(1.0, color="black", lw=0.8, zorder=1)
+    handles = legend_handles([n for n in names if n in styles], styles, display_name)
+    if any_oom:
+        handles.append(Line2D([], [], ls="", marker="x", mew=1.2, color="0.3", label="OOM (top edge)"))
+    if any_mark:
+        handles.append(crossing_handle(display_name(fig.reference or "baseline")))
+    return handles
+
+
+def _line_figure(fig: _Figure, out_dir: Path, stem: str, ratio: bool) -> list[Path]:
+    layout = panels([n for n in fig.series if n not in fig.baselines], fig.baselines)
+    entries = len(fig.baselines) + max(len(m) for _t, m in layout) + 2
+    with paper_style():
+        figure, axes = panel_grid(len(layout), entries=entries)
+        try:
+            for ax, (panel_title, members) in zip(axes, layout, strict=True):
+                panel_legend(ax, _draw_panel(ax, fig, members, ratio))
+                if panel_title:
+                    ax.set_title(panel_title, loc="left")
+                ax.grid(True, which="major")
+            ax = axes[0]
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            plain_log_axis(ax.yaxis)
+            shown = fig.lengths if len(fig.lengths) <= 8 else fig.lengths[::math.ceil(len(fig.lengths) / 8)]
+            ax.set_xticks(shown, labels=[length_label(n) for n in shown])
+            ax.xaxis.set_minor_locator(NullLocator())  # the lengths themselves are the only useful x ticks
+            ylabel = _ratio_label(fig.metric, fig.reference) if ratio else fig.metric.label
+            grid_labels(figure, axes, "Sequence length", ylabel, fig.title)
+            declutter(figure)
+            return save_figure(figure, out_dir, stem)
+        finally:
+            plt.close(figure)
+
+
+def _dot_figure(fig: _Figure, out_dir: Path, stem: str, ratio: bool) -> list[Path]:
+    """One length: a dot per variant (baselines first, then the paper's order) instead of one-point lines."""
+    names = paper_order(fig.series, fig.baselines)
+    styles = dot_styles(names, fig.baselines)
+    if ratio:
+        names = [n for n in names if n != fig.reference]
+    base = fig.series[fig.reference].values[0] if fig.reference else math.nan
+    values = {n: fig.series[n].values[0] / (base if ratio else 1.0) for n in names}
+    statuses = {n: "OOM" for n in names if fig.series[n].oom}
+    with paper_style():
+        figure, ax = plt.subplots(figsize=(COLUMN_IN, 0.13 * len(names) + 0.9))
+        try:
+            dot_chart(ax, names, values, styles, label=display_name, statuses=statuses,
+                      reference=1.0 if ratio else base)
+            n = length_label(fig.lengths[0])
+            what = _ratio_label(fig.metric, fig.reference) if ratio else fig.metric.label
+            ax.set_xlabel(wrap_title(f"{what}, n = {n}", COLUMN_IN * 0.6))
+            figure.suptitle(wrap_title(fig.title, COLUMN_IN))
+            return save_figure(figure, out_dir, stem)
+        finally:
+            plt.close(figure)
+
+
 def plot_scaling(df_group: pd.DataFrame, out_dir: Path, *, slug: str, title: str,
                  crossovers: Mapping[str, Mapping[str, float]] | None = None,
                  crossover_baseline: str | None = None) -> list[Path]:
-    """Draws time and peak memory against sequence length for one group, one line per attention.
+    """Draws time and peak memory against sequence length for one group, each beside its ratio to the baseline.
 
-    Both axes are logarithmic (x in base 2, ticked at the measured lengths), so a power law is a
-    straight line whose slope is its exponent. Only ok cells are drawn; OOM cells are marked with an ✕
-    at the top edge in the variant's colour. In ``train_step`` mode the time figure shows throughput
-    (steps/s) instead of time per call. A figure whose metric was not measured is skipped. A variant's
-    crossover (:mod:`harness.kinds.speed.crossover`) is a dotted vertical line in its colour.
+    Both axes are logarithmic (x in base 2, ticked at the measured lengths), so a power law is a straight line whose
+    slope is its exponent. Up to :data:`~harness.report.plots.SINGLE_PANEL_MAX` variants share one panel; more are
+    drawn as small multiples, one panel per group of :mod:`harness.report.groups`, the baselines (thick, black and
+    grey) in every panel. Only ok cells are drawn; OOM cells are an ✕ at the top edge in the variant's colour. In
+    ``train_step`` mode the time figure shows throughput (steps/s). A variant's crossover
+    (:mod:`harness.kinds.speed.crossover`) is a ring with its length on the variant's line. The ratio figure divides
+    each variant by the crossover baseline at the same length (a ratio of medians; the paired ratios with their
+    intervals are in ``ratios_<slug>.md``), so its line crosses 1 where the crossover is. A group measured at one
+    length gets dot charts instead of one-point lines. ``--highlight`` (:func:`harness.report.plots.highlighting`)
+    colours the matching variants and greys the others. A figure whose metric was not measured is skipped.
 
     Args:
         df_group: Results rows of one group (see :data:`harness.kinds.speed.report.GROUP_COLUMNS`).
         out_dir: Destination directory; created if needed.
-        slug: Group slug used in the file names ``time_<slug>.{png,pdf}`` and ``memory_<slug>.{png,pdf}``.
+        slug: Group slug used in the file names ``time_<slug>``, ``time_ratio_<slug>``, ``memory_<slug>`` and
+            ``memory_ratio_<slug>`` (each ``.png`` and ``.pdf``).
         title: Figure title.
         crossovers: Lengths to mark, by metric kind (``"time"``, ``"memory"``) then attention: each variant's
             crossover within the measured range.
-        crossover_baseline: The attention the crossovers are measured against, for the legend.
+        crossover_baseline: The attention the crossovers are measured against (also the ratios' denominator).
 
     Returns:
-        The paths written (PNG at 150 dpi, then PDF, per figure).
+        The paths written (PNG, then PDF, per figure).
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     if df_group.empty:
         return []
+    lengths = sorted(int(n) for n in df_group["seq_len"].unique())
+    baselines = scaling_baselines([str(a) for a in df_group["attention"].unique()], crossover_baseline)
     written: list[Path] = []
     for metric in metrics_for(str(df_group["mode"].iloc[0])):
         if _ok_points(df_group, metric).empty:
             continue
-        written += _plot_metric(df_group, metric, out_dir, f"{metric.kind}_{slug}", title,
-                                (crossovers or {}).get(metric.kind), crossover_baseline)
+        series = _series(df_group, metric, lengths)
+        drawn = [b for b in baselines if b in series]
+        reference = next((b for b in drawn if np.isfinite(series[b].values).any()), None)
+        fig = _Figure(metric, lengths, series, drawn, reference, (crossovers or {}).get(metric.kind, {}), title)
+        draw = _dot_figure if len(lengths) == 1 else _line_figure
+        written += draw(fig, out_dir, f"{metric.kind}_{slug}", False)
+        if reference is not None and len(series) > 1:
+            written += draw(fig, out_dir, f"{metric.kind}_ratio_{slug}", True)
     return written

@@ -43,11 +43,12 @@ from ...report.format import (
     render_table,
     sig2,
     suite_title,
-    tex_comment,
+    tex_float,
     write_csv,
     write_raw,
     write_table_files,
 )
+from ...report.groups import table_order
 from ...report.stats import paired_ratio
 from .claims import speed_claims
 from .compiled import write_compile_comparison
@@ -118,9 +119,10 @@ def _format_cell(cells: _Cells, attention: str, seq_len: int, metric: Metric, ba
         return MISSING[fmt]
     text = format_value(value)
     if metric.kind == "time":
-        if is_finite_number(cell.get("time_ms_iqr")) and cell["time_ms_median"] > 0:
-            pct = "%" if fmt == "md" else r"\%"
-            text += f" {PLUS_MINUS[fmt]}{sig2(50 * cell['time_ms_iqr'] / cell['time_ms_median'])}{pct}"
+        # the spread in Markdown only: in a paper's column it would double every cell's width (LaTeX names where
+        # it is instead)
+        if fmt == "md" and is_finite_number(cell.get("time_ms_iqr")) and cell["time_ms_median"] > 0:
+            text += f" {PLUS_MINUS[fmt]}{sig2(50 * cell['time_ms_iqr'] / cell['time_ms_median'])}%"
         text += _marks(cell, fmt)
     if attention == baseline:
         return text
@@ -230,11 +232,10 @@ def table4(df_group: pd.DataFrame, *, baseline: str, fmt: Fmt, row_names: Mappin
     cells: _Cells = df_group.set_index(["attention", "seq_len"]).to_dict("index")
     lengths = sorted(int(n) for n in df_group["seq_len"].unique())
     metrics = _shown_metrics(df_group)
-    others = sorted(set(df_group["attention"]) - {baseline})
-    variants = [baseline, *others] if baseline in set(df_group["attention"]) else others
+    variants = table_order(set(df_group["attention"]), baseline)
     names = dict(row_names or {})
     rows = [
-        [escape(display_name(name, names) if fmt == "tex" else names.get(name, name), fmt),
+        [escape(display_name(name, names), fmt),
          *(_format_cell(cells, name, n, m, baseline, fmt) for m in metrics for n in lengths)]
         for name in variants
     ]
@@ -283,8 +284,7 @@ def table4_tex(df_group: pd.DataFrame, *, baseline: str, row_names: Mapping[str,
     footnote row naming them."""
     cells: _Cells = df_group.set_index(["attention", "seq_len"]).to_dict("index")
     lengths = sorted(int(n) for n in df_group["seq_len"].unique())
-    others = sorted(set(df_group["attention"]) - {baseline})
-    variants = [baseline, *others] if baseline in set(df_group["attention"]) else others
+    variants = table_order(set(df_group["attention"]), baseline)
     ran = {a for a, sub in df_group.groupby("attention") if sub["status"].isin(["ok", "oom"]).any()}
     dropped = [name for name in variants if name not in ran]
     shown = [name for name in variants if name in ran]
@@ -309,14 +309,13 @@ def table4_tex(df_group: pd.DataFrame, *, baseline: str, row_names: Mapping[str,
 
 def _table4_tex(df_group: pd.DataFrame, group: Mapping[str, object], *, suite: str, baseline: str,
                 env: Mapping[str, object], row_names: Mapping[str, str] | None = None) -> str:
-    # Comments rather than a caption: the fragment is meant to be \input into a table float. Two lines: what it is,
-    # and where it was measured (a newline inside a value would end the comment and leak text into the document).
-    comments = [f"Table 4 — {suite}: {group_title(group)}. Multipliers vs {display_name(baseline, row_names)} "
-                "(above 1x is better); bold = best per column; spreads = half the IQR of the timing rounds; "
-                "dagger = timed on a busy machine; section sign = re-faults its memory on every call.",
-                env_summary(env)]
-    return "\n".join([*(tex_comment(c) for c in comments),
-                      table4_tex(df_group, baseline=baseline, row_names=row_names)]) + "\n"
+    caption = (f"Table 4 — {suite_title(suite)}: {group_title(group)}. Multipliers against "
+               f"{display_name(baseline, row_names)}: above 1× is better. Bold: best per column. † timed on a busy "
+               "machine; § the time includes faulting its memory in again on every call; a multiplier carries its "
+               "baseline's marks. The spreads of the timing rounds are in the Markdown table, the speed-ups' 95% "
+               "intervals in the ratios table.")
+    return tex_float(table4_tex(df_group, baseline=baseline, row_names=row_names), caption=caption,
+                     label=f"table4_{group_slug(group)}", comments=(env_summary(env),))
 
 
 def ratios_table(df: pd.DataFrame, baseline: str, fmt: Fmt) -> str:

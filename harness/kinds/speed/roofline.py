@@ -8,7 +8,8 @@ Per ok timed cell with a FLOP and byte count:
 - ``roofline_fraction`` = achieved / attainable, and ``bound``: ``memory`` left of the ridge point P / B, else
   ``compute``.
 One figure per mode (and device, dtype, shape): the ceilings as lines, one point per variant and length (colour per
-variant, size growing with the length), eager filled and compiled hollow, as tritonbench's roofline plot.
+variant, size growing with the length), eager filled and compiled hollow, as tritonbench's roofline plot; many
+variants as small multiples by group, the baselines in every panel.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from ...report.format import (
     COMPILE_NAMES,
@@ -32,7 +32,19 @@ from ...report.format import (
     write_csv,
     write_table_files,
 )
-from ...report.plots import outside_legend, plt, save_figure, variant_style
+from ...report.plots import (
+    grid_labels,
+    legend_handles,
+    line_styles,
+    panel_grid,
+    panel_legend,
+    panels,
+    paper_style,
+    plain_log_axis,
+    plt,
+    save_figure,
+)
+from .crossover import COMPARE_BASELINES
 
 #: Per run id: (GEMM peak GFLOP/s, copy bandwidth GB/s), from the run's environment.
 Roofs = Mapping[str, tuple[float | None, float | None]]
@@ -77,49 +89,64 @@ def roofline_table(points: pd.DataFrame, fmt: Fmt) -> str:
     return render_table(["Attention", *(length_label(n) for n in lengths)], rows, fmt)
 
 
+def _draw_roofline(ax: plt.Axes, points: pd.DataFrame, names: list[str], baselines: list[str],
+                   size: dict[int, float]) -> list[Line2D]:
+    """The ceilings and the points of ``names`` (the baselines under the others); returns the legend's handles."""
+    peak, bandwidth = float(points["gemm_peak_gflops"].iloc[-1]), float(points["memory_bandwidth_gbs"].iloc[-1])
+    intensities, ridge = points["intensity_flop_per_byte"], peak / bandwidth
+    # the roof is exact with three vertices: the bandwidth slope up to the ridge point, then the flat peak
+    x = np.array([min(intensities.min(), ridge) / 2, ridge, max(intensities.max(), ridge) * 2])
+    ax.plot(x, np.minimum(peak, bandwidth * x), color="0.2", lw=1.2)
+    ax.annotate(f"peak {peak:.3g} GFLOP/s", (x[-1], peak), ha="right", va="bottom", fontsize=6)
+    ax.annotate(f"{bandwidth:.3g} GB/s", (x[0], bandwidth * x[0]), ha="left", va="bottom", fontsize=6)
+    styles = line_styles(names, baselines)
+    for name in names:
+        style, part = styles[name], points[points["attention"] == name]
+        for compile_mode, sub in part.groupby("compile"):
+            eager = compile_mode == "eager"
+            ax.scatter(sub["intensity_flop_per_byte"], sub["gflops_per_s"], s=[size[n] for n in sub["seq_len"]],
+                       marker=style.get("marker") or "o", facecolors=style["color"] if eager else "none",
+                       edgecolors=style["color"], linewidths=0.8, zorder=style.get("zorder", 2) + 1)
+    return legend_handles(names, {n: {**s, "ls": ""} for n, s in styles.items()}, lambda n: display_name(n))
+
+
+def _key_handles(points: pd.DataFrame, size: dict[int, float]) -> list[Line2D]:
+    """What the fill and the size of a point mean (once, in the first panel's legend)."""
+    modes = sorted(points["compile"].unique())
+    handles = [Line2D([], [], ls="", marker="o", color="0.4", label=COMPILE_NAMES.get(mode, mode),
+                      markerfacecolor="0.4" if mode == "eager" else "none") for mode in modes]
+    return handles + [Line2D([], [], ls="", marker="o", color="0.6", markersize=np.sqrt(s),
+                             label=f"n = {length_label(n)}") for n, s in size.items()]
+
+
 def plot_roofline(points: pd.DataFrame, out_dir: Path, *, stem: str, title: str) -> list[Path]:
     """The roofline figure of one mode: ceilings from the newest run's peak and bandwidth, the points of the module
-    doc. Axes log-log: GFLOP/s against FLOP/byte."""
-    peak, bandwidth = float(points["gemm_peak_gflops"].iloc[-1]), float(points["memory_bandwidth_gbs"].iloc[-1])
+    doc; small multiples by the zoo's groups (:func:`harness.report.plots.panels`) when many variants are drawn, the
+    baselines in every panel. Axes log-log: GFLOP/s against FLOP/byte."""
     lengths = sorted(int(n) for n in points["seq_len"].unique())
-    size = {n: 25 + 35 * i for i, n in enumerate(lengths)}
-    fig, ax = plt.subplots(figsize=(6.4, 4.6))
-    try:
-        intensities, ridge = points["intensity_flop_per_byte"], peak / bandwidth
-        # the roof is exact with three vertices: the bandwidth slope up to the ridge point, then the flat peak
-        x = np.array([min(intensities.min(), ridge) / 2, ridge, max(intensities.max(), ridge) * 2])
-        ax.plot(x, np.minimum(peak, bandwidth * x), color="0.2", lw=1.5)
-        ax.annotate(f"GEMM peak {peak:.3g} GFLOP/s", (x[-1], peak), ha="right", va="bottom", fontsize="small")
-        ax.annotate(f"copy {bandwidth:.3g} GB/s", (x[0], bandwidth * x[0]), ha="left", va="bottom",
-                    fontsize="small", rotation=20)
-        handles = []
-        for i, (name, sub) in enumerate(points.groupby("attention", sort=True)):
-            style = variant_style(i)
-            for compile_mode, part in sub.groupby("compile"):
-                eager = compile_mode == "eager"
-                ax.scatter(part["intensity_flop_per_byte"], part["gflops_per_s"], s=[size[n] for n in part["seq_len"]],
-                           marker=style["marker"], facecolors=style["color"] if eager else "none",
-                           edgecolors=style["color"], linewidths=1.2, zorder=3)
-            handles.append(Line2D([], [], ls="", label=display_name(str(name)), **style))
-        for mode in sorted(points["compile"].unique()):
-            handles.append(Line2D([], [], ls="", marker="o", color="0.4", label=COMPILE_NAMES.get(mode, mode),
-                                  markerfacecolor="0.4" if mode == "eager" else "none"))
-        handles += [Line2D([], [], ls="", marker="o", color="0.6", markersize=np.sqrt(size[n]),
-                           label=f"n = {length_label(n)}") for n in lengths]
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        for axis in (ax.xaxis, ax.yaxis):  # ticks at 1, 2, 5 × 10^k labelled 20, 50, 100 rather than 2×10¹
-            axis.set_major_locator(LogLocator(subs=(1, 2, 5)))
-            axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-            axis.set_minor_formatter(NullFormatter())
-        ax.set_xlabel("Arithmetic intensity (FLOP / byte moved, eager operator graph)")
-        ax.set_ylabel("Achieved GFLOP/s")
-        ax.set_title(title, fontsize="medium")
-        ax.grid(True, which="both", alpha=0.3)
-        outside_legend(ax, handles)
-        return save_figure(fig, out_dir, stem)
-    finally:
-        plt.close(fig)
+    size = {n: 10 + 22 * i for i, n in enumerate(lengths)}
+    present = [str(a) for a in points["attention"].unique()]
+    baselines = [b for b in COMPARE_BASELINES if b in present]
+    layout = panels(present, baselines)
+    key = _key_handles(points, size)
+    with paper_style():
+        fig, axes = panel_grid(len(layout), entries=len(baselines) + max(len(m) for _t, m in layout) + len(key))
+        try:
+            for i, (ax, (panel_title, members)) in enumerate(zip(axes, layout, strict=True)):
+                handles = _draw_roofline(ax, points, [*baselines, *members], baselines, size)
+                panel_legend(ax, handles + (key if i == 0 else []))
+                if panel_title:
+                    ax.set_title(panel_title, loc="left")
+                ax.grid(True, which="major")
+            axes[0].set_xscale("log")
+            axes[0].set_yscale("log")
+            plain_log_axis(axes[0].xaxis)
+            plain_log_axis(axes[0].yaxis)
+            grid_labels(fig, axes, "Arithmetic intensity (FLOP / byte moved, eager operator graph)", "Achieved GFLOP/s",
+                        title)
+            return save_figure(fig, out_dir, stem)
+        finally:
+            plt.close(fig)
 
 
 def write_roofline(df: pd.DataFrame, out_dir: Path, roofs: Roofs, *, group_columns: tuple[str, ...],

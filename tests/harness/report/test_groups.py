@@ -24,3 +24,10 @@ def test_paper_order() -> None:
                         baselines=["vanilla", "vanilla_sdpa"])
     assert order == ["vanilla", "vanilla_sdpa", "linformer", "performer", "fnet", "zzz_unknown", "none"]
     assert group_of("zzz_unknown") == OTHER
+
+
+@pytest.mark.parametrize("name", list_attentions())
+def test_every_variant_has_a_display_name(name: str) -> None:
+    from harness.report.format import DISPLAY_NAMES
+
+    assert DISPLAY_NAMES.get(name, name) != name, f"{name} has no display name in harness/report/format.py"

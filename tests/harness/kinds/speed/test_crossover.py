@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import harness.kinds.speed.plots
 from harness.kinds.speed.crossover import (
     ALWAYS,
     BASELINE,
@@ -284,20 +285,35 @@ def test_plot_marks_prefer_vanilla_sdpa_and_the_range() -> None:
     assert marks["memory"]["linear"] == pytest.approx(2000, rel=1e-3)  # "fast" is always ahead: no mark
 
 
-def test_plot_scaling_draws_the_marks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_plot_scaling_marks_the_crossovers_on_the_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     df, _samples = _cells({"vanilla": ("n^2", vanilla_time, vanilla_mem), "linear": ("n", linear_time, linear_mem)})
-    lines: list[tuple[float, str]] = []
+    lines: list[float] = []
     original = matplotlib.axes.Axes.axvline
 
-    def spy(self: matplotlib.axes.Axes, x: float = 0, *args: object, **kwargs: object) -> object:
-        lines.append((x, str(kwargs.get("color"))))
+    def spy_vertical(self: matplotlib.axes.Axes, x: float = 0, *args: object, **kwargs: object) -> object:
+        lines.append(x)
         return original(self, x, *args, **kwargs)
 
-    monkeypatch.setattr(matplotlib.axes.Axes, "axvline", spy)
+    marks: list[tuple[float, float, str]] = []
+    real_mark = harness.kinds.speed.plots.mark_crossing
+
+    def spy_mark(ax: matplotlib.axes.Axes, x: float, y: float, text: str, color: object, below: bool = False) -> None:
+        marks.append((x, y, text))
+        real_mark(ax, x, y, text, color, below)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "axvline", spy_vertical)
+    monkeypatch.setattr(harness.kinds.speed.plots, "mark_crossing", spy_mark)
     paths = plot_scaling(df, tmp_path, slug="s", title="marks", crossover_baseline="vanilla",
                          crossovers={"time": {"linear": 2000.0}, "memory": {"linear": 1990.0}})
-    assert [p.name for p in paths] == ["time_s.png", "time_s.pdf", "memory_s.png", "memory_s.pdf"]
-    assert lines == [(2000.0, "C0"), (1990.0, "C0")]  # "linear" sorts first: colour C0 in both figures
+    assert [p.name for p in paths] == [f"{stem}.{ext}" for stem in ("time_s", "time_ratio_s", "memory_s",
+                                                                    "memory_ratio_s") for ext in ("png", "pdf")]
+    assert [(x, text) for x, _y, text in marks] == [(2000.0, "2K"), (2000.0, "2K"), (1990.0, "1.9K"),
+                                                    (1990.0, "1.9K")]
+    # on the variant's own line: its time there, and a ratio to the baseline of about 1
+    assert marks[0][1] == pytest.approx(linear_time(2000), rel=0.1)
+    assert marks[1][1] == pytest.approx(1.0, rel=0.15)
+    assert marks[2][1] == pytest.approx(linear_mem(1990) / 2**20, rel=0.1)
+    assert lines == []  # no free-standing vertical lines
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -1,34 +1,63 @@
-"""The speed suite's scaling figures: files written, formats, skipped figures, readable axes."""
+"""The speed suite's scaling figures: files written, formats, skipped figures, readable axes, small multiples of the
+whole zoo with the baselines in every panel, --highlight, and a dot chart where a group has one length."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
+import matplotlib.colors
 import pandas as pd
 import pytest
 
+import attentions
 import harness.kinds.speed.plots
 from harness.kinds.speed.plots import plot_scaling
 from harness.kinds.speed.report import write_speed_reports
+from harness.report.format import display_name
+from harness.report.plots import COLUMN_IN, DOUBLE_IN, MAX_TICKS, MUTED, highlighting, panels
 from tests.harness.figures import check_files, spy_axes
-from tests.harness.kinds.speed.test_speed import ENV, make_results
+from tests.harness.kinds.speed.test_speed import ENV, _row, make_results
+
+BASELINES = ["vanilla_sdpa", "vanilla"]
 
 
-def test_plot_scaling_writes_time_and_memory(tmp_path: Path) -> None:
+def _files(*stems: str) -> list[str]:
+    return [f"{stem}.{ext}" for stem in stems for ext in ("png", "pdf")]
+
+
+def zoo_results(lengths: Sequence[int] = (256, 512, 1024, 2048, 4096)) -> pd.DataFrame:
+    """Every registered variant at ``lengths``: times and memory growing with n, a few OOM and failed cells."""
+    rows = []
+    for i, name in enumerate(attentions.list_attentions()):
+        for n in lengths:
+            status = "oom" if name == "vanilla" and n == max(lengths) > min(lengths) else "ok"
+            status = "error" if name == "sinkhorn" and n == 512 else status
+            r = n / 1024
+            rows.append(_row(name, n, status, (1 + i % 7) * r ** (1 + (i % 3) / 2), (2 + i % 5) * r**1.5, "fwd+bwd"))
+    return pd.DataFrame(rows)
+
+
+def _legend_texts(ax: object) -> list[str]:
+    legend = ax.get_legend()  # type: ignore[attr-defined]
+    return [t.get_text() for t in legend.get_texts()] if legend else []
+
+
+def test_plot_scaling_writes_time_and_memory_with_their_ratios(tmp_path: Path) -> None:
     paths = plot_scaling(make_results(), tmp_path / "figs", slug="s", title="synthetic")
-    check_files(paths, ["time_s.png", "time_s.pdf", "memory_s.png", "memory_s.pdf"])
+    check_files(paths, _files("time_s", "time_ratio_s", "memory_s", "memory_ratio_s"))
 
 
 def test_plot_scaling_train_step(tmp_path: Path) -> None:
     paths = plot_scaling(make_results(mode="train_step"), tmp_path, slug="t", title="train")
-    check_files(paths, ["time_t.png", "time_t.pdf", "memory_t.png", "memory_t.pdf"])
+    check_files(paths, _files("time_t", "time_ratio_t", "memory_t", "memory_ratio_t"))
 
 
 def test_plot_scaling_skips_unmeasured_metric(tmp_path: Path) -> None:
     df = make_results().assign(peak_mem_bytes=math.nan)
     paths = plot_scaling(df, tmp_path, slug="s", title="time only")
-    check_files(paths, ["time_s.png", "time_s.pdf"])
+    check_files(paths, _files("time_s", "time_ratio_s"))
     assert plot_scaling(df.assign(status="oom"), tmp_path / "none", slug="s", title="all OOM") == []
 
 
@@ -36,7 +65,8 @@ def test_write_reports_draws_each_group(tmp_path: Path) -> None:
     df = pd.concat([make_results(), make_results().assign(device="cuda")])
     written = write_speed_reports(df, tmp_path, env=ENV, suite="synthetic")
     figures = sorted(p.name for p in written if p.suffix in (".png", ".pdf"))
-    assert figures == sorted(f"{kind}_{device}_float32_fwdpbwd_b4_h2_d64.{ext}" for kind in ("time", "memory")
+    assert figures == sorted(f"{kind}_{device}_float32_fwdpbwd_b4_h2_d64.{ext}"
+                             for kind in ("time", "time_ratio", "memory", "memory_ratio")
                              for device in ("cpu", "cuda") for ext in ("png", "pdf"))
     check_files([tmp_path / name for name in figures], figures)
 
@@ -47,7 +77,83 @@ def test_a_narrow_log_axis_still_has_two_labelled_ticks(tmp_path: Path, monkeypa
     df["peak_mem_bytes"] = 2**20 * (50.0 + df["seq_len"] / 4096.0)
     seen = spy_axes(monkeypatch, harness.kinds.speed.plots)
     plot_scaling(df, tmp_path, slug="s", title="narrow")
-    for (ax,) in seen:
+    for (ax,) in seen[::2]:  # the absolute figures; the ratio ones follow each
         lo, hi = ax.get_ylim()
         labelled = [t for t in ax.yaxis.get_major_ticks() if t.label1.get_text() and lo <= t.get_loc() <= hi]
         assert len(labelled) >= 2, [t.label1.get_text() for t in labelled]
+
+
+def test_the_whole_zoo_is_small_multiples_with_the_baselines_in_every_panel(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    df = zoo_results().assign(peak_mem_bytes=math.nan)  # the time figures suffice
+    names = sorted(df["attention"].unique())
+    seen = spy_axes(monkeypatch, harness.kinds.speed.plots)
+    plot_scaling(df, tmp_path, slug="zoo", title="zoo", crossover_baseline="vanilla_sdpa")
+    layout = panels([n for n in names if n not in BASELINES], BASELINES)
+    assert len(layout) > 1
+    axes = seen[0]  # time
+    assert len(axes) == len(layout)
+    drawn: list[str] = []
+    for ax, (_title, members) in zip(axes, layout, strict=True):
+        texts = _legend_texts(ax)
+        assert texts[:2] == [display_name(b) for b in BASELINES], texts  # first, in every panel
+        assert texts[2:2 + len(members)] == [display_name(m) for m in members]
+        drawn += members
+        # baselines thick, black and grey; the others a distinct colour and marker each
+        lines = {line.get_gid(): line for line in ax.get_lines() if line.get_gid()}
+        assert [matplotlib.colors.to_hex(lines[b].get_color()) for b in BASELINES] == ["#000000", "#737373"]
+        assert all(lines[b].get_linewidth() >= 1.5 for b in BASELINES)
+        styles = [(matplotlib.colors.to_hex(lines[m].get_color()), lines[m].get_marker()) for m in members]
+        assert len({c for c, _m in styles}) == len(styles) and len({m for _c, m in styles}) == len(styles)
+        assert "#000000" not in {c for c, _m in styles}
+    assert sorted(drawn) == sorted(n for n in names if n not in BASELINES)  # every variant exactly once
+
+
+def test_paper_figures_are_a_column_or_two_wide_with_few_ticks_and_legends_within_their_panel(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = spy_axes(monkeypatch, harness.kinds.speed.plots)
+    plot_scaling(zoo_results().assign(peak_mem_bytes=math.nan), tmp_path, slug="zoo", title="zoo")
+    plot_scaling(make_results(), tmp_path, slug="few", title="few")
+    for axes in seen:
+        fig = axes[0].get_figure()
+        assert fig.get_figwidth() in (COLUMN_IN, DOUBLE_IN)
+        for ax in axes:
+            for axis in (ax.xaxis, ax.yaxis):
+                lo, hi = sorted(axis.get_view_interval())
+                shown = [t for t in axis.get_major_ticks() if t.label1.get_text() and lo <= t.get_loc() <= hi]
+                assert len(shown) <= MAX_TICKS
+            legend = ax.get_legend()
+            if legend is not None:
+                assert legend.get_window_extent().height <= ax.get_window_extent().height + 1
+    pdf = (tmp_path / "time_zoo.pdf").read_bytes()
+    assert b"/MediaBox [ 0 0 496.8 " in pdf  # 6.9 in at 72 pt/in: the layout kept the width
+
+
+def test_highlight_colours_the_matches_and_greys_the_others(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = spy_axes(monkeypatch, harness.kinds.speed.plots)
+    with highlighting(["s3*"]):
+        plot_scaling(zoo_results().assign(peak_mem_bytes=math.nan), tmp_path, slug="zoo", title="zoo")
+    lines = [line for ax in seen[0] for line in ax.get_lines() if len(line.get_xdata()) > 1]
+    by_colour = {matplotlib.colors.to_hex(line.get_color()) for line in lines}
+    grey = matplotlib.colors.to_hex(str(MUTED["color"]))
+    assert grey in by_colour
+    s3 = [line for line in lines if line.get_gid() == "s3attention"]
+    assert s3 and matplotlib.colors.to_hex(s3[0].get_color()) != grey
+    muted = [line for line in lines if matplotlib.colors.to_hex(line.get_color()) == grey]
+    assert all(line.get_zorder() < s3[0].get_zorder() and line.get_linewidth() < 1 for line in muted)
+    legend = _legend_texts(seen[0][1])
+    assert "others" in legend and "Linformer" not in legend
+
+
+def test_one_length_is_a_dot_chart_not_one_point_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = spy_axes(monkeypatch, harness.kinds.speed.plots)
+    df = zoo_results(lengths=(1024,))
+    check_files(plot_scaling(df, tmp_path, slug="one", title="compiled"),
+                _files("time_one", "time_ratio_one", "memory_one", "memory_ratio_one"))
+    for (ax,) in seen:
+        assert ax.get_figure().get_figwidth() == COLUMN_IN
+        data = [line for line in ax.get_lines() if line.get_marker() not in ("None", "", None)]
+        assert data and all(len(line.get_xdata()) == 1 for line in data)  # dots, no line through one point
+        labels = [t.get_text() for t in ax.get_yticklabels()]
+        assert labels[0] in ("Transformer (SDPA)", "Transformer")  # the baselines on top
+    assert len(seen[0][0].get_yticklabels()) == df["attention"].nunique()

@@ -93,9 +93,9 @@ def test_markdown_table_golden() -> None:
         "| Peak memory (MiB) 1K | Peak memory (MiB) 4K |\n"
         "|:------------|--------------:|------------------:|-------------:|----------------------:"
         "|---------------------:|---------------------:|\n"
-        "| vanilla     |    10.0 ±5.0% |        40.0 ±5.0% |          OOM |                  16.0 "
+        "| Transformer |    10.0 ±5.0% |        40.0 ±5.0% |          OOM |                  16.0 "
         "|                 64.0 |                  OOM |\n"
-        "| s3attention |             — | 10.0 ±5.0% (4.0×) |   40.0 ±5.0% |                     — "
+        "| S3Attention |             — | 10.0 ±5.0% (4.0×) |   40.0 ±5.0% |                     — "
         "|          8.00 (8.0×) |                 32.0 |"
     )
 
@@ -104,8 +104,9 @@ def test_markdown_table_markers_and_multipliers() -> None:
     md = table4(make_results(), baseline="vanilla", fmt="md")
     vanilla, s3 = (_md_cells(line) for line in md.splitlines()[2:])
     # ±: half the IQR (time / 10 here) relative to the median: 5.0%
-    assert vanilla == ["vanilla", "10.0 ±5.0%", "40.0 ±5.0%", "160 ±5.0%", "OOM", "16.0", "64.0", "256", "OOM"]
-    assert s3[0] == "s3attention" and s3[1] == s3[5] == "—"  # the error cell at 512
+    # display names, as a paper prints them (results.csv keeps the registry's)
+    assert vanilla == ["Transformer", "10.0 ±5.0%", "40.0 ±5.0%", "160 ±5.0%", "OOM", "16.0", "64.0", "256", "OOM"]
+    assert s3[0] == "S3Attention" and s3[1] == s3[5] == "—"  # the error cell at 512
     assert s3[2:4] == ["10.0 ±5.0% (4.0×)", "20.0 ±5.0% (8.0×)"]  # 40/10 and 160/20 ms speed-ups (unpaired)
     assert s3[6:8] == ["8.00 (8.0×)", "16.0 (16×)"]  # 64/8 and 256/16 MiB savings, two significant digits
     assert s3[4] == "40.0 ±5.0%" and s3[8] == "32.0"  # baseline OOM at 4K: value without multiplier
@@ -157,7 +158,7 @@ def test_train_step_shows_throughput_ratio_variant_over_baseline() -> None:
     md = table4(make_results(lengths=(1024,), mode="train_step"), baseline="vanilla", fmt="md")
     assert "Throughput (steps/s) 1K" in md
     # 1000/40 = 25 steps/s for vanilla, 1000/10 = 100 steps/s for s3attention.
-    assert _md_cells(md.splitlines()[-1]) == ["s3attention", "100 ±5.0% (4.0×)", "8.00 (8.0×)"]
+    assert _md_cells(md.splitlines()[-1]) == ["S3Attention", "100 ±5.0% (4.0×)", "8.00 (8.0×)"]
 
 
 def test_unmeasured_metric_block_is_dropped() -> None:
@@ -192,10 +193,12 @@ def test_latex_table() -> None:
     assert r"Peak memory (MiB) & 512 & 1K & 2K & 4K \\" in memory_table
     body = _body_rows(time_table)
     # display names, the baseline first; the variant that ran nowhere is dropped with a footnote row
-    assert [row.split(" & ")[0] for row in body[:3]] == ["Transformer", r"linformer\_k128", "S3Attention"]
+    # the paper's order: the baseline, then by group (S3Attention before the other low-rank methods)
+    assert [row.split(" & ")[0] for row in body[:3]] == ["Transformer", "S3Attention", "Linformer (k = 128)"]
     assert "xFormers" in body[-1] and r"\multicolumn{5}{l}" in body[-1] and "unsupported" in body[-1]
     assert all("xFormers" not in row for row in body[:-1])
-    assert r"10.0 $\pm$5.0\% (4.0$\times$)" in body[2] and "---" in body[2] and "×" not in tex and "±" not in tex
+    # no spread in LaTeX (it would double a cell's width; the caption says where it is)
+    assert r"10.0 (4.0$\times$)" in body[1] and "---" in body[1] and "×" not in tex and "±" not in tex
     # the best (lowest) time of each column is bold
     assert sum(row.count(r"\textbf{") for row in body) >= 4
 
