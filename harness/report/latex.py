@@ -17,7 +17,7 @@ import unicodedata
 
 #: The packages every generated ``.tex`` needs, named in its first line.
 PACKAGES = ("booktabs", "graphicx")
-COLUMN_CHARS = 40
+COLUMN_CHARS = 46
 TEXT_CHARS = 84
 
 #: Every character LaTeX gives a meaning to in text, and how it is written literally (the one escaper every user
@@ -99,6 +99,7 @@ def tex_float(tabular: str, *, caption: str, label: str, comments: tuple[str, ..
     """A complete table float around ``tabular`` (LaTeX already): ``caption`` (prose, escaped here), ``\\label``
     ``tab:<label>``, a ``table`` where it fits a column, else ``table*``, scaled down only where even that is too
     narrow; ``comments`` (e.g. where it was measured) as comment lines under the packages line."""
+    caption = re.sub(r"^Table \S+ — ", "", caption)  # LaTeX numbers the table itself
     width = tex_width(tabular)
     env = "table" if width <= COLUMN_CHARS else "table*"
     fits = width <= (COLUMN_CHARS if env == "table" else TEXT_CHARS)

@@ -7,7 +7,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from .format import MISSING, Fmt, escape, md_table, render_table, tex_comment, write_csv, write_table_files
+from .format import (
+    MISSING,
+    Fmt,
+    display_name,
+    escape,
+    md_table,
+    render_table,
+    tex_comment,
+    write_csv,
+    write_table_files,
+)
 from .rank import COVERAGE_MARK, STEM, Ranking
 
 
@@ -24,11 +34,17 @@ def ranking_table(ranking: Ranking, fmt: Fmt) -> str:
     rows = []
     for r in ranking.table.to_dict("records"):
         partial = 0 < r["suites_covered"] < r["suites_total"]
-        rows.append([MISSING[fmt] if pd.isna(r["rank"]) else str(r["rank"]), escape(r["variant"], fmt),
+        rows.append([MISSING[fmt] if pd.isna(r["rank"]) else str(r["rank"]), escape(_shown(r["variant"]), fmt),
                      _z_text(r["overall"], fmt) + (COVERAGE_MARK[fmt] if partial else ""),
                      *(_z_text(r[s], fmt) for s in suites), f"{r['metrics_covered']}/{r['metrics_total']}"])
     header = ["Rank", "Variant", "Overall", *(escape(s, fmt) for s in suites), "Metrics"]
     return md_table(header, rows, n_left=2) if fmt == "md" else render_table(header, rows, fmt)
+
+
+def _shown(variant: str) -> str:
+    """A ranked variant under its display name: ``linformer (k=128)`` -> ``Linformer (k=128)``."""
+    name, sep, rest = str(variant).partition(" (")
+    return display_name(name) + sep + rest
 
 
 def method_text(ranking: Ranking) -> list[str]:

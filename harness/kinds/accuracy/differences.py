@@ -151,7 +151,7 @@ def table5_differences(df: pd.DataFrame, baseline: str | None) -> list[DiffTable
         models = row_order(sub, keys, baseline)
         label = {m: row_label({"attention": m[0], "variant": m[1], "task": m[2]}) for m in models}
         shown = {m: row_label({"attention": m[0], "variant": m[1], "task": m[2]}, display=True) for m in models}
-        header = ["Noise level", *(f"{a:g}" for a in levels)]
+        header = ["Model", *(f"a = {a:g}" for a in levels)]  # a: the noise amplitude of U(-a, a)
         if baseline in set(sub["attention"]):
             vs = [Comparison(label[m], m, (baseline, *m[1:]), shown[m]) for m in models if m[0] != baseline]
             out.append(DiffTable(f"noise on {mode}: difference from {baseline} (percentage points)", wide, vs,
@@ -159,7 +159,7 @@ def table5_differences(df: pd.DataFrame, baseline: str | None) -> list[DiffTable
         noisy = [a for a in levels if a > 0]
         own = [Comparison(label[m], m, m, shown[m]) for m in models]
         out.append(_RelativeToClean(f"noise on {mode}: relative change from a = 0 (%)", wide, own, noisy,
-                                    ["Noise level", *(f"{a:g}" for a in noisy)], relative=True))
+                                    ["Model", *(f"a = {a:g}" for a in noisy)], relative=True))
     return out
 
 

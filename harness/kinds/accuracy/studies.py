@@ -129,7 +129,7 @@ def table5(df: pd.DataFrame, *, fmt: Fmt, baseline: str | None = "vanilla") -> s
                                 rank_marks([cells.mean(key_at(m, a)) for m in models if m[2] == task]), strict=True)}
         rows = []
         for model in models:
-            row = [escape(varying_label(df, row_keys, model, display=fmt == "tex"), fmt)]
+            row = [escape(varying_label(df, row_keys, model, display=True), fmt)]
             clean = cells.mean(key_at(model, 0.0))
             for a in levels:
                 key = key_at(model, a)
@@ -146,7 +146,7 @@ def table5(df: pd.DataFrame, *, fmt: Fmt, baseline: str | None = "vanilla") -> s
             labels = [escape(varying_label(df, row_keys, m, display=True), fmt) for m in dropped]
             rows.append(dropped_note(labels, [s for why in dropped.values() for s in why or {"not run"}],
                                      1 + len(levels)))
-        header = ["Noise level", *(f"{a:g}" for a in levels)]
+        header = ["Model", *(f"a = {a:g}" for a in levels)]  # a: the noise amplitude of U(-a, a)
         heading = NOISE_MODE_HEADINGS.get(mode, f"noise on {mode}")
         parts.append((heading if fmt == "md" else f"noise_on: {mode} ({heading})", render_table(header, rows, fmt)))
     return sub_tables(parts, fmt)
@@ -256,7 +256,7 @@ def table6(df: pd.DataFrame, *, fmt: Fmt, variants: Mapping[str, Mapping[str, An
             shown = [(v, label) for v, label in rows if _has_cells(df, attention, label)]
             models = [(attention, label) for _, label in shown]
             body = _marked_rows(cells, models, [_value_text(v) for v, _ in shown], columns, fmt)
-            name = display_name(attention) if fmt == "tex" else attention
+            name = display_name(attention)  # a paper's names in Markdown too (the CSV keeps the registry's)
             heading = f"({chr(ord('a') + i)}) {parameter}" + (f" — {name}" if len(attentions) > 1 else "")
             parts.append((heading, render_table([escape(parameter, fmt), *_average_header(df)], body, fmt)))
     return sub_tables(parts, fmt)
@@ -330,7 +330,7 @@ def table7(df: pd.DataFrame, *, fmt: Fmt, variants: Mapping[str, Any] | None = N
                 else:
                     row.append(MISSING[fmt] if base is None else mark(f"{value - base:+.2f}", best[c][i], fmt))
             rows.append(row)
-        heading = display_name(attention) if fmt == "tex" else attention
+        heading = display_name(attention)
         parts.append((heading, render_table(["Model", *_average_header(df)], rows, fmt)))
     if not parts:
         return f"No cells of the variants {', '.join(order)}." if fmt == "md" else tex_comment("no ablation cells")

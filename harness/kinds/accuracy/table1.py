@@ -87,7 +87,7 @@ def table1(df: pd.DataFrame, *, fmt: Fmt, baseline: str | None = "vanilla",
     rows = []
     for i, name in enumerate(names):
         values = dict(zip(keys, name, strict=True))
-        head = display_name(str(name[0]), row_names) if fmt == "tex" else row_names.get(str(name[0]), name[0])
+        head = display_name(str(name[0]), row_names)  # a paper's names in both formats (CSV: the registry's)
         row = [escape(row_label({**values, "attention": head}), fmt)]
         control = (CONTROL, *name[1:])  # the same study axes, no token mixing
         for c in columns:

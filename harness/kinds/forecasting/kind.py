@@ -50,6 +50,7 @@ from ...core.suite import (
     resolve_or_fail,
 )
 from ...models.checkpoints import checkpoint_path, drop_checkpoint
+from ...report.claims import is_smoke
 from ...report.format import shown_env, with_data
 from .blocks import ForecastConfig
 from .data import (
@@ -309,9 +310,10 @@ def write_reports(store: Store, name: str, options: Mapping[str, Any], keys: lis
     # here, not at the top: the reports load matplotlib, which a cell's worker process never needs
     from .table2 import write_forecast_reports
 
+    runs = store.runs(set(df["run_id"]))
     return write_forecast_reports(df, store.curves(keys), store.path.parent,
-                                  env=with_data(shown_env(store.runs(set(df["run_id"]))), df, REAL_DATA),
-                                  suite=name, options=options)
+                                  env=with_data(shown_env(runs), df, REAL_DATA), suite=name,
+                                  options={**options, "smoke": is_smoke(runs["profile"])})
 
 
 KIND = SuiteKind(

@@ -37,7 +37,18 @@ from ...report.claims import (
     sign_verdict,
     write_claims,
 )
-from ...report.format import Fmt, display_name, escape, mark, render_table, write_csv, write_raw, write_table_files
+from ...report.format import (
+    MISSING,
+    Fmt,
+    booktabs,
+    display_name,
+    escape,
+    mark,
+    md_table,
+    write_csv,
+    write_raw,
+    write_table_files,
+)
 from ...report.plots import plt
 from ...report.stats import Interval, t_interval
 from .data import DATASETS, REAL_DATA
@@ -75,12 +86,14 @@ def summary(df: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(["_d", "horizon", "_a"]).drop(columns=["_a", "_d"]).reset_index(drop=True)
 
 
-def _cell(stats: pd.DataFrame, key: tuple[str, str, int], metric: str) -> tuple[str, float | None]:
-    """"mean(std)" of one metric of one (attention, dataset, horizon), and the mean as shown (3 decimals)."""
+def _cell(stats: pd.DataFrame, key: tuple[str, str, int], metric: str, fmt: str) -> tuple[str, float | None]:
+    """"mean(std)" of one metric of one (attention, dataset, horizon) (LaTeX: the mean; the spreads would double a
+    column's width, and the Markdown and CSV tables hold them), and the mean as shown (3 decimals)."""
     if key not in stats.index or pd.isna(stats.at[key, f"{metric}_mean"]):
-        return "–", None
+        return MISSING[fmt], None
     mean, std = stats.at[key, f"{metric}_mean"], stats.at[key, f"{metric}_std"]
-    return f"{mean:.3f}" + ("" if pd.isna(std) else f"({std:.3f})"), round(float(mean), 3)
+    spread = "" if pd.isna(std) or fmt == "tex" else f"({std:.3f})"
+    return f"{mean:.3f}{spread}", round(float(mean), 3)
 
 
 def table2_rows(s: pd.DataFrame, order: Sequence[str], fmt: str) -> tuple[list[list[str]], dict[str, int], int]:
@@ -96,7 +109,7 @@ def table2_rows(s: pd.DataFrame, order: Sequence[str], fmt: str) -> tuple[list[l
             here = s[(s["dataset"] == dataset) & (s["horizon"] == horizon)].iloc[0]
             texts: dict[tuple[str, str], str] = {}
             for metric in METRICS:
-                cells = {a: _cell(stats, (a, dataset, horizon), metric) for a in order}
+                cells = {a: _cell(stats, (a, dataset, horizon), metric, fmt) for a in order}
                 best = min((v for _, v in cells.values() if v is not None), default=None)
                 floor = min((round(float(here[f"{p}{metric[4:]}"]), 3) for p in naive), default=None)
                 for a, (text, value) in cells.items():
@@ -105,8 +118,9 @@ def table2_rows(s: pd.DataFrame, order: Sequence[str], fmt: str) -> tuple[list[l
                     unskilled = value is not None and floor is not None and value >= floor
                     no_skill += unskilled
                     texts[(a, metric)] = mark(text, 0 if first else None, fmt) + (NO_SKILL[fmt] if unskilled else "")
-            rows.append([str(dataset), str(horizon)] + [texts[(a, m)] for a in order for m in METRICS]
-                        + [f"{here[f'{p}{m[4:]}']:.3f}" for p in naive for m in METRICS])
+            shown_naive = naive if fmt == "md" else []  # LaTeX: the models only, as the paper's table
+            rows.append([escape(str(dataset), fmt), str(horizon)] + [texts[(a, m)] for a in order for m in METRICS]
+                        + [f"{here[f'{p}{m[4:]}']:.3f}" for p in shown_naive for m in METRICS])
     return rows, firsts, no_skill
 
 
@@ -123,6 +137,18 @@ def _header(order: Sequence[str], names: Mapping[str, str] | None, naive: Sequen
     """The column names, each escaped for ``fmt`` (a model's name is the user's: ``A & B`` must not add a column)."""
     return (["Dataset", "H"] + [escape(f"{model_name(a, names)} {m}", fmt) for a in order for m in ("MSE", "MAE")]
             + [escape(f"{label} {m}", fmt) for label in naive for m in ("MSE", "MAE")])
+
+
+def table2_tex(rows: list[list[str]], firsts: Mapping[str, int], order: Sequence[str],
+               names: Mapping[str, str] | None) -> str:
+    """The paper's layout: each model's name over its MSE and MAE columns, H the prediction length, the first places
+    per model under both of its columns."""
+    models = [rf"\multicolumn{{2}}{{c}}{{{escape(model_name(a, names), 'tex')}}}" for a in order]
+    rules = " ".join(rf"\cmidrule(lr){{{3 + 2 * i}-{4 + 2 * i}}}" for i in range(len(order)))
+    head = [" & ".join(["", "", *models]) + r" \\", rules,
+            " & ".join(["Dataset", "H", *(["MSE", "MAE"] * len(order))]) + r" \\"]
+    count = ["1st Count", "", *(rf"\multicolumn{{2}}{{c}}{{{firsts[a]}}}" for a in order)]
+    return booktabs("lr" + "cc" * len(order), head, [*rows, count])
 
 
 def paired(df: pd.DataFrame, a: str, b: str, dataset: str, horizon: int, metric: str) -> pd.Series:
@@ -280,15 +306,16 @@ def write_forecast_reports(df: pd.DataFrame, curves: pd.DataFrame, out_dir: Path
     naive = [label for label, p in NAIVE.items() if f"{p}_mse" in s]
     files.append(write_csv(s, out_dir / "table2.csv"))
     bodies = {}
-    for fmt in ("md", "tex"):
-        rows, firsts, no_skill = table2_rows(s, order, fmt)
-        rows.append(["1st Count", ""] + [str(firsts[a]) if k == 0 else "" for a in order for k in range(2)]
-                    + [""] * (2 * len(naive)))
-        bodies[fmt] = render_table(_header(order, names, naive, fmt), rows, fmt)
+    rows, firsts, no_skill = table2_rows(s, order, "md")
+    rows.append(["1st Count", ""] + [str(firsts[a]) if k == 0 else "" for a in order for k in range(2)]
+                + [""] * (2 * len(naive)))
+    bodies["md"] = md_table(_header(order, names, naive, "md"), rows, n_left=1)
+    bodies["tex"] = table2_tex(table2_rows(s, order, "tex")[0], firsts, order, names)
     seeds = int(df.loc[df["status"] == "ok", "seed"].nunique())
     failed = df[df["status"] != "ok"]
-    note = (f"Test MSE and MAE on the standardised series, mean(std) over {seeds} seed(s); lower is better, the "
-            f"lowest mean of each metric bold. 1st Count: first places over both metrics."
+    note = (f"Test MSE and MAE on the standardised series, mean(std) over {seeds} seed(s) (LaTeX: the means; the "
+            f"spreads and the naive forecasts are in the Markdown and CSV tables); H = prediction length; lower is "
+            f"better, the lowest mean of each metric bold. 1st Count: first places over both metrics."
             + (f" {NO_SKILL['md']}: no lower than the best naive forecast on the same windows (the history's last "
                f"value repeated; the history's mean; the history's Fourier extrapolation with S3Attention's harmonics, "
                f"Algorithm 4 without a model), {no_skill} of {2 * len(s)} model means." if naive else "")
@@ -300,4 +327,5 @@ def write_forecast_reports(df: pd.DataFrame, curves: pd.DataFrame, out_dir: Path
     stand_in = " stand-in" if datasource.any_generated(sources) else ""
     files += [p for d in dict.fromkeys(s["dataset"])
               if (p := forecast_figure(df, out_dir, d, names, f"{d}{stand_in}")) is not None]
-    return files + write_claims(out_dir, table2_claims(df), suite=suite, stand_ins=not datasource.all_real(sources))
+    return files + write_claims(out_dir, table2_claims(df), suite=suite, stand_ins=not datasource.all_real(sources),
+                                smoke=bool(options.get("smoke")))

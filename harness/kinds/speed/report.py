@@ -309,11 +309,12 @@ def table4_tex(df_group: pd.DataFrame, *, baseline: str, row_names: Mapping[str,
 
 def _table4_tex(df_group: pd.DataFrame, group: Mapping[str, object], *, suite: str, baseline: str,
                 env: Mapping[str, object], row_names: Mapping[str, str] | None = None) -> str:
+    timed = any(m.kind == "time" for m in _shown_metrics(df_group))
     caption = (f"Table 4 — {suite_title(suite)}: {group_title(group)}. Multipliers against "
-               f"{display_name(baseline, row_names)}: above 1× is better. Bold: best per column. † timed on a busy "
-               "machine; § the time includes faulting its memory in again on every call; a multiplier carries its "
-               "baseline's marks. The spreads of the timing rounds are in the Markdown table, the speed-ups' 95% "
-               "intervals in the ratios table.")
+               f"{display_name(baseline, row_names)}: above 1× is better. Bold: best per column."
+               + (" † timed on a busy machine; § the time includes faulting its memory in again on every call; a "
+                  "multiplier carries its baseline's marks. The spreads of the timing rounds are in the Markdown "
+                  "table, the speed-ups' 95% intervals in the ratios table." if timed else ""))
     return tex_float(table4_tex(df_group, baseline=baseline, row_names=row_names), caption=caption,
                      label=f"table4_{group_slug(group)}", comments=(env_summary(env),))
 

@@ -82,8 +82,8 @@ def test_table5_clean_cells_shared_by_both_modes() -> None:
     df.loc[df["noise"] == 0, "noise_on"] = None  # a suite whose clean cells have no noise_on
     md = table5(df, fmt="md")
     train_test, test_only = md.split("#### noise on test only")
-    assert "| vanilla     |     41.39 |     40.29 (-2.66%) |" in train_test
-    assert "| vanilla     |     41.39 | — |     40.00 (-3.36%) |" in test_only
+    assert "| Transformer |     41.39 |     40.29 (-2.66%) |" in train_test
+    assert "| Transformer |     41.39 |     — |     40.00 (-3.36%) |" in test_only
     assert len(noise_summary(df).query("noise == 0")) == 2  # one row per attention, not per mode
 
 
@@ -91,7 +91,7 @@ def test_table5_without_noise_axis_is_the_clean_column() -> None:
     df = noise_df().query("noise == 0").drop(columns=["noise", "noise_on"])
     md = table5(df, fmt="md")
     assert md.startswith("#### noise on train and test") and "test only" not in md
-    assert "| vanilla     |     41.39 |" in md and "| s3attention | **57.50** |" in md  # best of the column bold
+    assert "| Transformer |     41.39 |" in md and "| S3Attention | **57.50** |" in md  # best of the column bold
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -295,7 +295,8 @@ def test_write_study_reports_files(tmp_path: Path) -> None:
     assert "_Environment: cpu · torch 2.x" in md
     tex = (tmp_path / "table6.tex").read_text()
     comments = [line for line in tex.splitlines() if line.startswith("%")]
-    assert comments[0].startswith("% Table 6 — study") and comments[1].startswith("% cpu · torch 2.x")
+    assert comments[0].startswith("% Needs \\usepackage{booktabs}") and comments[1].startswith("% cpu · torch 2.x")
+    assert "\\caption{study: varying one setting at a time" in tex and "\\label{tab:table6}" in tex
     assert len([c for c in comments if not c.startswith("% (")]) <= 3  # besides the sub-tables' headings
     with pytest.raises(ValueError, match="table1"):
         write_study_reports(df, tmp_path, tables=["table1"], env=ENV, suite="study")
@@ -307,4 +308,4 @@ def test_table5_marks_entries_that_do_not_beat_the_control() -> None:
                                       task="image")], ignore_index=True)
     md = table5(df, fmt="md")
     # a = 2: 40.29 - 40.00 is within the control's seed spread (0.71); a = 0: 41.39 - 40.00 is beyond both spreads
-    assert "| vanilla     |     41.39 |    40.29° (-2.66%) |" in md and "| none " in md
+    assert "| Transformer               |     41.39 |    40.29° (-2.66%) |" in md and "| none " in md

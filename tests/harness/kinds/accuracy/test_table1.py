@@ -60,7 +60,7 @@ def test_table1_latex_drops_rows_that_ran_nowhere_with_a_footnote() -> None:
     tex = table1(df, fmt="tex")
     assert "Transformer (xFormers) &" not in tex  # no empty row
     assert r"\multicolumn{5}{l}{\footnotesize Not run here (unsupported): Transformer (xFormers).}" in tex
-    assert "| vanilla_xformers |" in table1(df, fmt="md")  # Markdown keeps every row and the registry names
+    assert "| Transformer (xFormers) |" in table1(df, fmt="md")  # Markdown keeps every row
     # a row whose every run ran out of memory is a result: it stays
     oom = df.assign(status=lambda d: d["status"].where(d["attention"] != "vanilla_xformers", "oom"))
     assert "Transformer (xFormers) & OOM" in table1(oom, fmt="tex")
@@ -81,11 +81,12 @@ def test_table1_keeps_variants_and_noise_levels_apart() -> None:
     base = _df().query("attention == 's3attention'")
     df = pd.concat([base.assign(variant="base"), base.assign(variant="r=1", test_acc=base["test_acc"] - 0.1)])
     md = table1(df, fmt="md")
-    assert [line.split("|")[1].strip() for line in md.splitlines()[2:]] == ["s3attention (base)", "s3attention (r=1)"]
-    assert "| s3attention (r=1)  |     28.00(2.83) |     60.00 |     36.00(1.41) |     41.67 |" in md
+    assert [line.split("|")[1].strip() for line in md.splitlines()[2:]] == ["S3Attention (base)", "S3Attention (r=1)"]
+    assert "| S3Attention (r=1)  |     28.00(2.83) |     60.00 |     36.00(1.41) |     41.67 |" in md
     noisy = pd.concat([_df().assign(noise=0.0, noise_on="train+test"), _df().assign(noise=2.0, noise_on="test")])
     labels = [line.split("|")[1].strip() for line in table1(noisy, fmt="md").splitlines()[2:]]
-    assert labels == ["vanilla (a=0)", "vanilla (a=2, test only)", "s3attention (a=0)", "s3attention (a=2, test only)"]
+    assert labels == ["Transformer (a=0)", "Transformer (a=2, test only)", "S3Attention (a=0)",
+                      "S3Attention (a=2, test only)"]
     summary = accuracy_summary(noisy, ["attention", "noise"]).set_index(["attention", "noise", "task"])
     assert math.isclose(summary.loc[("vanilla", 2.0, "listops"), "mean"], 37.0)  # not averaged over noise levels
 
@@ -157,9 +158,10 @@ def test_entries_that_do_not_beat_the_none_control_are_marked() -> None:
     df = df.assign(key=[f"k{i}" for i in range(len(df))], best_dev_acc=df["test_acc"])
     md = table1(df, fmt="md").splitlines()
     rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]] for line in md[2:]}
-    assert list(rows) == ["vanilla", "s3attention", "none"]  # the baseline first, the control last
-    assert rows["vanilla"][:2] == ["37.00(1.41)°", "62.00(2.83)"]
-    assert rows["s3attention"][:2] == ["**38.00(2.83)**°", "**70.00**"] and "°" not in "".join(rows["none"])
+    control = "none (no mixing, control)"
+    assert list(rows) == ["Transformer", "S3Attention", control]  # the baseline first, the control last
+    assert rows["Transformer"][:2] == ["37.00(1.41)°", "62.00(2.83)"]
+    assert rows["S3Attention"][:2] == ["**38.00(2.83)**°", "**70.00**"] and "°" not in "".join(rows[control])
     assert r"\textbf{38.00(2.83)}$^\circ$" in table1(df, fmt="tex")
     assert "°" not in table1(_df(), fmt="md")  # no control ran: nothing is marked
 
@@ -172,4 +174,4 @@ def test_row_names_give_the_papers_row_order_and_names() -> None:
     df = _df().assign(attention=lambda d: d["attention"].replace({"vanilla": "linformer"}))
     rows = [line.split("|")[1].strip() for line in table1(df, fmt="md", baseline=None, row_names=names)
             .splitlines()[2:]]
-    assert rows == ["S3Attention", "linformer"]  # named rows in the given order, unnamed ones after
+    assert rows == ["S3Attention", "Linformer"]  # named rows in the given order, unnamed ones after
