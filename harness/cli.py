@@ -15,6 +15,7 @@ import os
 import signal
 import sqlite3
 import sys
+import tempfile
 import threading
 from collections.abc import Callable
 
@@ -169,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
 #: torch first asks it about the GPU, and kernels) and its other folders (TRITON_HOME, ~/.triton), the CUDA driver's
 #: cache of PTX it compiled (~/.nv/ComputeCache) and ATen's cache of NVRTC-compiled kernels (~/.cache/torch/kernels).
 #: The GPU ones are written on a CUDA machine even by a ``--device cpu`` run: torch initialises CUDA there.
+TEMP_DIR = "tmp"  # <out>/.cache/tmp: TMPDIR of a run
 CACHE_DIRS = {
     "MPLCONFIGDIR": "matplotlib",
     "TORCHINDUCTOR_CACHE_DIR": "inductor",
@@ -179,14 +181,28 @@ CACHE_DIRS = {
 }
 
 
+#: A Unix socket's path holds at most 107 bytes; Ray puts its sockets about this deep under its temporary folder
+#: (``ray/session_<date>_<pid>/sockets/plasma_store``).
+RAY_SOCKET_DEPTH = 72
+
+
 def _caches_under_out(out: str) -> None:
     """Point the libraries' on-disk caches (:data:`CACHE_DIRS`) under ``<out>/.cache`` unless the user chose a place
-    (set the variable): a run writes nothing outside ``--out`` but its documented caches. Set before matplotlib and
-    torch are imported (and CUDA initialised), which read them then."""
-    if out.strip():
-        cache = os.path.join(out, ".cache")
-        for variable, folder in CACHE_DIRS.items():
-            os.environ.setdefault(variable, os.path.join(cache, folder))
+    (set the variable), and the temporary files of this process and its workers there too (``TMPDIR``,
+    :data:`TEMP_DIR`, created when the run begins): a run writes nothing outside ``--out`` but its documented
+    caches. Set before matplotlib and torch are imported (and CUDA initialised), which read them then. Ray's session
+    folder follows only where its socket paths fit (:data:`RAY_SOCKET_DEPTH`); under a deep ``--out`` it stays in
+    the system's temporary folder."""
+    if not out.strip():
+        return
+    cache = os.path.join(out, ".cache")
+    for variable, folder in CACHE_DIRS.items():
+        os.environ.setdefault(variable, os.path.join(cache, folder))
+    system_tmp = tempfile.gettempdir()
+    os.environ["TMPDIR"] = os.path.join(cache, TEMP_DIR)  # a run's temporary files belong with the run
+    ray_dir = os.path.abspath(os.path.join(cache, "ray"))
+    os.environ.setdefault("RAY_TMPDIR", ray_dir if len(ray_dir) + RAY_SOCKET_DEPTH <= 107 else system_tmp)
+    tempfile.tempdir = None  # gettempdir() reads TMPDIR again (once the folder exists: harness.run.runner)
 
 
 def _dispatch(args: argparse.Namespace) -> int:

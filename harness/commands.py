@@ -27,6 +27,7 @@ from .report.plots import highlighting, split_patterns
 from .report.rank import default_out_dir, load_suite_results, rank
 from .report.ranking import write_ranking
 from .run.execute import RunSummary
+from .run.progress import duration, files_line
 from .run.ray_executor import check_address, require_ray
 from .run.runner import run_suite, suite_dir
 from .run.suitefile import load_suite, parse_set
@@ -156,10 +157,8 @@ def _print_summary(name: str, profile: str, summary: RunSummary) -> None:
     counts = ", ".join(f"{k}={v}" for k, v in sorted(summary.statuses.items())) or "nothing to run"
     again = f" (incl. {summary.references} baseline cells timed again for paired ratios)" if summary.references else ""
     print(f"{name}/{profile}: {summary.total} cells, {summary.skipped_done} already done, "
-          f"ran: {counts}{again}; {summary.wall_s:.1f} s")
-    print(f"results: {summary.out_dir}")
-    for path in summary.written:  # every table in every format, every figure
-        print(f"  {path}")
+          f"ran: {counts}{again}; {duration(summary.wall_s)}")
+    print(files_line(summary.out_dir, summary.written))  # counted; `attnbench show` lists them
     if summary.noisy:
         print(f"warning: {len(summary.noisy)} cells were timed while the machine was busy (column noisy_reason), "
               f"e.g. {summary.noisy[0]}; rerun them on a quiet machine with --fresh, or use --require-quiet",
@@ -198,9 +197,7 @@ def cmd_report(args: argparse.Namespace) -> int:
                 raise
             refused.append(str(exc))
             continue
-        print(f"{db.parent}: wrote {len(written)} files")
-        for path in written:
-            print(f"  {path}")
+        print(files_line(db.parent, written))
     if refused:
         raise UserError(f"{len(refused)} of {len(dbs)} stores not reported: {refused[0]}"
                         + (f" (and {len(refused) - 1} more: {'; '.join(refused[1:3])})" if len(refused) > 1 else ""))

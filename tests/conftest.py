@@ -9,7 +9,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 import itertools
+import os
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,7 +113,14 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
 
     def run(*argv: object) -> CliResult:
         capsys.readouterr()  # drop anything printed before
-        code = main([str(a) for a in argv])
+        # a run points TMPDIR and the caches under its --out: the test process gets its own back afterwards
+        environ, temp = dict(os.environ), tempfile.tempdir
+        try:
+            code = main([str(a) for a in argv])
+        finally:
+            os.environ.clear()
+            os.environ.update(environ)
+            tempfile.tempdir = temp
         captured = capsys.readouterr()
         return CliResult(code, captured.out, captured.err)
 

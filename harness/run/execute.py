@@ -6,7 +6,7 @@ Every executor (in-process, ``--isolate`` workers, Ray tasks) calls :func:`execu
 
 from __future__ import annotations
 
-import sys
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,19 +15,36 @@ import torch
 
 from ..core import faults
 from ..core.cell import Cell, CellResult, Context
+from ..core.errors import first_line
 from ..core.kinds import is_timed
 from ..core.store import Store
 from ..kinds import KINDS
+from .progress import Console
+
+#: Distinct warnings kept with a cell (its ``warnings`` metric), the first line of each.
+MAX_WARNINGS = 3
 
 
 def execute_group(cells: list[Cell], ctx: Context) -> list[CellResult]:
-    """Run a group of cells (see :func:`groups`) in this process: together if the kind runs groups, else in turn."""
+    """Run a group of cells (see :func:`groups`) in this process: together if the kind runs groups, else in turn.
+
+    The libraries' warnings (torch's, numpy's) raised meanwhile are kept with the cells, as their ``warnings``
+    metric (results.csv), instead of reaching the console among the progress lines; a group's go to each of its
+    cells, since they ran together."""
     kind = KINDS[cells[0].kind]
     if cells[0].threads and torch.get_num_threads() != cells[0].threads:
         torch.set_num_threads(cells[0].threads)  # what the cell's key says it is measured with, in any worker
-    if kind.run_group is not None and len(cells) > 1:
-        return kind.run_group(cells, ctx)
-    return [kind.run(cell, ctx) for cell in cells]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")  # each distinct warning once per place, as Python shows them
+        results = (kind.run_group(cells, ctx) if kind.run_group is not None and len(cells) > 1
+                   else [kind.run(cell, ctx) for cell in cells])
+    seen = list(dict.fromkeys(f"{w.category.__name__}: {first_line(w.message)}" for w in caught))
+    if seen:
+        text = "; ".join(seen[:MAX_WARNINGS]) + (f"; and {len(seen) - MAX_WARNINGS} more" if len(seen) > MAX_WARNINGS
+                                                  else "")
+        for result in results:
+            result.metrics["warnings"] = text
+    return results
 
 
 def groups(todo: list[Cell], every_cell: list[Cell] = (), baseline: str | None = None) -> list[list[Cell]]:
@@ -83,13 +100,11 @@ class Recorder:
     run_id: int
     ctx: Context
     summary: RunSummary
-    bar: Any  # tqdm
-    tty: bool
-    total: int
-    done: int = 0
+    console: Console
 
     def starting(self, cell: Cell) -> None:
-        self.bar.set_postfix_str(cell.label)
+        self.console.bar.set_postfix_str(cell.label)
+        self.console.starting(cell.label)
         faults.point("runner.before_cell", cell.label)
 
     def __call__(self, cell: Cell, result: CellResult) -> None:
@@ -103,7 +118,6 @@ class Recorder:
             self.summary.load.append(float(result.metrics["load_other_cores"]))
         if result.metrics.get("noisy"):
             self.summary.noisy.append(f"{cell.label}: {result.metrics.get('noisy_reason', '')}")
-        self.done += 1
-        self.bar.update()
-        if not self.tty:
-            print(f"[{self.done}/{self.total}] {cell.label}: {kind.describe(result)}", file=sys.stderr, flush=True)
+        if result.metrics.get("warnings"):
+            self.console.warned[str(result.metrics["warnings"])] += 1
+        self.console.finished(cell.label, result.status, result.message, kind.describe(result))

@@ -13,8 +13,11 @@ Whatever the executor, only this process writes the store, and every finished ce
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -34,6 +37,7 @@ from ..measure.quiet import BUSY_CORES, other_load
 from ..report.export import write_suite_reports
 from . import ray_executor
 from .execute import Recorder, RunSummary, execute_group, groups
+from .progress import Console, reasons_line
 from .worker import WORKER_DIR, run_isolated_group
 
 
@@ -92,6 +96,7 @@ def run_suite(
                                           source=suite.path.name) as store:
         if suite.description:  # every input checked and the directory ours: the run begins
             print(f"{suite.name}: {suite.description}", flush=True)
+        _temporary_folder()
         # Alone in the directory now: what a killed run's workers left behind can go.
         shutil.rmtree(directory / WORKER_DIR, ignore_errors=True)
         remove_temporaries(directory)  # a report file whose writer was killed before its rename
@@ -108,9 +113,14 @@ def run_suite(
         batches = groups(todo, every_cell, suite.report.get("baseline"))
         total = sum(map(len, batches))
         summary.references = total - len(todo)
+        # elapsed and ETA in the bar; without a terminal the bar is off and Console prints a line a minute
         bar = tqdm(total=total, desc=f"{suite.name}/{suite.profile}", unit="cell", disable=not tty,
-                   dynamic_ncols=True)
-        record = Recorder(store, run_id, ctx, summary, bar, tty, total)
+                   dynamic_ncols=True, bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}]{postfix}")
+        console = Console(total, tty, bar)
+        skipped = [c.skip_reason for c in todo if c.skip_reason]
+        if line := reasons_line("not run here (the profile's rules, this device, the variants' limits)", skipped):
+            console.write(line)
+        record = Recorder(store, run_id, ctx, summary, console)
         try:
             if executor == "ray":
                 ray_executor.run_groups(batches, ctx, record, address=address, cpus_per_task=cpus_per_task)
@@ -121,6 +131,7 @@ def run_suite(
             raise
         finally:
             bar.close()
+            console.close(announced=skipped)
         store.finish_run(run_id, _run_summary(summary))
         faults.point("runner.before_reports")
         # The reports cover the whole suite as stored, not just what --only ran this time.
@@ -128,6 +139,16 @@ def run_suite(
                                               keys=[c.key for c in every_cell])
     summary.wall_s = time.perf_counter() - started
     return summary
+
+
+def _temporary_folder() -> None:
+    """Create the temporary folder the CLI pointed TMPDIR at (under ``--out``), now that the run owns its directory,
+    and make Python's tempfile use it; a folder that cannot be made leaves the system's (nothing fails for it)."""
+    folder = os.environ.get("TMPDIR")
+    if folder:
+        with contextlib.suppress(OSError):
+            os.makedirs(folder, exist_ok=True)
+            tempfile.tempdir = None
 
 
 def _run_summary(summary: RunSummary) -> dict[str, Any]:

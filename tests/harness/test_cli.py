@@ -309,9 +309,11 @@ def test_help_does_not_import_torch(argv: list[str]) -> None:
 def test_a_run_writes_nothing_outside_out(tiny_suite: Path, tmp_path: Path) -> None:
     # The libraries' caches (matplotlib's fonts, Inductor's, Triton's and CUDA's kernels) default to $HOME and $TMPDIR;
     # a run points them under --out. On a CUDA machine the GPU ones are written even by this --device cpu run.
-    dropped = {*CACHE_DIRS, "XDG_CACHE_HOME", "XDG_CONFIG_HOME"}
+    dropped = {*CACHE_DIRS, "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "RAY_TMPDIR"}
     env = {k: v for k, v in os.environ.items() if k not in dropped}
-    env.update(HOME=str(tmp_path / "home"), PYTHONPATH=str(REPO_ROOT), OMP_NUM_THREADS="1")
+    system_tmp = tmp_path / "system-tmp"  # the system's temporary folder, as the run's environment has it
+    system_tmp.mkdir()
+    env.update(HOME=str(tmp_path / "home"), PYTHONPATH=str(REPO_ROOT), OMP_NUM_THREADS="1", TMPDIR=str(system_tmp))
     out = tmp_path / "out"
     proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(tiny_suite), "--profile", "smoke",
                            "--out", str(out), "--device", "cpu", "--only", "vanilla"],
@@ -319,4 +321,21 @@ def test_a_run_writes_nothing_outside_out(tiny_suite: Path, tmp_path: Path) -> N
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert not (tmp_path / "home").exists() or not any((tmp_path / "home").rglob("*"))
     assert (out / ".cache" / "matplotlib").is_dir()
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["out", "tiny.yaml"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["out", "system-tmp", "tiny.yaml"])
+    assert not any(system_tmp.iterdir()), sorted(system_tmp.iterdir())
+    assert (out / ".cache" / "tmp").is_dir()
+
+
+def test_a_runs_temporary_files_go_under_out(tmp_path: Path) -> None:
+    """TMPDIR of the run and its workers is <out>/.cache/tmp once the run begins; Ray's session folder follows where
+    its socket paths fit, else stays in the system's temporary folder."""
+    code = ("import os, sys, tempfile\nimport harness.cli as cli\nfrom harness.run import runner\n"
+            "system = tempfile.gettempdir()\ncli._caches_under_out(sys.argv[1])\nrunner._temporary_folder()\n"
+            "print(tempfile.gettempdir())\nprint(os.environ['RAY_TMPDIR'])\nprint(system)")
+    env = {k: v for k, v in os.environ.items() if k not in ("TMPDIR", "RAY_TMPDIR")}
+    for out, ray_here in ((tmp_path / "o", len(str(tmp_path / "o")) < 25), (tmp_path / ("deep" * 20), False)):
+        proc = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True, cwd=REPO_ROOT,
+                              env=env, timeout=120)
+        temp, ray, system = proc.stdout.split()
+        assert Path(temp) == out / ".cache" / "tmp" and Path(temp).is_dir(), proc.stderr
+        assert (Path(ray) == out / ".cache" / "ray") is ray_here and (ray_here or ray == system)

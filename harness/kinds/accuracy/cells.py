@@ -118,4 +118,6 @@ def describe(result: CellResult) -> str:
     if result.status != "ok":
         return f"{result.status} {result.message}".strip()
     m = result.metrics
-    return f"ok test acc {m['test_acc']:.4f} (best dev {m['best_dev_acc']:.4f}), {m['steps_per_s']:.3g} steps/s"
+    # in percent, as every table shows accuracy (the store keeps fractions)
+    return (f"ok test acc {100 * m['test_acc']:.2f}% (best dev {100 * m['best_dev_acc']:.2f}%), "
+            f"{m['steps_per_s']:.3g} steps/s")

@@ -33,7 +33,8 @@ COLUMNS = ("attention", "seq_len", "time_ms_eager", "time_ms_compiled", "refault
 
 
 #: Mark of a compiled time whose values were not compared with eager's (the forward draws random numbers).
-UNCHECKED = {"md": "†", "tex": r"$^\dagger$"}
+#: († means a busy machine in every table; this is another mark.)
+UNCHECKED = {"md": "ʳ", "tex": r"$^{r}$"}
 
 
 def compile_comparison(df: pd.DataFrame) -> pd.DataFrame:
@@ -104,7 +105,7 @@ def write_compile_comparison(df: pd.DataFrame, out_dir: Path, *, group_columns: 
             "unpaired, the two were timed in different groups) [compile time: the first call, cold Inductor cache]. "
             "A status in place of a value: the compiled cell failed (message in compile.csv), `error` also where its "
             "output or gradients differ from eager's on the same weights and inputs (compile_rel_err in compile.csv). "
-            "†: not compared with eager, the forward draws random numbers. §: the time includes faulting at least a "
+            "ʳ: not compared with eager, the forward draws random numbers. §: the time includes faulting at least a "
             "tenth of the cell's peak memory in again on every call (see Table 4).")
     for key, group in df.groupby(by, sort=True):
         g = dict(zip(by, key, strict=True))

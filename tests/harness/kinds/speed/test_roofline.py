@@ -73,7 +73,7 @@ def test_compile_comparison_pairs_each_compiled_cell_with_its_eager_one() -> Non
     assert cmp.loc["a", "compile_speedup"] == pytest.approx(1.5) and cmp.loc["a", "compile_s"] == 4.0
     assert cmp.loc["b", "status_compiled"] == "error" and pd.isna(cmp.loc["b", "compile_speedup"])
     md = comparison_table(compile_comparison(df), "md")
-    assert "| 30 → 20 (1.5×) [4 s] |" in md and " error |" in md and " 8 → 4† (2.0×) [2 s] |" in md
+    assert "| 30 → 20 (1.5×) [4 s] |" in md and " error |" in md and " 8 → 4ʳ (2.0×) [2 s] |" in md
 
 
 def test_compile_comparison_marks_a_time_that_refaults_its_memory() -> None:

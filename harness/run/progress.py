@@ -1,0 +1,129 @@
+"""What a run prints while it runs: a progress bar on a terminal (elapsed time and ETA), in a log a progress line a
+minute; a line for each cell that failed (error, OOM, NaN, time limit) either way; the cells that do not run here
+(a profile's skip rule, a device, a capability) folded into one line per reason instead of one per cell; and the
+files a run wrote, counted rather than listed (``attnbench show DIR`` lists them).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: Statuses printed as they happen: a result a reader must see.
+NOTEWORTHY = ("error", "oom", "nan", "timeout")
+#: Without a terminal (a log, CI), a progress line at most this often.
+EVERY_S = 60.0
+#: How often the heartbeat looks at the running cell.
+HEARTBEAT_S = 5.0
+#: Reasons listed one by one; more are counted together.
+MAX_REASONS = 4
+
+
+def duration(seconds: float) -> str:
+    """``42s``, ``3m05s``, ``1h02m``."""
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+
+
+def reasons_line(what: str, reasons: Iterable[str]) -> str | None:
+    """``what``: N cells (reason: n; ...), the commonest first, or None when there are none."""
+    counts = Counter(r for r in reasons if r)
+    if not counts:
+        return None
+    parts = [f"{reason} ({n})" for reason, n in counts.most_common(MAX_REASONS)]
+    rest = sum(counts.values()) - sum(n for _, n in counts.most_common(MAX_REASONS))
+    more = f"; {rest} more for {len(counts) - MAX_REASONS} other reasons (results.csv, column message)" if rest else ""
+    return f"{what}: {sum(counts.values())} cells — " + "; ".join(parts) + more
+
+
+def files_line(directory: Path, written: Sequence[Path]) -> str:
+    """The files a run wrote, counted by kind: ``wrote 87 files: 22 .md, 21 .tex, ...``."""
+    kinds = Counter(Path(p).suffix.lstrip(".") or "other" for p in written)
+    counted = ", ".join(f"{n} .{k}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
+    return f"results: {directory} — wrote {len(written)} files ({counted}); `attnbench show {directory}` lists them"
+
+
+@dataclass
+class Console:
+    """The running count and what is printed per finished cell (see the module docstring)."""
+
+    total: int
+    tty: bool
+    bar: Any  # tqdm, disabled without a terminal
+    started: float = field(default_factory=lambda: time.perf_counter())
+    done: int = 0
+    last_line: float = float("-inf")  # the first finished cell is printed: the run is under way
+    unsupported: Counter = field(default_factory=Counter)
+    warned: Counter = field(default_factory=Counter)  # a cell's warnings -> cells that raised them
+    current: tuple[str, float] | None = None  # the cell being measured, and since when
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        # A cell can take minutes (Inductor compiling, a long training): the heartbeat keeps the console alive
+        threading.Thread(target=self._heartbeat, name="attnbench-progress", daemon=True).start()
+
+    def _heartbeat(self) -> None:
+        """On a terminal, the bar's clock redrawn; in a log, a line a minute naming the cell still being measured."""
+        while not self._stop.wait(HEARTBEAT_S):
+            current, now = self.current, time.perf_counter()
+            if self.tty:
+                self.bar.refresh()
+            elif current is not None and now - self.last_line >= EVERY_S:
+                self.last_line = now
+                self.write(f"... still measuring {current[0]} ({duration(now - current[1])} so far, "
+                           f"{duration(now - self.started)} into the run)")
+
+    def starting(self, label: str) -> None:
+        self.current = (label, time.perf_counter())
+
+    def write(self, line: str) -> None:
+        if self.tty:
+            self.bar.write(line, file=sys.stderr)  # above the bar, which redraws below it
+        else:
+            print(line, file=sys.stderr, flush=True)
+
+    def finished(self, label: str, status: str, message: str, described: str) -> None:
+        """One cell done: count it, print it if it failed, print progress in a log now and then."""
+        self.done += 1
+        self.current = None
+        self.bar.update()
+        if status == "unsupported":
+            self.unsupported[message] += 1
+            return
+        line = f"[{self.done}/{self.total}] {label}: {described}"
+        if status in NOTEWORTHY:
+            self.write(line)
+            return
+        now = time.perf_counter()
+        if not self.tty and (now - self.last_line >= EVERY_S or self.done == self.total):
+            self.last_line = now
+            elapsed = now - self.started
+            left = elapsed / self.done * (self.total - self.done)
+            self.write(f"{line}  ·  {100 * self.done // max(self.total, 1)}%, {duration(elapsed)} elapsed, about "
+                       f"{duration(left)} left")
+
+    def close(self, announced: Iterable[str] = ()) -> None:
+        """In a log, the count at the end; the cells that turned out unsupported while running (those announced up
+        front left out); the cells that raised library warnings."""
+        self._stop.set()
+        if not self.tty and self.total:
+            self.write(f"[{self.done}/{self.total}] cells done in {duration(time.perf_counter() - self.started)}")
+        known = set(announced)
+        line = reasons_line("not run here", (m for m, n in self.unsupported.items() if m not in known
+                                             for _ in range(n)))
+        if line:
+            self.write(line)
+        if self.warned:
+            first, n = self.warned.most_common(1)[0]
+            self.write(f"library warnings: {sum(self.warned.values())} cells raised some, kept in results.csv (column "
+                       f"warnings); the commonest, in {n}: {first}")

@@ -1,0 +1,64 @@
+"""What a run prints (harness.run.progress): failures as they happen, a progress line a minute in a log, the cells
+that do not run folded into a line per reason, the files counted."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.run import progress
+from harness.run.progress import Console, duration, files_line, reasons_line
+
+
+class Bar:
+    def __init__(self) -> None:
+        self.n = 0
+
+    def update(self) -> None:
+        self.n += 1
+
+
+def test_duration() -> None:
+    assert [duration(s) for s in (0.4, 42, 185, 3725)] == ["0s", "42s", "3m05s", "1h02m"]
+
+
+def test_reasons_fold_into_one_line() -> None:
+    line = reasons_line("not run here", ["rule A"] * 279 + ["cuda only"] * 12 + ["x1", "x2", "x3", "x4"])
+    assert line is not None and line.startswith("not run here: 295 cells — rule A (279); cuda only (12);")
+    assert "2 more for 2 other reasons" in line and reasons_line("x", []) is None
+
+
+def test_files_are_counted_not_listed() -> None:
+    line = files_line(Path("/r"), [Path(f"/r/t{i}.md") for i in range(3)] + [Path("/r/f.png"), Path("/r/f.pdf")])
+    assert line == "results: /r — wrote 5 files (3 .md, 1 .pdf, 1 .png); `attnbench show /r` lists them"
+
+
+def test_a_log_gets_failures_a_line_a_minute_and_the_count(monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    clock = iter([0.0, 1.0, 2.0, 70.0, 200.0])  # the start, each ok cell's end, the close
+    monkeypatch.setattr(progress.time, "perf_counter", lambda: next(clock))
+    console = Console(total=6, tty=False, bar=Bar())  # started at t = 0
+    for i, status in enumerate(["ok", "unsupported", "ok", "ok", "error", "unsupported"]):
+        console.finished(f"cell{i}", status, "rule A" if status == "unsupported" else "", f"{status} text")
+    console.close(announced=[])
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("[1/6] cell0: ok text  ·  16%, 1s elapsed, about 5s left")  # the first at once
+    assert lines[1].startswith("[4/6] cell3: ok text  ·  66%, 1m10s elapsed")  # 60 s after the last line
+    assert lines[2] == "[5/6] cell4: error text"  # a failure, at once
+    assert lines[3] == "[6/6] cells done in 3m20s" and lines[4] == "not run here: 2 cells — rule A (2)"
+    assert len(lines) == 5 and console.bar.n == 6
+
+
+def test_a_long_cell_keeps_the_log_alive(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A cell that takes minutes (Inductor compiling) still gets a line a minute: the cell and how long so far."""
+    monkeypatch.setattr(progress, "HEARTBEAT_S", 0.01)
+    monkeypatch.setattr(progress, "EVERY_S", 0.05)
+    console = Console(total=1, tty=False, bar=Bar())
+    console.starting("vanilla n=4096 compiled")
+    deadline = time.monotonic() + 10
+    while "still measuring" not in (said := capsys.readouterr().err) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    console.close()
+    assert "... still measuring vanilla n=4096 compiled (" in said
