@@ -133,8 +133,11 @@ def _format_cell(cells: _Cells, attention: str, seq_len: int, metric: Metric, ba
             value / base if metric.higher_is_better else base / value)
     if not is_finite_number(ratio):
         return text
-    # A multiplier is no better than either of its two timings: it carries the baseline cell's marks too.
     base_cell = cells.get((baseline, seq_len))
+    if metric.kind == "time" and base_cell is not None and refaults(base_cell):
+        # the baseline's time measures its page faults (§): no multiplier is taken against it in a pasteable table
+        return text
+    # A multiplier is no better than either of its two timings: it carries the baseline cell's marks too.
     inherited = _marks(base_cell, fmt) if metric.kind == "time" and base_cell is not None else ""
     return f"{text} ({sig2(ratio)}{TIMES[fmt]}{inherited})"
 
@@ -253,7 +256,8 @@ def _table4_md(df_group: pd.DataFrame, group: Mapping[str, object], *, suite: st
         f"### Table 4 — {suite}: {group_title(group)}\n\n"
         f"{table4(df_group, baseline=baseline, fmt='md', row_names=row_names)}\n\n"
         f"Multipliers are relative to `{baseline}`; above 1× is better (faster, higher throughput or less memory); "
-        "a time multiplier carries the marks of the baseline's cell as well as its own row's; "
+        "a time multiplier carries the marks of the baseline's cell as well as its own row's, and none is taken "
+        "against a baseline time marked §; "
         "time multipliers are medians of per-round ratios of interleaved timings (95% intervals in ratios.md). "
         "± = half the interquartile range of the timing rounds, relative to the median; † = timed while other "
         "processes kept the machine busy (noisy_reason in results.csv); § = the time includes faulting at least a "
@@ -313,7 +317,7 @@ def _table4_tex(df_group: pd.DataFrame, group: Mapping[str, object], *, suite: s
     caption = (f"Table 4 — {suite_title(suite)}: {group_title(group)}. Multipliers against "
                f"{display_name(baseline, row_names)}: above 1× is better. Bold: best per column."
                + (" † timed on a busy machine; § the time includes faulting its memory in again on every call; a "
-                  "multiplier carries its baseline's marks. The spreads of the timing rounds are in the Markdown "
+                  "multiplier carries its baseline's marks, and none is taken against a baseline time marked §. The spreads of the timing rounds are in the Markdown "
                   "table, the speed-ups' 95% intervals in the ratios table." if timed else ""))
     return tex_float(table4_tex(df_group, baseline=baseline, row_names=row_names), caption=caption,
                      label=f"table4_{group_slug(group)}", comments=(env_summary(env),))
