@@ -65,7 +65,8 @@ class Console:
     last_line: float = float("-inf")  # the first finished cell is printed: the run is under way
     unsupported: Counter = field(default_factory=Counter)
     warned: Counter = field(default_factory=Counter)  # a cell's warnings -> cells that raised them
-    current: tuple[str, float] | None = None  # the cell being measured, and since when
+    running: dict[str, float] = field(default_factory=dict)  # the cells being measured (a timing group runs its
+    # cells together), each since when
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
@@ -75,16 +76,18 @@ class Console:
     def _heartbeat(self) -> None:
         """On a terminal, the bar's clock redrawn; in a log, a line a minute naming the cell still being measured."""
         while not self._stop.wait(HEARTBEAT_S):
-            current, now = self.current, time.perf_counter()
+            running, now = dict(self.running), time.perf_counter()
             if self.tty:
                 self.bar.refresh()
-            elif current is not None and now - self.last_line >= EVERY_S:
+            elif running and now - self.last_line >= EVERY_S:
                 self.last_line = now
-                self.write(f"... still measuring {current[0]} ({duration(now - current[1])} so far, "
-                           f"{duration(now - self.started)} into the run)")
+                first = next(iter(running))
+                what = first if len(running) == 1 else f"{len(running)} cells together (from {first})"
+                self.write(f"... still measuring {what}: {duration(now - min(running.values()))} so far, "
+                           f"{duration(now - self.started)} into the run")
 
     def starting(self, label: str) -> None:
-        self.current = (label, time.perf_counter())
+        self.running[label] = time.perf_counter()
 
     def write(self, line: str) -> None:
         if self.tty:
@@ -95,7 +98,7 @@ class Console:
     def finished(self, label: str, status: str, message: str, described: str) -> None:
         """One cell done: count it, print it if it failed, print progress in a log now and then."""
         self.done += 1
-        self.current = None
+        self.running.pop(label, None)
         self.bar.update()
         if status == "unsupported":
             self.unsupported[message] += 1

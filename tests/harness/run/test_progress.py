@@ -61,4 +61,17 @@ def test_a_long_cell_keeps_the_log_alive(monkeypatch: pytest.MonkeyPatch, capsys
     while "still measuring" not in (said := capsys.readouterr().err) and time.monotonic() < deadline:
         time.sleep(0.02)
     console.close()
-    assert "... still measuring vanilla n=4096 compiled (" in said
+    assert "... still measuring vanilla n=4096 compiled: " in said
+
+
+def test_a_group_is_named_as_one(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(progress, "HEARTBEAT_S", 0.01)
+    monkeypatch.setattr(progress, "EVERY_S", 0.05)
+    console = Console(total=3, tty=False, bar=Bar())
+    for label in ("a n=1024", "b n=1024", "c n=1024"):
+        console.starting(label)
+    deadline = time.monotonic() + 10
+    while "still measuring" not in (said := capsys.readouterr().err) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    console.close()
+    assert "... still measuring 3 cells together (from a n=1024): " in said
