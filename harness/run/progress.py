@@ -62,7 +62,8 @@ class Console:
     bar: Any  # tqdm, disabled without a terminal
     started: float = field(default_factory=lambda: time.perf_counter())
     done: int = 0
-    last_line: float = float("-inf")  # the first finished cell is printed: the run is under way
+    last_line: float = float("-inf")  # any line (the heartbeat waits a minute after it)
+    last_progress: float = float("-inf")  # a finished cell's line: the first is printed, then one a minute
     unsupported: Counter = field(default_factory=Counter)
     warned: Counter = field(default_factory=Counter)  # a cell's warnings -> cells that raised them
     running: dict[str, float] = field(default_factory=dict)  # the cells being measured (a timing group runs its
@@ -83,8 +84,8 @@ class Console:
                 self.last_line = now
                 first = next(iter(running))
                 what = first if len(running) == 1 else f"{len(running)} cells together (from {first})"
-                self.write(f"... still measuring {what}: {duration(now - min(running.values()))} so far, "
-                           f"{duration(now - self.started)} into the run")
+                self.write(f"... [{self.done}/{self.total}] {self._pace(now)}; still measuring {what}: "
+                           f"{duration(now - min(running.values()))} so far")
 
     def starting(self, label: str) -> None:
         self.running[label] = time.perf_counter()
@@ -108,12 +109,15 @@ class Console:
             self.write(line)
             return
         now = time.perf_counter()
-        if not self.tty and (now - self.last_line >= EVERY_S or self.done == self.total):
-            self.last_line = now
-            elapsed = now - self.started
-            left = elapsed / self.done * (self.total - self.done)
-            self.write(f"{line}  ·  {100 * self.done // max(self.total, 1)}%, {duration(elapsed)} elapsed, about "
-                       f"{duration(left)} left")
+        if not self.tty and (now - self.last_progress >= EVERY_S or self.done == self.total):
+            self.last_line = self.last_progress = now
+            self.write(f"{line}  ·  {self._pace(now)}")
+
+    def _pace(self, now: float) -> str:
+        """``59%, 13m06s elapsed, about 9m00s left`` (no estimate before the first cell finished)."""
+        elapsed = now - self.started
+        left = f", about {duration(elapsed / self.done * (self.total - self.done))} left" if self.done else ""
+        return f"{100 * self.done // max(self.total, 1)}%, {duration(elapsed)} elapsed{left}"
 
     def close(self, announced: Iterable[str] = ()) -> None:
         """In a log, the count at the end; the cells that turned out unsupported while running (those announced up

@@ -61,7 +61,7 @@ def test_a_long_cell_keeps_the_log_alive(monkeypatch: pytest.MonkeyPatch, capsys
     while "still measuring" not in (said := capsys.readouterr().err) and time.monotonic() < deadline:
         time.sleep(0.02)
     console.close()
-    assert "... still measuring vanilla n=4096 compiled: " in said
+    assert "... [0/1] 0%, " in said and "; still measuring vanilla n=4096 compiled: " in said
 
 
 def test_a_group_is_named_as_one(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
@@ -74,4 +74,4 @@ def test_a_group_is_named_as_one(monkeypatch: pytest.MonkeyPatch, capsys: pytest
     while "still measuring" not in (said := capsys.readouterr().err) and time.monotonic() < deadline:
         time.sleep(0.02)
     console.close()
-    assert "... still measuring 3 cells together (from a n=1024): " in said
+    assert "still measuring 3 cells together (from a n=1024): " in said
