@@ -317,8 +317,9 @@ def _table4_tex(df_group: pd.DataFrame, group: Mapping[str, object], *, suite: s
     caption = (f"Table 4 — {suite_title(suite)}: {group_title(group)}. Multipliers against "
                f"{display_name(baseline, row_names)}: above 1× is better. Bold: best per column."
                + (" † timed on a busy machine; § the time includes faulting its memory in again on every call; a "
-                  "multiplier carries its baseline's marks, and none is taken against a baseline time marked §. The spreads of the timing rounds are in the Markdown "
-                  "table, the speed-ups' 95% intervals in the ratios table." if timed else ""))
+                  "multiplier carries its baseline's marks, and none is taken against a baseline time marked §. The "
+                  "spreads of the timing rounds are in the Markdown table, the speed-ups' 95% intervals in the ratios "
+                  "table." if timed else ""))
     return tex_float(table4_tex(df_group, baseline=baseline, row_names=row_names), caption=caption,
                      label=f"table4_{group_slug(group)}", comments=(env_summary(env),))
 
