@@ -147,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         _reexec_with_timing_env(argv)
     in_main = threading.current_thread() is threading.main_thread()  # only there may a handler be set
     previous = signal.signal(signal.SIGTERM, _terminate) if in_main else None
+    # Ctrl-C is KeyboardInterrupt during a command, whatever a library (Ray's driver) or the caller left installed
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler) if in_main else None
     try:
         args = build_parser().parse_args(argv)  # --help ends here, before anything heavy is imported
         args.argv = ["attnbench", *argv]  # the command as typed, for the store and the resume hint
@@ -162,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if in_main:
             signal.signal(signal.SIGTERM, previous)
+            if previous_int is not None:  # None: a handler installed outside Python, which cannot be put back
+                signal.signal(signal.SIGINT, previous_int)
 
 
 #: The libraries' on-disk caches a run points under ``<out>/.cache``: environment variable -> folder there. By default

@@ -36,7 +36,7 @@ COLUMN_IN, DOUBLE_IN = 3.3, 6.9  # a one-column and a two-column figure of a two
 MAX_TICKS = 8  # labelled ticks per axis: more collide at 7 pt in a column's width
 SINGLE_PANEL_MAX = 8  # up to this many variants besides the baselines, one panel reads; more go into small multiples
 PANEL_MAX = 9  # lines besides the baselines in one panel: the palette's colours
-_FORMATS = (("png", {"dpi": 300}), ("pdf", {}))
+_FORMATS = (("png", {"dpi": 150}), ("pdf", {}))  # the PDF is the paper's copy (vector); the PNG is to look at
 PAPER_RC: dict[str, object] = {
     "font.size": 8, "axes.titlesize": 8, "axes.labelsize": 8, "figure.titlesize": 8, "xtick.labelsize": 7,
     "ytick.labelsize": 7, "legend.fontsize": 6.5, "legend.frameon": False, "legend.handlelength": 1.8,
@@ -325,7 +325,7 @@ _NOTED: set[str] = set()  # characters already reported missing
 
 
 def save_figure(fig: plt.Figure, out_dir: Path, stem: str) -> list[Path]:
-    """Write ``fig`` as ``<stem>.png`` (300 dpi) and ``<stem>.pdf`` (TrueType fonts) in the paper style; returns the
+    """Write ``fig`` as ``<stem>.png`` (150 dpi) and ``<stem>.pdf`` (TrueType fonts) in the paper style; returns the
     paths. A figure laid out by the paper style keeps its width (3.3 or 6.9 in); any other is cropped to its content.
 
     Characters the font lacks (a suite named in CJK script) make matplotlib warn once per character and format; they

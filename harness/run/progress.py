@@ -123,7 +123,7 @@ class Console:
         """In a log, the count at the end; the cells that turned out unsupported while running (those announced up
         front left out); the cells that raised library warnings."""
         self._stop.set()
-        if not self.tty and self.total:
+        if not self.tty and self.total and self.done == self.total:  # a stopped run says so itself
             self.write(f"[{self.done}/{self.total}] cells done in {duration(time.perf_counter() - self.started)}")
         known = set(announced)
         line = reasons_line("not run here", (m for m, n in self.unsupported.items() if m not in known

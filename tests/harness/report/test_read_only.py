@@ -140,7 +140,7 @@ def test_report_on_a_parent_reports_every_good_store_and_names_the_damaged_one(
     result = cli("report", tmp_path)
     assert result.code == 2 and len(result.err_lines) == 1, result.err
     assert "1 of 2 stores not reported" in result.err and str(bad / "results.db") in result.err
-    assert f"{store_dir}: wrote" in result.out and (store_dir / "results.csv").is_file()
+    assert f"results: {store_dir} — wrote" in result.out and (store_dir / "results.csv").is_file()
 
 
 def test_report_files_follow_the_umask(cli: Callable[..., CliResult], store_dir: Path) -> None:
