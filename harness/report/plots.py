@@ -269,7 +269,7 @@ def mark_crossing(ax: plt.Axes, x: float, y: float, text: str, color: object, be
 def declutter(fig: plt.Figure) -> None:
     """Moves the point labels of each panel (:func:`label_point`), top to bottom, down until none overlaps one placed
     before it: many variants cross the baseline near the same length."""
-    fig.canvas.draw()  # the layout fixes where every label is
+    fig.draw_without_rendering()  # the layout fixes where every label is (no pixels needed for that)
     renderer = fig.canvas.get_renderer()
     for ax in fig.axes:
         labels = [c for c in ax.texts if c.get_gid() == _LABEL]

@@ -20,15 +20,16 @@ def check_files(paths: list[Path], names: list[str]) -> None:
     assert plt.get_fignums() == []
 
 
-def spy_axes(monkeypatch: pytest.MonkeyPatch, module: ModuleType) -> list[list[plt.Axes]]:
-    """The axes of every figure ``module`` saves (looked at before the figure is closed)."""
+def spy_axes(monkeypatch: pytest.MonkeyPatch, module: ModuleType, write: bool = False) -> list[list[plt.Axes]]:
+    """The axes of every figure ``module`` saves (looked at before the figure is closed); the files are written
+    only with ``write`` (rendering a whole-zoo figure twice costs seconds a test)."""
     seen: list[list[plt.Axes]] = []
     real_save = module.save_figure
 
     def spy(fig: plt.Figure, out_dir: Path, stem: str) -> list[Path]:
-        fig.canvas.draw()  # tick labels are set at draw time
+        fig.draw_without_rendering()  # the layout and tick labels, set at draw time, without rasterising
         seen.append(list(fig.axes))
-        return real_save(fig, out_dir, stem)
+        return real_save(fig, out_dir, stem) if write else []
 
     monkeypatch.setattr(module, "save_figure", spy)
     return seen

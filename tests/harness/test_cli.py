@@ -81,20 +81,28 @@ def test_light_commands_answer_without_torch_within_a_second(argv: list[str], co
     assert float(result[3]) < 2.5, proc.stderr
 
 
-def test_show_describes_a_results_directory(cli: Callable[..., CliResult], tmp_path: Path) -> None:
-    """Two runs of a tiny suite: their ids and commands, the cells by status, and the files written."""
-    suite = tmp_path / "s.yaml"
-    suite.write_text(json.dumps(tiny_doc()))
-    out = tmp_path / "out"
-    assert cli("run", suite, "--profile", "smoke", "--out", out, "--device", "cpu").code == 0
-    assert cli("run", suite, "--profile", "smoke", "--out", out, "--device", "cpu", "--fresh").code == 0
-    result = cli("show", out)
+def test_show_describes_a_results_directory(cli: Callable[..., CliResult], tiny_suite: Path, tmp_path: Path) -> None:
+    """Two runs of a tiny suite's store: their ids and commands, the cells by status (latest result of each), the
+    noisy count and the files beside the store."""
+    cells = load_suite(tiny_suite).expand("cpu")
+    directory = tmp_path / "out" / "tiny" / "quick"
+    with Store(directory / "results.db") as store:
+        first = store.start_run("tiny", "smoke", {}, ["attnbench", "run", "tiny.yaml"])
+        for i, cell in enumerate(cells):
+            store.put(first, cell, "ok" if i % 4 else "oom", "", {"time_ms_median": 1.0, "noisy": i == 1})
+        store.finish_run(first, {})
+        again = store.start_run("tiny", "smoke", {}, ["attnbench", "run", "tiny.yaml", "--fresh"])
+        store.put(again, cells[0], "ok", "", {"time_ms_median": 1.0, "noisy": False})  # its latest result: ok
+    (directory / "table4_x.md").write_text("x")
+    result = cli("show", tmp_path / "out")
     assert result.code == 0, result.err
     lines = result.out.splitlines()
-    assert lines[0].endswith(", 2 runs") and lines[1].startswith("  run 1  smoke ") and "--fresh" in lines[2]
-    cells = next(line for line in lines if line.startswith("  cells: "))
-    assert " ok" in cells and next(line for line in lines if line.startswith("  files: ")).count(".md")
-    assert any(line.startswith("  noisy: ") for line in lines)  # a speed suite's timed cells
+    assert lines[0].endswith("suite tiny, 2 runs") and lines[1].startswith("  run 1  smoke ") and "--fresh" in lines[2]
+    assert "did not finish" in lines[2]
+    oom = (len(cells) + 3) // 4 - 1
+    assert f"  cells: {len(cells)} ({len(cells) - oom} ok, {oom} oom)" in lines
+    assert f"  noisy: 1 of {len(cells) - oom} timed ok cells flagged † (timed on a busy machine)" in lines
+    assert "  files: table4_x.md" in lines
 
 
 def test_env_prints_json(cli: Callable[..., CliResult]) -> None:

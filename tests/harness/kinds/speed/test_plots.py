@@ -111,7 +111,7 @@ def test_the_whole_zoo_is_small_multiples_with_the_baselines_in_every_panel(
 
 def test_paper_figures_are_a_column_or_two_wide_with_few_ticks_and_legends_within_their_panel(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    seen = spy_axes(monkeypatch, harness.kinds.speed.plots)
+    seen = spy_axes(monkeypatch, harness.kinds.speed.plots, write=True)  # the PDF's page size is checked below
     plot_scaling(zoo_results().assign(peak_mem_bytes=math.nan), tmp_path, slug="zoo", title="zoo")
     plot_scaling(make_results(), tmp_path, slug="few", title="few")
     for axes in seen:
@@ -146,7 +146,7 @@ def test_highlight_colours_the_matches_and_greys_the_others(tmp_path: Path, monk
 
 
 def test_one_length_is_a_dot_chart_not_one_point_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    seen = spy_axes(monkeypatch, harness.kinds.speed.plots)
+    seen = spy_axes(monkeypatch, harness.kinds.speed.plots, write=True)
     df = zoo_results(lengths=(1024,))
     check_files(plot_scaling(df, tmp_path, slug="one", title="compiled"),
                 _files("time_one", "time_ratio_one", "memory_one", "memory_ratio_one"))
