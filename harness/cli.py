@@ -43,7 +43,7 @@ def _version() -> str:
         return "unknown (not installed; run `make setup`)"
 
 
-#: ``--highlight`` of ``run`` and ``report`` (harness.report.plots.highlighting).
+#: ``--highlight`` of ``run`` and ``report`` (harness.report.highlight.highlighting).
 HIGHLIGHT_HELP = ("figures: colour the attentions matching these fnmatch patterns (comma-separated; repeatable) and "
                   "draw every other one thin and grey")
 

@@ -23,7 +23,7 @@ from .core.suite import expand_patterns
 from .light import default_cpu_threads
 from .report.compare import compare, counts_as_regression, parse_side, render, suite_baseline
 from .report.export import write_suite_reports
-from .report.plots import highlighting, split_patterns
+from .report.highlight import highlighting, split_patterns
 from .report.rank import default_out_dir, load_suite_results, rank
 from .report.ranking import write_ranking
 from .run.execute import RunSummary
@@ -116,14 +116,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                         f"a forecasting suite: the CSV files; for an approximation suite: an accuracy run's results "
                         f"directory)")
     suite = load_suite(args.suite, args.profile, parse_set(args.set or []), data_dir=args.data_dir)
-    only = [p.strip() for item in (args.only or []) for p in item.split(",") if p.strip()]
-    if args.only is not None and not only:  # `--only ''` would otherwise run everything
-        raise UserError("--only '': names no attention; give a name or pattern such as --only 's3*,vanilla'")
-    for pattern in only:
-        if not attentions.list_attentions(pattern):
-            close = difflib.get_close_matches(pattern, attentions.list_attentions(), n=3)
-            hint = f"did you mean {', '.join(close)}? " if close else ""
-            raise UserError(f"--only {pattern!r}: matches no registered attention; {hint}see `attnbench list`")
+    only = attention_patterns("--only", args.only, "'s3*,vanilla'")  # `--only ''` would otherwise run everything
     if only and not set(expand_patterns(only)) & set(suite.attentions()):
         names = ", ".join(suite.attentions())
         raise UserError(f"--only {','.join(only)}: matches none of this suite's attentions ({names})")
@@ -204,17 +197,23 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def highlight_patterns(args: argparse.Namespace) -> list[str]:
-    """``--highlight``'s patterns, each checked to match a registered attention (a typo would grey every line)."""
-    patterns = split_patterns(getattr(args, "highlight", None))
-    if getattr(args, "highlight", None) is not None and not patterns:
-        raise UserError("--highlight '': names no attention; give a name or pattern such as --highlight 's3*'")
+def attention_patterns(flag: str, values: list[str] | None, example: str) -> list[str]:
+    """The patterns of a flag given once or more, comma-separated (``--only``, ``--highlight``), each checked to
+    match a registered attention: an empty one or a typo is exit 2 with the closest names."""
+    patterns = split_patterns(values)
+    if values is not None and not patterns:
+        raise UserError(f"{flag} '': names no attention; give a name or pattern such as {flag} {example}")
     for pattern in patterns:
         if not attentions.list_attentions(pattern):
             close = difflib.get_close_matches(pattern, attentions.list_attentions(), n=3)
             hint = f"did you mean {', '.join(close)}? " if close else ""
-            raise UserError(f"--highlight {pattern!r}: matches no registered attention; {hint}see `attnbench list`")
+            raise UserError(f"{flag} {pattern!r}: matches no registered attention; {hint}see `attnbench list`")
     return patterns
+
+
+def highlight_patterns(args: argparse.Namespace) -> list[str]:
+    """``--highlight``'s patterns, checked (a typo would grey every line)."""
+    return attention_patterns("--highlight", getattr(args, "highlight", None), "'s3*'")
 
 
 def cmd_rank(args: argparse.Namespace) -> int:

@@ -13,8 +13,6 @@ import textwrap
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from contextvars import ContextVar
-from fnmatch import fnmatchcase
 from pathlib import Path
 
 import matplotlib
@@ -23,6 +21,7 @@ import pandas as pd
 
 from ..core.files import atomic_write
 from .groups import group_of, paper_order
+from .highlight import highlighting, is_highlighted, split_patterns  # noqa: F401  (re-exported)
 
 # Benchmarks run headless (servers, CI) and only write files, so never pick an interactive backend.
 matplotlib.use("Agg")
@@ -55,7 +54,6 @@ MARKERS = "osD^vPX<>hp*"
 BASELINE_STYLES = ({"color": "black", "ls": "-"}, {"color": "0.45", "ls": "--"}, {"color": "0.6", "ls": ":"})
 MUTED = {"color": "0.78", "lw": 0.7, "marker": "", "zorder": 1}
 
-_HIGHLIGHT: ContextVar[tuple[str, ...]] = ContextVar("highlight", default=())
 
 
 @contextmanager
@@ -63,28 +61,6 @@ def paper_style() -> Iterator[None]:
     """The paper's rcParams (:data:`PAPER_RC`) for the figures made and saved inside."""
     with matplotlib.rc_context(PAPER_RC):
         yield
-
-
-@contextmanager
-def highlighting(patterns: Iterable[str]) -> Iterator[None]:
-    """Inside, the figures colour the variants whose registry name matches one of the fnmatch ``patterns`` and draw
-    every other one thin and grey (``--highlight``); set around a run or a report so no writer needs a parameter."""
-    token = _HIGHLIGHT.set(tuple(patterns))
-    try:
-        yield
-    finally:
-        _HIGHLIGHT.reset(token)
-
-
-def split_patterns(values: Iterable[str] | None) -> list[str]:
-    """``["s3*,fsat", "luna"]`` -> ``["s3*", "fsat", "luna"]`` (a flag given several times, comma-separated)."""
-    return [p.strip() for item in values or () for p in item.split(",") if p.strip()]
-
-
-def is_highlighted(name: str) -> bool | None:
-    """Whether ``name`` matches an active ``--highlight`` pattern; None when nothing is highlighted."""
-    patterns = _HIGHLIGHT.get()
-    return any(fnmatchcase(name, p) for p in patterns) if patterns else None
 
 
 def variant_style(i: int) -> dict[str, str]:
