@@ -23,9 +23,14 @@ import os
 # alloc+fill+free went 4 ms -> 27 ms after one failed 32 GiB allocation, and Scatterbrain at n = 16384 fwd+bwd
 # 2.8 s -> 4.9 s after `vanilla`'s oom in the same process; with one arena there is nowhere to switch to, and both
 # stay as before (tests/harness/measure/test_timing.py checks the arena count).
+# trim_threshold=1 TiB: the heap top is never given back during a group. At 1 GiB, an explicit-softmax `vanilla` at
+# n = 4096 fwd+bwd freed 1.5 GiB of scores on each call, glibc gave the top back and the next call page-faulted it in
+# again (~400,000 faults a call, 4.7 s instead of 0.9 s: its time measured the VM, marked § in the tables). Memory a
+# group freed is handed back between groups instead (``release_freed_memory``), so the process does not keep the
+# largest group's heap for the rest of the run. Measured: docs/measuring.md, "CPU clock and the allocator".
 GLIBC_TUNABLES_TIMING: str = (
     "glibc.malloc.mmap_threshold=33554432"
-    ":glibc.malloc.trim_threshold=1073741824"
+    ":glibc.malloc.trim_threshold=1099511627776"
     ":glibc.malloc.top_pad=268435456"
     ":glibc.malloc.mmap_max=0"
     ":glibc.malloc.arena_max=1"
@@ -36,3 +41,20 @@ def timing_env_active() -> bool:
     """Returns whether this process was started with the malloc settings of ``GLIBC_TUNABLES_TIMING``."""
     active = set(os.environ.get("GLIBC_TUNABLES", "").split(":"))
     return set(GLIBC_TUNABLES_TIMING.split(":")) <= active
+
+
+def release_freed_memory() -> bool:
+    """Hand the memory glibc's malloc holds free back to the OS (``malloc_trim(0)``: the heap top and the free pages
+    inside the heap); called between timed groups, since the timing settings never trim during one. Returns whether
+    it ran (False where the C library is not glibc)."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):  # musl, macOS: no malloc_trim, nothing of glibc's to release
+        return False
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    trim(0)
+    return True

@@ -21,6 +21,7 @@ optimiser step stays eager) with static shapes. Choices, each so that a compiled
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 import types
 import warnings
@@ -90,6 +91,23 @@ def no_recompiles(active: bool) -> contextlib.AbstractContextManager[None]:
     return torch._dynamo.config.patch(error_on_recompile=True) if active else contextlib.nullcontext()
 
 
+def _drop_kept_cache_line(record: logging.LogRecord) -> bool:
+    """False for Inductor's "on error, temporary cache dir kept at ..." line, which a failed compile would print between
+    the progress lines: the failure is the cell's status, and the directory is under the run's own cache folder."""
+    return not str(record.msg).startswith("on error, temporary cache dir kept")
+
+
+@contextlib.contextmanager
+def _kept_cache_unsaid() -> Iterator[None]:
+    """:func:`_drop_kept_cache_line` on Inductor's utility logger for the block."""
+    logger = logging.getLogger("torch._inductor.utils")
+    logger.addFilter(_drop_kept_cache_line)
+    try:
+        yield
+    finally:
+        logger.removeFilter(_drop_kept_cache_line)
+
+
 def first_call(fn: Callable[[], torch.Tensor]) -> tuple[torch.Tensor, dict[str, Any]]:
     """Run a compiled workload's first call in an empty Inductor cache; its output and the compile metrics:
     ``compile_s`` (wall time of that call: compilation plus one execution), ``compile_graphs`` (graphs Dynamo
@@ -103,7 +121,7 @@ def first_call(fn: Callable[[], torch.Tensor]) -> tuple[torch.Tensor, dict[str, 
     started = time.perf_counter()
     # private but stable since torch 2.1 (renamed from fresh_inductor_cache in 2.6): a temporary cache directory;
     # the compiler's warnings (e.g. "does not support code generation for complex operators") go with the cell
-    with torch._inductor.utils.fresh_cache(), warnings.catch_warnings(record=True) as caught:
+    with _kept_cache_unsaid(), torch._inductor.utils.fresh_cache(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         out = fn()
     said = dict.fromkeys(f"{w.category.__name__}: {str(w.message).splitlines()[0]}" for w in caught)

@@ -16,6 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from ..core.cell import Cell, CellResult, CellTimeout, Context, classify_exception, memory_cap, time_limit
+from ..core.tunables import release_freed_memory, timing_env_active
 from .compile import compiles, no_recompiles
 from .flops import measure_gemm_peak_gflops
 from .gpu import gpu_state, slowdown_reason, time_graph
@@ -103,3 +104,13 @@ def time_group(timed: list[Workload], ctx: Context) -> None:
             with memory_cap(device):
                 w.metrics.update(time_graph(w.fn, device, timing))
         w.result = CellResult("ok", "", w.metrics, samples=list(t.times_ms))
+
+
+def release_group_memory(device: str) -> None:
+    """After a group, once its workloads are dropped: give what it freed back (the CUDA cache; on the CPU, under the
+    timing malloc settings, which never trim during a group, glibc's free memory), so the next group starts from the
+    memory it needs, not the largest group's so far."""
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+    elif timing_env_active():
+        release_freed_memory()

@@ -28,7 +28,7 @@ from attentions.base import QKVProjection
 
 from ...core import faults
 from ...core.cell import Cell, CellResult, Context, NonFinite, classify_exception, memory_cap, time_limit
-from ...measure.group import Workload, time_group
+from ...measure.group import Workload, release_group_memory, time_group
 from ...models.probe import load_probe
 from .error import attention_matrix, matrix_errors, output_errors
 
@@ -124,6 +124,8 @@ def measure_group(cells: list[Cell], ctx: Context) -> list[CellResult]:
     out = [item if isinstance(item, CellResult) else item.result or CellResult("ok", "", item.metrics)
            for item in prepared]
     del prepared, timed
+    if cells:
+        release_group_memory(cells[0].device)
     return out
 
 

@@ -31,7 +31,7 @@ from ...core.errors import first_line
 from ...measure.compile import checked_first_call, compile_module, compile_scope, compiles
 from ...measure.flops import count_work
 from ...measure.gpu import pinned_sdpa, profile_call
-from ...measure.group import Workload, time_group
+from ...measure.group import Workload, release_group_memory, time_group
 from ...measure.memory import peak_memory_bytes
 from ...models.classifier import Classifier
 
@@ -244,8 +244,8 @@ def measure_group(cells: list[Cell], ctx: Context) -> list[CellResult]:
                 item.metrics["gemm_peak_fraction"] = item.metrics["gflops_per_s"] / ctx.gemm_peak_gflops
         out.append(result)
     del prepared, timed  # the workloads: free their memory before the next group
-    if cells and cells[0].device.startswith("cuda"):
-        torch.cuda.empty_cache()
+    if cells:
+        release_group_memory(cells[0].device)
     return out
 
 

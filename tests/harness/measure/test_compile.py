@@ -283,3 +283,19 @@ def test_the_difference_is_relative_with_a_floor_under_each_tensors_scale() -> N
     assert _rel_diff([big, small * 1.5], [big, small]) == pytest.approx(0.5)
     assert _rel_diff([big + 1.0, small], [big, small]) == pytest.approx(0.01)
     assert _rel_diff([big], [big, small]) == float("inf")
+
+
+def test_a_failed_compile_prints_no_kept_cache_line(capfd: pytest.CaptureFixture[str]) -> None:
+    """Inductor logs "on error, temporary cache dir kept at ..." when the first call fails inside its fresh cache;
+    between the progress lines that is noise (the failure is the cell's status): first_call keeps it unsaid."""
+    import torch._inductor.utils
+
+    def fails() -> torch.Tensor:
+        raise RuntimeError("compile failed")
+
+    with pytest.raises(RuntimeError), torch._inductor.utils.fresh_cache():
+        fails()
+    assert "temporary cache dir kept" in capfd.readouterr().err  # torch says it without the filter
+    with pytest.raises(RuntimeError, match="compile failed"):
+        first_call(fails)
+    assert "temporary cache dir kept" not in capfd.readouterr().err

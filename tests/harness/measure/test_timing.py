@@ -106,3 +106,54 @@ def test_failed_allocation_keeps_one_malloc_arena(tunables: str, one_arena: bool
     assert proc.returncode == 0, proc.stderr[-2000:]
     arenas = re.findall(r"^Arena (\d+):", proc.stderr, flags=re.M)
     assert (arenas == ["0"]) is one_arena, proc.stderr
+
+
+_REFAULTS = """
+import ctypes, resource
+from harness.core.tunables import release_freed_memory
+
+libc = ctypes.CDLL("libc.so.6")
+libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+
+def rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize()
+
+def call() -> None:  # a call that fills and frees a large block, as `vanilla`'s n x n scores (128 MiB here)
+    block = libc.malloc(2**27)
+    ctypes.memset(block, 1, 2**27)
+    libc.free(block)
+
+start = rss()
+call()  # the first call faults its memory in, as a warm-up does
+call()
+kept = rss() - start  # what the heap holds after a call: the block, or nothing where it was trimmed
+release_freed_memory()
+print(kept, kept - (rss() - start))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc only")
+@pytest.mark.parametrize(("tunables", "refaults"), [
+    (GLIBC_TUNABLES_TIMING, False),
+    # The control: a trim threshold below the block (the old 1 GiB against 1.5 GiB of scores, scaled down, with no
+    # top pad that would keep the block anyway) gives the heap top back after every call, so every call faults the
+    # block in again (the § effect): the check can fail.
+    (GLIBC_TUNABLES_TIMING.replace("trim_threshold=1099511627776", "trim_threshold=67108864")
+     .replace("top_pad=268435456", "top_pad=0"), True),
+])
+def test_a_freed_block_stays_for_the_next_call_and_is_given_back_between_groups(tunables: str,
+                                                                                refaults: bool) -> None:
+    """Memory kept between calls is memory not faulted in again (page sizes differ between kernels, so the check
+    reads the resident set rather than a fault count)."""
+    # above the largest block a suite frees within a group (`vanilla`'s scores at n = 4096 fwd+bwd: 1.5 GiB)
+    assert "trim_threshold=1099511627776" in GLIBC_TUNABLES_TIMING
+    env = {**os.environ, "GLIBC_TUNABLES": tunables, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-c", _REFAULTS], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    kept, released = map(float, proc.stdout.split())
+    block = 2**27
+    assert (kept < block / 2) is refaults, kept
+    if not refaults:  # what the heap kept during the "group" goes back to the OS between groups
+        assert released > block / 2, released
