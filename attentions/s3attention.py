@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ._s3_cpu import StemConv, conv_tokens_major, opaque_relu, transpose12
-from .base import fill_masked, no_autocast, pad_to_length, zero_padding
+from .base import fill_masked, key_bias_value, no_autocast, pad_to_length, zero_padding
 from .registry import AttentionConfig, Capabilities, register, register_preset
 
 
@@ -222,9 +222,11 @@ class S3Attention(nn.Module):
       V and slicing, with O(n·d·(d + 2·h·s2)) instead of O(3·n·d²) work.
     - Two layouts of the same function: on the CPU, the kernels and layouts of ``attentions._s3_cpu`` (the row
       softmax over a middle axis of [B, H·s1, N], the stem's GEMM-based weight gradient); elsewhere the framework's
-      ops in the layout a GPU prefers (the row softmax over the last axis of [B, N, H, s1], no transposes), every
-      constant (the segment-mean matrix, the projected rows, the block-diagonal masks) a buffer, so that a forward
-      and backward launch few kernels, never synchronise with the host and capture into a CUDA graph.
+      ops in the layout a GPU prefers (the row attention as one fused SDPA call over [B, H, N, dh] strides, no
+      transposes), every constant (the segment-mean matrix, the projected rows, the block-diagonal masks) a buffer,
+      so that a forward and backward launch few kernels, never synchronise with the host and capture into a CUDA
+      graph. The row term's dropout then draws its mask inside the SDPA kernel (the same distribution, another
+      random stream than ``F.dropout``'s).
       ``cpu_kernels = False`` on an instance runs the second on the CPU (the tests check both against float64).
     """
 
@@ -259,15 +261,21 @@ class S3Attention(nn.Module):
         x, mask = pad_to_length(x, mask, cfg.max_seq_len)
         x = zero_padding(x, mask)
         hs = self.smoother(x, mask, cpu)  # [B, N, D]
+        # Every row of W_qkv the layer reads, gathered once (one gather forward, one scatter backward, where a gather
+        # and a slice each cost a zero-filled gradient and their sum): [Q (, K2, V2) rows; (K, V rows)]
         rows = self.proj_rows
-        proj = F.linear(hs, self.qkv.weight[rows], self.qkv.bias[rows])  # [B, N, D (+ 2*H*s2)]: Q (, K2, V2)
+        kv_rows = 2 * d if cfg.row_attention else 0
+        w_proj, w_kv = self.qkv.weight[rows].split([rows.numel() - kv_rows, kv_rows])
+        b_proj, b_kv = self.qkv.bias[rows].split([rows.numel() - kv_rows, kv_rows])
+        proj = F.linear(hs, w_proj, b_proj)  # [B, N, D (+ 2*H*s2)]: Q (, K2, V2)
         # split (not slicing): its backward concatenates the three gradients instead of zero-filling a buffer each
-        hs2 = (rows.numel() - d) // 2  # H*s2 with column attention, else 0
+        hs2 = (proj.shape[-1] - d) // 2  # H*s2 with column attention, else 0
         q, *kv2 = proj.split([d, hs2, hs2] if cfg.col_attention else [d], dim=-1)
         p = cfg.dropout if self.training else 0.0
         terms = []
         if cfg.row_attention:
-            terms.append(self.ln_row(self._row(hs, q, mask, p, cpu)))
+            kv = F.linear(hs[:, self.index_set_left], w_kv, b_kv)  # [B, s1, 2D]: K₁, V₁ at the sampled tokens
+            terms.append(self.ln_row(self._row(q, kv, mask, p, cpu)))
         if cfg.col_attention:
             k2, v2 = kv2  # [B, N, H*s2] each: the sampled columns of every head
             terms.append(self.ln_col(self._col(q, k2, v2, mask, p)))
@@ -278,15 +286,20 @@ class S3Attention(nn.Module):
         return torch.addmm(self.out.bias, both, self.out.weight.t(), alpha=0.5).view(b, n_in, d)
 
     def _projected_rows(self) -> Tensor:
-        """Rows of ``qkv.weight`` projected at every token: Q's, then (column attention) the sampled column j of
-        head i in K (offset d) and in V (offset 2d), feature i*dh + j. One GEMM reads the smoothed input once."""
+        """Rows of ``qkv.weight`` the layer reads: those projected at every token, Q's, then (column attention) the
+        sampled column j of head i in K (offset d) and in V (offset 2d), feature i*dh + j, so that one GEMM reads the
+        smoothed input once; then (row attention) all of K's and V's, projected at the s1 sampled tokens only."""
         cfg = self.cfg
         q_rows = torch.arange(cfg.dim, device=self.index_set_right.device)
-        if not cfg.col_attention:
-            return q_rows
-        heads = torch.arange(cfg.heads, device=q_rows.device)[:, None]
-        cols = (heads * cfg.head_dim + self.index_set_right).reshape(-1)  # [H*s2]
-        return torch.cat((q_rows, cols + cfg.dim, cols + 2 * cfg.dim))
+        parts = [q_rows]
+        if cfg.col_attention:
+            heads = torch.arange(cfg.heads, device=q_rows.device)[:, None]
+            cols = (heads * cfg.head_dim + self.index_set_right).reshape(-1)  # [H*s2]
+            parts += [cols + cfg.dim, cols + 2 * cfg.dim]
+        if cfg.row_attention:
+            parts.append(q_rows + cfg.dim)  # K's and V's rows, [D, 3D)
+            parts.append(q_rows + 2 * cfg.dim)
+        return torch.cat(parts)
 
     def _block_diagonal(self, blocks: Tensor) -> Tensor:
         """[B, H, m, k] per-head blocks -> [B, H*m, H*k] with block i on the diagonal and zeros elsewhere.
@@ -299,22 +312,29 @@ class S3Attention(nn.Module):
         eye = self.head_eye.to(blocks.dtype)
         return (blocks[:, :, :, None, :] * eye[None, :, None, :, None]).reshape(bsz, h * m, h * k)
 
-    def _row(self, hs: Tensor, q: Tensor, mask: Tensor | None, p: float, cpu: bool) -> Tensor:
-        """softmax(Q K₁ᵀ/√d_h) V₁ over the sampled tokens, heads merged: [B, N, D]."""
+    def _row(self, q: Tensor, kv: Tensor, mask: Tensor | None, p: float, cpu: bool) -> Tensor:
+        """softmax(Q K₁ᵀ/√d_h) V₁ over the sampled tokens (``kv``: [B, s1, 2D], K₁ and V₁), heads merged: [B, N, D]."""
         cfg, d = self.cfg, self.cfg.dim
         b, n, _ = q.shape
         h, dh, idx = cfg.heads, cfg.head_dim, self.index_set_left
-        kv = F.linear(hs[:, idx], self.qkv.weight[d:], self.qkv.bias[d:])  # [B, s1, 2D]
         k1, v1 = (t.view(b, -1, h, dh).transpose(1, 2) for t in kv.chunk(2, dim=-1))  # [B, H, s1, dh]
         s1 = k1.shape[2]
+        if not cpu:
+            # Row attention is softmax attention of every token over the s1 sampled ones: the fused SDPA kernel (flash
+            # or memory-efficient on CUDA) runs scale, mask, softmax, dropout and both products as one kernel forward
+            # and one backward, where the ops below launch a dozen each. Q is read as [B, H, N, dh] strides of the
+            # [B, N, D] projection, and the kernel writes [B, N, H, dh], so neither side copies. A padded sampled
+            # token is an additive bias (key_bias_value: finite, so a row of only padding averages V₁, as below).
+            bias = None
+            if mask is not None:
+                keep = mask[:, idx][:, None, None, :]  # [B, 1, 1, s1]
+                bias = torch.zeros(keep.shape, dtype=q.dtype, device=q.device).masked_fill(
+                    ~keep, key_bias_value(q.dtype))
+            y = F.scaled_dot_product_attention(q.view(b, n, h, dh).transpose(1, 2), k1, v1, attn_mask=bias,
+                                               dropout_p=p)  # [B, H, N, dh]
+            return y.transpose(1, 2).reshape(b, n, d)  # [B, N, H, dh] -> [B, N, D]
         # The 1/√d_h scale goes on the s1 sampled keys. Scores Q K₁ᵀ: [B, N, H*s1].
         scores = q @ self._block_diagonal(k1 * dh**-0.5).transpose(1, 2)
-        if not cpu:  # softmax over the last axis of [B, N, H, s1]: what a GPU reduces best, and no copy
-            scores = scores.view(b, n, h, s1)
-            if mask is not None:
-                scores = fill_masked(scores, mask[:, idx][:, None, None, :])
-            attn = F.dropout(scores.softmax(-1), p=p, training=self.training).view(b, n, h * s1)
-            return attn @ self._block_diagonal(v1)  # [B, N, H*s1] @ [B, H*s1, D] -> [B, N, D]
         # CPU: transposed, [B, H*s1, N], the softmax then runs over a middle axis of s1 = 8 with N contiguous,
         # which torch's CPU kernel vectorises along N where a last axis of 8 is not. Computed as Q K₁ᵀ and copied
         # transposed, not as K₁ Qᵀ: Q's gradient then comes back [B, N, D] contiguous (from K₁ Qᵀ it was transposed,

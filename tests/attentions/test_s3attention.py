@@ -131,8 +131,10 @@ def test_sample_indices_are_buffers_fixed_by_the_seed() -> None:
     assert c.index_set_left.numel() == 48 and c.index_set_right.numel() == 16  # more than exist -> all
 
 
-def test_padded_sampled_tokens_are_masked_out_of_row_attention() -> None:
+@pytest.mark.parametrize("cpu_kernels", [True, False], ids=["cpu-layout", "gpu-layout"])
+def test_padded_sampled_tokens_are_masked_out_of_row_attention(cpu_kernels: bool) -> None:
     module = _build(col_attention=False)
+    module.cpu_kernels = cpu_kernels
     x = torch.randn(1, 48, 32, dtype=torch.float64)
     real = int(module.index_set_left.max())  # the last sampled token becomes padding
     mask = torch.ones(1, 48, dtype=torch.bool)
@@ -145,6 +147,25 @@ def test_padded_sampled_tokens_are_masked_out_of_row_attention() -> None:
     attn = torch.softmax(q @ k[:, :, idx].transpose(-1, -2) / math.sqrt(16), dim=-1)
     expected = module.out(module.ln_row(_merge(attn @ v[:, :, idx])))
     torch.testing.assert_close(module(x, mask)[:, :real], expected[:, :real])
+
+
+@pytest.mark.parametrize("cpu_kernels", [True, False], ids=["cpu-layout", "gpu-layout"])
+def test_a_row_whose_sampled_tokens_are_all_padding_averages_their_values(cpu_kernels: bool) -> None:
+    """The documented choice: with every sampled token masked the row term is the plain mean of V₁ (finite, no NaN),
+    in the fused SDPA call of the GPU layout as in the CPU layout's explicit softmax."""
+    module = _build(col_attention=False)
+    module.cpu_kernels = cpu_kernels
+    x = torch.randn(1, 48, 32, dtype=torch.float64)
+    first = int(module.index_set_left.min())
+    mask = torch.ones(1, 48, dtype=torch.bool)
+    mask[0, first:] = False  # every sampled token is padding
+    hs = module.smoother(x.masked_fill(~mask[..., None], 0.0), mask)
+    _, _, v = _full_qkv(module, hs)
+    mean_v = v[:, :, module.index_set_left].mean(dim=2, keepdim=True).expand(-1, -1, 48, -1)  # [B, H, N, dh]
+    expected = module.out(module.ln_row(_merge(mean_v)))
+    got = module(x, mask)
+    assert torch.isfinite(got).all()
+    torch.testing.assert_close(got[:, :first], expected[:, :first])
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
