@@ -97,9 +97,11 @@ COMPILE_NAMES: dict[str, str] = {"eager": "eager", "inductor": "torch.compile (I
 
 
 def suite_title(suite: str) -> str:
-    """A suite's name as a title's words: ``noise-robustness`` -> ``Noise robustness``."""
-    words = re.sub(r"[-_]+", " ", suite).strip()
-    return words[:1].upper() + words[1:]
+    """A suite's name as a title's words: ``noise-robustness`` -> ``Noise robustness``; what follows the name (a data
+    mark such as " (generated stand-ins, not LRA)") is kept as written."""
+    name, space, rest = suite.strip().partition(" ")
+    words = re.sub(r"[-_]+", " ", name).strip()
+    return words[:1].upper() + words[1:] + space + rest
 
 
 def dropped_note(names: Sequence[str], reasons: Sequence[str], n_columns: int) -> list[str]:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ...report.format import MISSING, Fmt, escape, render_table, sub_tables, write_csv, write_table_files
+from ...report.format import MISSING, Fmt, display_name, escape, render_table, sub_tables, write_csv, write_table_files
 from ...report.stats import Interval, t_interval
 from .summary import AVG, AXIS_DEFAULTS, TASK_LABELS, present_tasks, row_label, row_order, with_axis_defaults
 
@@ -38,7 +38,7 @@ class Comparison:
     label: str
     model: Key
     reference: Key
-    tex_label: str = ""  # the label with display names, for LaTeX (default: ``label``)
+    tex_label: str = ""  # the label with display names, for both tables (default: ``label``; the CSV keeps ``label``)
 
 
 def per_seed(df: pd.DataFrame, keys: Sequence[str], column: str = "task") -> pd.DataFrame:
@@ -105,7 +105,7 @@ class DiffTable:
                  for col in self.columns] for c in self.comparisons]
 
     def render(self, fmt: Fmt) -> str:
-        rows = [[escape(c.tex_label or c.label if fmt == "tex" else c.label, fmt),
+        rows = [[escape(c.tex_label or c.label, fmt),
                  *(interval_text(iv, fmt) for iv in ivs)]
                 for c, ivs in zip(self.comparisons, self.intervals(), strict=True)]
         return render_table(self.header, rows, fmt)
@@ -134,7 +134,8 @@ def table1_differences(df: pd.DataFrame, keys: Sequence[str], baseline: str | No
     comparisons = [Comparison(row_label(dict(zip(keys, n, strict=True))), n, (baseline, *n[1:]),
                               row_label(dict(zip(keys, n, strict=True)), display=True)) for n in names]
     columns, labels = _task_columns(df)
-    return [DiffTable(f"Difference from {baseline} (percentage points)", per_seed(df, keys), comparisons, columns,
+    return [DiffTable(f"Difference from {display_name(baseline)} (percentage points)", per_seed(df, keys), comparisons,
+                      columns,
                       ["Model", *labels])]
 
 
@@ -154,8 +155,8 @@ def table5_differences(df: pd.DataFrame, baseline: str | None) -> list[DiffTable
         header = ["Model", *(f"a = {a:g}" for a in levels)]  # a: the noise amplitude of U(-a, a)
         if baseline in set(sub["attention"]):
             vs = [Comparison(label[m], m, (baseline, *m[1:]), shown[m]) for m in models if m[0] != baseline]
-            out.append(DiffTable(f"noise on {mode}: difference from {baseline} (percentage points)", wide, vs,
-                                 list(levels), header))
+            heading = f"noise on {mode}: difference from {display_name(baseline)} (percentage points)"
+            out.append(DiffTable(heading, wide, vs, list(levels), header))
         noisy = [a for a in levels if a > 0]
         own = [Comparison(label[m], m, m, shown[m]) for m in models]
         out.append(_RelativeToClean(f"noise on {mode}: relative change from a = 0 (%)", wide, own, noisy,
@@ -196,7 +197,8 @@ def variant_differences(df: pd.DataFrame, rows: Sequence[tuple[str, str]], base_
         comparisons = [Comparison(label, (attention, variant), (attention, base_variant)) for variant, label in rows
                        if variant != base_variant and (attention, variant) in present]
         if comparisons:
-            out.append(DiffTable(f"{attention}: difference from the `{base_variant}` variant (percentage points)",
+            out.append(DiffTable(f"{display_name(attention)}: difference from the `{base_variant}` variant (percentage "
+                                 "points)",
                                  wide, comparisons, columns, ["Model", *labels]))
     return out
 

@@ -3,6 +3,7 @@ S7."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -25,18 +26,19 @@ from .noise import TEST_ONLY, TRAIN_TEST
 
 
 def plot_learning_curves(curves: pd.DataFrame, out_dir: Path, *, task: str, title: str,
-                         by: str = "attention") -> list[Path]:
+                         by: str = "attention", order: Sequence[str] = ()) -> list[Path]:
     """Training loss and dev accuracy against step for one task, one line per value of ``by`` (the paper's Fig. 3).
 
     Lines are the mean over seeds at each evaluation step; the band spans the seeds' min and max. ``by`` is a
     label column that tells models apart (attention, or attention with variant and noise level), so that runs of
-    different variants are never averaged into one line.
+    different variants are never averaged into one line. ``order``: the legend's order (the table's rows); values
+    it does not name follow by name.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     with paper_style():
         fig, axes = plt.subplots(1, 2, figsize=(DOUBLE_IN, 2.4))
         try:
-            _draw_curves(axes, curves, by)
+            _draw_curves(axes, curves, by, order)
             outside_legend(axes[1])
             fig.suptitle(wrap_title(title, DOUBLE_IN))
             return save_figure(fig, out_dir, f"curves_{task}")
@@ -44,8 +46,10 @@ def plot_learning_curves(curves: pd.DataFrame, out_dir: Path, *, task: str, titl
             plt.close(fig)
 
 
-def _draw_curves(axes: list[plt.Axes], curves: pd.DataFrame, by: str) -> None:
-    for i, (label, sub) in enumerate(curves.groupby(by, sort=True)):
+def _draw_curves(axes: list[plt.Axes], curves: pd.DataFrame, by: str, order: Sequence[str]) -> None:
+    rank = {name: i for i, name in enumerate(order)}
+    groups = sorted(curves.groupby(by, sort=True), key=lambda g: (rank.get(str(g[0]), len(rank)), str(g[0])))
+    for i, (label, sub) in enumerate(groups):
         sub = sub.assign(dev_acc=100.0 * sub["dev_acc"])  # accuracy in %, as every table shows it
         stats = sub.groupby("step")[["train_loss", "dev_acc"]].agg(["mean", "min", "max"])
         color = PALETTE[i % len(PALETTE)]

@@ -353,9 +353,13 @@ def _stem(base: str, *parts: str) -> str:
     return "_".join([base, *(re.sub(r"[^A-Za-z0-9.\-]+", "_", p) for p in parts)])
 
 
-def _table5_figures(df: pd.DataFrame, summary: pd.DataFrame, out_dir: Path, suite: str) -> list[Path]:
-    return plot_noise_robustness(with_labels(summary, [*_MODEL, "task"]), out_dir, stem="table5_noise",
-                                 title=f"{suite_title(suite)}: accuracy under pixel noise")
+def _table5_figures(df: pd.DataFrame, summary: pd.DataFrame, out_dir: Path, suite: str,
+                    baseline: str | None = "vanilla") -> list[Path]:
+    keys = [*_MODEL, "task"]
+    rank = {row: i for i, row in enumerate(row_order(summary, keys, baseline))}  # the legend in Table 5's row order
+    ordered = summary.assign(_rank=[rank[r] for r in summary[keys].itertuples(index=False, name=None)])
+    return plot_noise_robustness(with_labels(ordered.sort_values("_rank", kind="stable"), keys), out_dir,
+                                 stem="table5_noise", title=f"{suite_title(suite)}: accuracy under pixel noise")
 
 
 def _table6_figures(df: pd.DataFrame, summary: pd.DataFrame, out_dir: Path, suite: str) -> list[Path]:
@@ -377,7 +381,8 @@ def _table7_figures(df: pd.DataFrame, summary: pd.DataFrame, out_dir: Path, suit
     written: list[Path] = []
     for attention, sub in rows.groupby("attention", sort=False):
         written += plot_ablation(sub, out_dir, stem=_stem("table7_ablation", *([attention] if several else [])),
-                                 title=f"{suite_title(suite)}: {display_name(attention)}, ablation (Average)")
+                                 title=f"{suite_title(suite)}: {display_name(attention)}, each part removed "
+                                       "(average over tasks)")
     return written
 
 
@@ -414,7 +419,8 @@ def write_study_reports(df: pd.DataFrame, out_dir: Path, *, tables: Sequence[str
                                                                                     base_variant)]
     specs = {
         "table5": ("Table 5 — {suite}: noise robustness", lambda: noise_summary(df), _table5_note(df),
-                   lambda fmt: table5(df, fmt=fmt, baseline=baseline), _table5_figures,
+                   lambda fmt: table5(df, fmt=fmt, baseline=baseline),
+                   lambda *args: _table5_figures(*args, baseline=baseline),
                    lambda: table5_differences(df, baseline)),
         "table6": ("Table 6 — {suite}: varying one setting at a time",
                    lambda: variant_sweep_summary(df, variants, base_variant), _table6_note(df),

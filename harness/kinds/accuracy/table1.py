@@ -108,17 +108,22 @@ def _seeds_note(df: pd.DataFrame) -> str:
             + (f" {CONTROL_NOTE}" if CONTROL in set(df["attention"]) else ""))
 
 
-def _write_learning_curves(df: pd.DataFrame, curves: pd.DataFrame, out_dir: Path, suite: str) -> list[Path]:
-    """One figure per task; lines are labelled like Table 1's rows so variants and noise levels stay apart."""
+def _write_learning_curves(df: pd.DataFrame, curves: pd.DataFrame, out_dir: Path, suite: str, baseline: str | None,
+                           row_names: Mapping[str, str]) -> list[Path]:
+    """One figure per task; lines are labelled like Table 1's rows so variants and noise levels stay apart, and
+    listed (and coloured) in its row order: the baseline first, the paper's rows next, the control last."""
     keys = [k for k in table1_keys(df) if k in curves.columns]
     curves = with_axis_defaults(curves)
-    labels = [row_label(dict(zip(keys, r, strict=True)), display=True)
-              for r in curves[keys].itertuples(index=False, name=None)]
-    curves = curves.assign(model=labels)
+
+    def label(row: tuple[Any, ...]) -> str:
+        return row_label(dict(zip(keys, row, strict=True)), display=True)
+
+    curves = curves.assign(model=[label(r) for r in curves[keys].itertuples(index=False, name=None)])
+    order = list(dict.fromkeys(label(r) for r in row_order(curves, keys, baseline, list(row_names))))
     written: list[Path] = []
     for task, sub in curves.groupby("task", sort=True):
         written += plot_learning_curves(sub, out_dir, task=str(task),
-                                        title=f"{suite_title(suite)}: {TASK_LABELS[task]}", by="model")
+                                        title=f"{suite_title(suite)}: {TASK_LABELS[task]}", by="model", order=order)
     return written
 
 
@@ -187,5 +192,5 @@ def write_accuracy_reports(
                                        options={**options, "baseline": baseline})
     written.append(write_csv(in_percent(curves), out_dir / "curves.csv"))
     if plots and not curves.empty:
-        written += _write_learning_curves(df, curves, out_dir, suite)
+        written += _write_learning_curves(df, curves, out_dir, suite, baseline, row_names)
     return written
