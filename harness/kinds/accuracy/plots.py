@@ -152,10 +152,12 @@ def plot_incoherence(summary: pd.DataFrame, out_dir: Path, *, stem: str, title: 
 
     def draw(ax: plt.Axes) -> None:
         x = np.arange(len(summary))
-        for offset, which, name in ((-0.2, "mu_x", "μ_X"), (0.2, "mu_smooth", "μ_X^smooth")):
+        # the paper's symbols (mathtext), in the palette of every other figure
+        for i, (offset, which, name) in enumerate(((-0.2, "mu_x", r"$\mu_X$"),
+                                                  (0.2, "mu_smooth", r"$\mu_X^{\mathrm{smooth}}$"))):
             ax.bar(x + offset, summary[f"{which}_mean"].to_numpy(dtype=float), width=0.4, label=name,
-                   yerr=summary[f"{which}_std"].to_numpy(dtype=float), capsize=3)
+                   color=PALETTE[i], yerr=summary[f"{which}_std"].to_numpy(dtype=float), capsize=3)
         ax.set_xticks(x, labels=[f"{label}\nrank={rank}" for label, rank in zip(summary["label"], summary["rank"],
                                                                                  strict=True)])
 
-    return single_axes(out_dir, stem, title, draw, xlabel="", ylabel="μ-incoherence")
+    return single_axes(out_dir, stem, title, draw, xlabel="", ylabel=r"$\mu$-incoherence")
