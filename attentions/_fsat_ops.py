@@ -242,6 +242,10 @@ class _EdgeAttention(torch.autograd.Function):
         return g_q, g_k, g_v, g_conf, None, None
 
 
+# Run eagerly under torch.compile (a graph break on either side; the projections and the predictor around it compile):
+# Dynamo cannot trace sparse CSR tensors (torch 2.13: bincount's data-dependent size, then an IndexError on the CSR's
+# strides and "as_strided on SparseCsrCPU" in Inductor), so a compiled FSAT failed in every cell.
+@torch.compiler.disable
 def sparse_attention(
     q: Tensor, k: Tensor, v: Tensor, query_index: Tensor, confidence: Tensor, dropout_p: float = 0.0
 ) -> Tensor:
