@@ -34,6 +34,8 @@ def test_plot_learning_curves_one_line_per_label(tmp_path: Path, monkeypatch: py
     paths = plot_learning_curves(curves, tmp_path, task="text", title="t", by="model")
     check_files(paths, ["curves_text.png", "curves_text.pdf"])
     assert lines == [["a (base)", "a (r=1)"]]  # the two seeds of "a (r=1)" are one mean line
+    plot_learning_curves(curves, tmp_path, task="text", title="t", by="model", order=["a (r=1)"])
+    assert lines[-1] == ["a (r=1)", "a (base)"]  # the table's order first, the rest by name
 
 
 def test_study_figures(tmp_path: Path) -> None:

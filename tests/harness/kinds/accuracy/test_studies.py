@@ -309,3 +309,17 @@ def test_table5_marks_entries_that_do_not_beat_the_control() -> None:
     md = table5(df, fmt="md")
     # a = 2: 40.29 - 40.00 is within the control's seed spread (0.71); a = 0: 41.39 - 40.00 is beyond both spreads
     assert "| Transformer               |     41.39 |    40.29° (-2.66%) |" in md and "| none " in md
+
+
+def test_table5_figure_lists_models_in_the_tables_row_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The baseline first and the control last, as Table 5's rows (the figure listed them by name: `none` second)."""
+    import harness.kinds.accuracy.studies as studies
+
+    seen: list[list[str]] = []
+    monkeypatch.setattr(studies, "plot_noise_robustness",
+                        lambda summary, *a, **k: seen.append(list(dict.fromkeys(summary["label"]))) or [])
+    rows = [(a, noise, "train+test", seed, "ok", 0.5) for a in ("s3attention", "none", "vanilla", "linformer")
+            for noise in (0, 2) for seed in (0, 1)]
+    df = cells(rows, ["attention", "noise", "noise_on", "seed", "status", "test_acc"], task="image")
+    write_study_reports(df, tmp_path, tables=["table5"], env=ENV, suite="study")
+    assert seen == [["Transformer", "Linformer", "S3Attention", "none (no mixing, control)"]]

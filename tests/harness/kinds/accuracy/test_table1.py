@@ -102,14 +102,21 @@ def test_learning_curves_labelled_like_table1(tmp_path: Path, monkeypatch: pytes
     import harness.kinds.accuracy.table1
 
     seen: list[pd.DataFrame] = []
-    monkeypatch.setattr(harness.kinds.accuracy.table1, "plot_learning_curves", lambda sub, *a, **k: seen.append(sub)
-    or [])
+    orders: list[list[str]] = []
+
+    def spy(sub: pd.DataFrame, *args: object, order: list[str], **kwargs: object) -> list[Path]:
+        seen.append(sub)
+        orders.append(order)
+        return []
+
+    monkeypatch.setattr(harness.kinds.accuracy.table1, "plot_learning_curves", spy)
     df = pd.concat([_df().assign(variant="base"), _df().assign(variant="r=1")])
     curves = pd.concat([_curves(variant="base"), _curves(variant="r=1")])
     write_accuracy_reports(df, curves, tmp_path, env={}, suite="acc")
-    # display names, as the paper prints them
+    # display names, as the paper prints them, in Table 1's row order: the baseline first
     assert sorted(set(seen[0]["model"])) == ["S3Attention (base)", "S3Attention (r=1)", "Transformer (base)",
                                               "Transformer (r=1)"]
+    assert orders[0] == ["Transformer (base)", "Transformer (r=1)", "S3Attention (base)", "S3Attention (r=1)"]
 
 
 def test_write_accuracy_reports_rejects_unknown_table(tmp_path: Path) -> None:
