@@ -115,3 +115,16 @@ def test_defaults_and_width() -> None:
     assert attentions.build("fedformer_wavelet", dim=32, channels=5).block.a.weights.shape == (40, 40, 16, 2)
     with pytest.raises(ValueError, match="skip_levels"):
         attentions.build("fedformer_wavelet", skip_levels=-1)
+
+
+def test_a_level_with_shared_ffts_equals_the_three_kernels_apart() -> None:
+    """Ud = A(d) + B(s), Us = C(d) (the authors' three ``sparseKernelFT1d`` calls), computed with the FFTs shared:
+    the same function, to float64 rounding, on a length with kept and dropped modes and an odd one."""
+    torch.manual_seed(0)
+    cfg = MWTConfig(dim=D, heads=2, max_seq_len=64, k=4, channels=3, modes=5)
+    block = MultiwaveletBlock(cfg).double()
+    for n in (32, 6):
+        d, s = torch.randn(2, n, 3, 4, dtype=torch.float64), torch.randn(2, n, 3, 4, dtype=torch.float64)
+        ud, us = block.level_kernels(d, s)
+        torch.testing.assert_close(ud, block.a(d) + block.b(s), rtol=0, atol=1e-12)
+        torch.testing.assert_close(us, block.c(d), rtol=0, atol=1e-12)
