@@ -24,7 +24,6 @@ import numpy as np
 import pandas as pd
 
 from ...core import datasource
-from ...core.files import atomic_write
 from ...report.claims import (
     CONTRADICTED,
     INCONCLUSIVE,
@@ -49,7 +48,7 @@ from ...report.format import (
     write_raw,
     write_table_files,
 )
-from ...report.plots import plt
+from ...report.plots import DOUBLE_IN, PALETTE, paper_style, plt, save_figure, wrap_title
 from ...report.stats import Interval, t_interval
 from .data import DATASETS, REAL_DATA
 from .models import ARCHITECTURES, architecture
@@ -254,34 +253,41 @@ def reduction(df: pd.DataFrame, s3: str, fedformer: str, dataset: str, metric: s
 
 
 def forecast_figure(df: pd.DataFrame, out_dir: Path, dataset: str, names: Mapping[str, str] | None,
-                    label: str) -> Path | None:
+                    label: str) -> list[Path]:
     """History, truth and each model's forecast of the middle test window (last variable, first seed, shortest
-    horizon) from the cells' saved examples; ``label`` names the data in the title."""
+    horizon) from the cells' saved examples, ``forecast_<dataset>.{png,pdf}`` in the paper style (two columns wide,
+    the models in Table 2's order and the palette of every other figure, history and truth in black, the legend under
+    the axes); ``label`` names the data in the title. [] where no cell left an example."""
     ok = df[(df["status"] == "ok") & (df["dataset"] == dataset)]
     if ok.empty:
-        return None
+        return []
     first = ok[(ok["horizon"] == ok["horizon"].min()) & (ok["seed"] == ok["seed"].min())]
     keys = sorted(zip(first["attention"], first["key"], strict=True), key=lambda ak: _paper_rank(ak[0]))
     examples = {a: out_dir / EXAMPLE_DIR / f"{k}.json" for a, k in keys}
     examples = {a: json.loads(p.read_text()) for a, p in examples.items() if p.is_file()}
     if not examples:
-        return None
-    fig, ax = plt.subplots(figsize=(8, 3.2))
+        return []
     any_example = next(iter(examples.values()))
     history, truth = any_example["history"], any_example["truth"]
     t_hist, t_future = np.arange(-len(history), 0), np.arange(len(truth))
-    ax.plot(t_hist, history, color="black", lw=1, label="history")
-    ax.plot(t_future, truth, color="black", lw=1, ls="--", label="truth")
-    for attention, example in examples.items():
-        ax.plot(t_future, example["forecast"], lw=1, label=model_name(attention, names))
-    ax.axvline(0, color="grey", lw=0.5)
-    ax.set(title=f"{label}: one test window (last variable, scaled), horizon {len(truth)}", xlabel="step")
-    ax.legend(fontsize=7, ncol=4)
-    fig.tight_layout()
-    path = out_dir / f"forecast_{dataset}.png"
-    atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=120, format="png"))
-    plt.close(fig)
-    return path
+    title = f"{label}: one test window (last variable, scaled), horizon {len(truth)}"
+    with paper_style():
+        fig, ax = plt.subplots(figsize=(DOUBLE_IN, 2.6))
+        try:
+            ax.plot(t_hist, history, color="black", lw=1.0, label="history")
+            ax.plot(t_future, truth, color="black", lw=1.0, ls="--", label="truth")
+            for i, (attention, example) in enumerate(examples.items()):
+                ax.plot(t_future, example["forecast"], lw=0.9, color=PALETTE[i % len(PALETTE)],
+                        label=model_name(attention, names))
+            ax.axvline(0, color="0.6", lw=0.5)
+            ax.set_xlabel("Step (0 = the first forecast step)")
+            ax.set_ylabel("Value (scaled)")
+            ax.grid(True)
+            fig.suptitle(wrap_title(title, DOUBLE_IN))
+            fig.legend(loc="outside lower center", ncol=min(len(examples) + 2, 5))
+            return save_figure(fig, out_dir, f"forecast_{dataset}")
+        finally:
+            plt.close(fig)
 
 
 def _paper_rank(attention: str) -> tuple[int, str]:
@@ -325,7 +331,6 @@ def write_forecast_reports(df: pd.DataFrame, curves: pd.DataFrame, out_dir: Path
     files += write_table_files(out_dir, "table2", title=title, note=note, md_body=bodies["md"],
                                tex_body=bodies["tex"], env=env)
     stand_in = " stand-in" if datasource.any_generated(sources) else ""
-    files += [p for d in dict.fromkeys(s["dataset"])
-              if (p := forecast_figure(df, out_dir, d, names, f"{d}{stand_in}")) is not None]
+    files += [p for d in dict.fromkeys(s["dataset"]) for p in forecast_figure(df, out_dir, d, names, f"{d}{stand_in}")]
     return files + write_claims(out_dir, table2_claims(df), suite=suite, stand_ins=not datasource.all_real(sources),
                                 smoke=bool(options.get("smoke")))
