@@ -55,6 +55,14 @@ def refaults(cell: Mapping[str, object]) -> bool:
     return float(faults) * PAGE_BYTES >= limit
 
 
+def time_marks(cell: Mapping[str, object], fmt: Fmt, also: Mapping[str, object] | None = None) -> str:
+    """A timed cell's marks: † timed on a busy machine, § its memory faulted in again on every call. ``also``: a
+    second timing the number rests on (a ratio's reference), whose marks it carries too (each mark once)."""
+    cells = [cell] if also is None else [cell, also]
+    noisy, faulted = any(c.get("noisy") is True for c in cells), any(refaults(c) for c in cells)
+    return (NOISY_MARK[fmt] if noisy else "") + (REFAULT_MARK[fmt] if faulted else "")
+
+
 FAILED_NOTE = "OOM = out of memory; — = failed or not run."
 #: The mark of an accuracy that does not beat the no-mixing control (``attentions/none.py``) by its seed spread.
 BELOW_CONTROL: dict[str, str] = {"md": "°", "tex": r"$^\circ$"}

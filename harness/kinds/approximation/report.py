@@ -33,6 +33,7 @@ from ...report.format import (
     sig2,
     suite_title,
     tex_float,
+    time_marks,
     write_csv,
     write_raw,
 )
@@ -61,7 +62,8 @@ NOTE = ("Rel. error = ‖y − e‖_F/‖e‖_F against exact softmax attention 
         "½Σ|a_ij − p_ij| between the variant's attention matrix and softmax's, where the matrix can be read (— where "
         "not, or above the suite's matrix_max_seq_len). Speed-up = the reference's forward time / the variant's, "
         "median over the interleaved rounds they were timed in together, with a bootstrap 95% interval (> 1 is "
-        "faster). "
+        "faster). † = timed while other processes kept the machine busy (a speed-up carries its reference's mark "
+        "too); § = the time includes faulting memory in again on every call. "
         "Under a trained input, \"own weights\" marks a variant that could not take the trained projections.")
 
 
@@ -69,18 +71,19 @@ def attach_speedup(df: pd.DataFrame, samples: Mapping[tuple[str, str], list[floa
     """``speedup``, ``speedup_lo``, ``speedup_hi``: the reference's time over each cell's, paired by interleaved round
     (``samples`` by (cell key, timing group): budgets of one attention are cells of their own); NaN where the
     reference was not timed in the cell's group."""
-    out = df.assign(speedup=np.nan, speedup_lo=np.nan, speedup_hi=np.nan)
+    out = df.assign(speedup=np.nan, speedup_lo=np.nan, speedup_hi=np.nan, speedup_reference_key=None)
     if "timing_group" not in out.columns:
         return out
     refs = out[out["attention"] == reference].drop_duplicates(["input", "seq_len"])
     ref_key = {(r["input"], r["seq_len"]): r["key"] for _, r in refs.iterrows()}
     for i, row in out.iterrows():
-        group = row["timing_group"]
+        group, reference_key = row["timing_group"], ref_key.get((row["input"], row["seq_len"]))
         own = samples.get((row["key"], group))
-        ref = samples.get((ref_key.get((row["input"], row["seq_len"])), group))
+        ref = samples.get((reference_key, group))
         ratio = paired_ratio(ref, own) if own and ref else None
         if ratio is not None:
             out.loc[i, ["speedup", "speedup_lo", "speedup_hi"]] = [ratio.value, ratio.lo, ratio.hi]
+            out.loc[i, "speedup_reference_key"] = reference_key  # whose marks the ratio carries too
     return out
 
 
@@ -98,14 +101,21 @@ def _cell_text(value: object, column: str, fmt: Fmt) -> str:
 
 
 def _rows(part: pd.DataFrame, fmt: Fmt) -> list[list[str]]:
+    """The table's rows; a time carries its cell's marks († busy machine, § memory faulted in on every call) and a
+    speed-up those of both its timings, the cell's and the reference's."""
+    by_key = {r["key"]: r for _, r in part.iterrows()}
     rows = []
     for _, r in part.iterrows():
         if r["status"] != "ok":
             cells = [str(r["status"]).upper()] + [MISSING[fmt]] * (len(COLUMNS) - 1)
         else:
             cells = [_cell_text(r.get(c), c, fmt) for c in COLUMNS]
+            own = time_marks(r, fmt)
+            if cells[-2] != MISSING[fmt]:
+                cells[-2] += own
             if math.isfinite(r.get("speedup_lo", math.nan)):
-                cells[-1] += f" [{sig2(r['speedup_lo'])}, {sig2(r['speedup_hi'])}]"
+                reference = by_key.get(r.get("speedup_reference_key"))
+                cells[-1] += f" [{sig2(r['speedup_lo'])}, {sig2(r['speedup_hi'])}]" + time_marks(r, fmt, reference)
         budget = str(r["budget"]) + (" (own weights)" if r.get("weights") == "own" and r.get("input_kind") == "trained"
                                      else "")
         rows.append([escape(display_name(str(r["attention"])), fmt), escape(budget, fmt), *cells])

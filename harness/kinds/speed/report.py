@@ -22,9 +22,7 @@ from ...report.format import (
     MEMORY,
     MISSING,
     MODE_NAMES,
-    NOISY_MARK,
     PLUS_MINUS,
-    REFAULT_MARK,
     THROUGHPUT,
     TIME,
     TIMES,
@@ -44,6 +42,7 @@ from ...report.format import (
     sig2,
     suite_title,
     tex_float,
+    time_marks,
     write_csv,
     write_raw,
     write_table_files,
@@ -123,7 +122,7 @@ def _format_cell(cells: _Cells, attention: str, seq_len: int, metric: Metric, ba
         # it is instead)
         if fmt == "md" and is_finite_number(cell.get("time_ms_iqr")) and cell["time_ms_median"] > 0:
             text += f" {PLUS_MINUS[fmt]}{sig2(50 * cell['time_ms_iqr'] / cell['time_ms_median'])}%"
-        text += _marks(cell, fmt)
+        text += time_marks(cell, fmt)
     if attention == baseline:
         return text
     ratio = cell.get("speedup") if metric.kind == "time" else None  # paired, from attach_speedups
@@ -138,13 +137,8 @@ def _format_cell(cells: _Cells, attention: str, seq_len: int, metric: Metric, ba
         # the baseline's time measures its page faults (§): no multiplier is taken against it in a pasteable table
         return text
     # A multiplier is no better than either of its two timings: it carries the baseline cell's marks too.
-    inherited = _marks(base_cell, fmt) if metric.kind == "time" and base_cell is not None else ""
+    inherited = time_marks(base_cell, fmt) if metric.kind == "time" and base_cell is not None else ""
     return f"{text} ({sig2(ratio)}{TIMES[fmt]}{inherited})"
-
-
-def _marks(cell: Mapping[str, object], fmt: Fmt) -> str:
-    """A timed cell's marks: † timed on a busy machine, § its memory faulted in again on every call."""
-    return (NOISY_MARK[fmt] if cell.get("noisy") is True else "") + (REFAULT_MARK[fmt] if refaults(cell) else "")
 
 
 def attach_speedups(df: pd.DataFrame, samples: Mapping[tuple[str, str], list[float]], baseline: str) -> pd.DataFrame:
