@@ -233,8 +233,11 @@ _LABEL = "point label"  # the gid of a label at a point, which declutter moves
 def label_point(ax: plt.Axes, x: float, y: float, text: str, color: object, below: bool = False) -> None:
     """A short label beside the point (``x``, ``y``), on a white ground; :func:`declutter` moves the labels apart
     once the figure is laid out."""
-    ax.annotate(text, (x, y), xytext=(3, -7 if below else 3), textcoords="offset points", fontsize=6, color=color,
-                zorder=7, gid=_LABEL, bbox={"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.8})
+    label = ax.annotate(text, (x, y), xytext=(3, -7 if below else 3), textcoords="offset points", fontsize=6,
+                        color=color, zorder=7, gid=_LABEL,
+                        bbox={"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.8})
+    # not part of the layout: a label moved by declutter must not make the layout shrink the axes to reach it
+    label.set_in_layout(False)
 
 
 def mark_crossing(ax: plt.Axes, x: float, y: float, text: str, color: object, below: bool = False) -> None:
@@ -257,6 +260,9 @@ def declutter(fig: plt.Figure) -> None:
                 label.set_horizontalalignment("right")
                 label.xyann = (-label.xyann[0], label.xyann[1])
                 box = label.get_window_extent(renderer)
+            if box.x0 < ax.bbox.x0:  # then past the left edge, over the tick labels: slid back inside the panel
+                label.xyann = (label.xyann[0] + (ax.bbox.x0 - box.x0) * 72 / fig.dpi + 1, label.xyann[1])
+                box = label.get_window_extent(renderer)
             for _ in range(len(labels) + 1):
                 hit = next((p for p in placed if box.overlaps(p)), None)
                 if hit is None:
@@ -264,6 +270,9 @@ def declutter(fig: plt.Figure) -> None:
                 dx, dy = label.xyann
                 label.xyann = (dx, dy - (box.y1 - hit.y0) * 72 / fig.dpi - 0.5)
                 box = label.get_window_extent(renderer)
+            if box.y0 < ax.bbox.y0 - box.height:  # pushed below the panel: dropped rather than drawn over the next
+                label.set_visible(False)
+                continue
             placed.append(box)
 
 

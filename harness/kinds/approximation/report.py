@@ -182,20 +182,39 @@ def approximation_tex(df: pd.DataFrame, title: str, env: Mapping[str, object]) -
     return "\n".join(floats)
 
 
-_FLOOR = 1e-7  # an exact configuration's error (float32 rounding, or 0) still shows, at the axis floor
+#: An error below this is float32 rounding of an exact configuration (the math Transformer, a window as long as the
+#: sequence): such points sit on the axis floor, drawn ▼, so the axis spans the approximations' errors (with the
+#: exact points at 1e-7 it spanned seven decades and squeezed every variant into the top one).
+ROUNDING = 1e-4
 
 
-def _draw_pareto(ax: plt.Axes, part: pd.DataFrame, names: list[str], baselines: list[str]) -> list[Line2D]:
-    """The lines of ``names`` through their budgets, the dearest and the cheapest budget labelled; returns the
-    legend's handles."""
+def _floor(part: pd.DataFrame) -> float:
+    """The y axis' floor: a third of the smallest error above rounding (at most 1e-2)."""
+    approximate = part.loc[part["rel_fro"] >= ROUNDING, "rel_fro"]
+    return min(float(approximate.min()) / 3, 1e-2) if len(approximate) else ROUNDING
+
+
+def _draw_pareto(ax: plt.Axes, part: pd.DataFrame, names: list[str], baselines: list[str],
+                 floor: float) -> list[Line2D]:
+    """The lines of ``names`` through their budgets, the dearest and the cheapest budget labelled, errors below
+    ``floor`` on it (▼); returns the legend's handles."""
     styles = line_styles(names, baselines)
+    exact_points = False
     for name in sorted(names, key=lambda n: styles[n].get("zorder", 2)):
         line, style = part[part["attention"] == name].sort_values("speedup"), styles[name]
-        ax.plot(line["speedup"], line["rel_fro"].clip(lower=_FLOOR), **style)
+        ax.plot(line["speedup"], line["rel_fro"].clip(lower=floor), **style)
+        below = line[line["rel_fro"] < floor]
+        if len(below):
+            exact_points = True
+            ax.plot(below["speedup"], [floor] * len(below), ls="", marker="v", color=style["color"], ms=5,
+                    clip_on=False, zorder=4)
         if len(line) > 1 and style.get("marker") != "" and name not in baselines:
             for (_, r), dy in zip(line.iloc[[0, -1]].iterrows(), (-1, 1), strict=True):
-                label_point(ax, r["speedup"], max(r["rel_fro"], _FLOOR), str(r["budget"]), style["color"], dy < 0)
-    return legend_handles(names, styles, display_name)
+                label_point(ax, r["speedup"], max(r["rel_fro"], floor), str(r["budget"]), style["color"], dy < 0)
+    handles = legend_handles(names, styles, display_name)
+    if exact_points:
+        handles.append(Line2D([], [], ls="", marker="v", color="0.3", label="exact to rounding (below the axis)"))
+    return handles
 
 
 def plot_pareto(df: pd.DataFrame, out_dir: Path, *, suite: str, reference: str) -> list[Path]:
@@ -213,8 +232,9 @@ def plot_pareto(df: pd.DataFrame, out_dir: Path, *, suite: str, reference: str) 
         with paper_style():
             fig, axes = panel_grid(len(layout), entries=len(baselines) + max(len(m) for _t, m in layout) + 1)
             try:
+                floor = _floor(part)
                 for ax, (panel_title, members) in zip(axes, layout, strict=True):
-                    handles = _draw_pareto(ax, part, [*baselines, *members], baselines)
+                    handles = _draw_pareto(ax, part, [*baselines, *members], baselines, floor)
                     ax.axvline(1.0, color="0.45", linestyle="--", linewidth=1.2)
                     handles.append(Line2D([], [], color="0.45", ls="--", lw=1.2,
                                           label=f"{display_name(reference)} (exact)"))
@@ -224,6 +244,7 @@ def plot_pareto(df: pd.DataFrame, out_dir: Path, *, suite: str, reference: str) 
                     ax.grid(True, which="major")
                 axes[0].set_xscale("log")
                 axes[0].set_yscale("log")
+                axes[0].set_ylim(bottom=floor)
                 plain_log_axis(axes[0].xaxis)
                 plain_log_axis(axes[0].yaxis)
                 grid_labels(fig, axes, f"forward speed-up over {display_name(reference)} (same rounds; > 1 is faster)",

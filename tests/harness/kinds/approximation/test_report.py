@@ -35,3 +35,24 @@ def test_quiet_timings_carry_no_mark_and_a_noisy_one_marks_once() -> None:
     assert all("†" not in t + s for t, s in _speed_columns(False, False))
     (_, _), (time, speedup) = _speed_columns(True, True)
     assert time.endswith("†") and speedup.count("†") == 1
+
+
+def test_the_pareto_axis_spans_the_approximations_and_exact_points_sit_on_its_floor() -> None:
+    """An exact configuration's error is float rounding (1e-7): the axis floor comes from the approximations (a third
+    of the smallest error above rounding), and the exact points are drawn on it, ▼, with a legend entry saying so."""
+    import matplotlib.pyplot as plt
+
+    from harness.kinds.approximation.report import ROUNDING, _draw_pareto, _floor
+
+    part = pd.DataFrame({"attention": ["vanilla", "linformer", "linformer"], "budget": ["default", "k=32", "k=64"],
+                         "rel_fro": [1.5e-7, 0.3, 0.06], "speedup": [0.6, 3.0, 2.0]})
+    floor = _floor(part)
+    assert floor == 0.06 / 3 and _floor(part.iloc[:1]) == ROUNDING
+    fig, ax = plt.subplots()
+    try:
+        handles = _draw_pareto(ax, part, ["vanilla", "linformer"], ["vanilla"], floor)
+        at_floor = [line for line in ax.get_lines() if line.get_marker() == "v"]
+        assert len(at_floor) == 1 and list(at_floor[0].get_ydata()) == [floor]
+        assert handles[-1].get_label() == "exact to rounding (below the axis)"
+    finally:
+        plt.close(fig)
