@@ -45,9 +45,9 @@ def test_the_pareto_axis_spans_the_approximations_and_exact_points_sit_on_its_fl
     from harness.kinds.approximation.report import ROUNDING, _draw_pareto, _floor
 
     part = pd.DataFrame({"attention": ["vanilla", "linformer", "linformer"], "budget": ["default", "k=32", "k=64"],
-                         "rel_fro": [1.5e-7, 0.3, 0.06], "speedup": [0.6, 3.0, 2.0]})
+                         "rel_fro": [1.5e-7, 0.3, 0.015], "speedup": [0.6, 3.0, 2.0]})
     floor = _floor(part)
-    assert floor == 0.06 / 3 and _floor(part.iloc[:1]) == ROUNDING
+    assert floor == 0.015 / 3 and _floor(part.assign(rel_fro=[0, 0.3, 0.2])) == 1e-2 and _floor(part.iloc[:1]) == ROUNDING
     fig, ax = plt.subplots()
     try:
         handles = _draw_pareto(ax, part, ["vanilla", "linformer"], ["vanilla"], floor)
