@@ -107,7 +107,7 @@ def test_smoke_profile_runs_and_resumes(cli: Callable[..., CliResult], tmp_path:
         for name in ("table2.md", "table2.tex", "table2.csv", "claims.md"):
             assert (directory / name).stat().st_size > 0, name
         for dataset in suite.axes["dataset"]:
-            assert (directory / f"forecast_{dataset}.png").is_file() and (directory / f"forecast_{dataset}.pdf").is_file()
+            assert all((directory / f"forecast_{dataset}.{ext}").is_file() for ext in ("png", "pdf")), dataset
         assert not list((directory / "checkpoints").glob("*.pt"))
     else:
         assert list(directory.glob("table4_*.md")) and list(directory.glob("table4_*.tex"))

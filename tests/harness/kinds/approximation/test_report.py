@@ -47,7 +47,8 @@ def test_the_pareto_axis_spans_the_approximations_and_exact_points_sit_on_its_fl
     part = pd.DataFrame({"attention": ["vanilla", "linformer", "linformer"], "budget": ["default", "k=32", "k=64"],
                          "rel_fro": [1.5e-7, 0.3, 0.015], "speedup": [0.6, 3.0, 2.0]})
     floor = _floor(part)
-    assert floor == 0.015 / 3 and _floor(part.assign(rel_fro=[0, 0.3, 0.2])) == 1e-2 and _floor(part.iloc[:1]) == ROUNDING
+    assert floor == 0.015 / 3 and _floor(part.iloc[:1]) == ROUNDING
+    assert _floor(part.assign(rel_fro=[0, 0.3, 0.2])) == 1e-2  # at most 1e-2: a decade under the best still shows
     fig, ax = plt.subplots()
     try:
         handles = _draw_pareto(ax, part, ["vanilla", "linformer"], ["vanilla"], floor)
