@@ -99,3 +99,12 @@ def test_highlight_option_of_run_and_report() -> None:
     with pytest.raises(UserError, match="names no attention"):
         highlight_patterns(build_parser().parse_args(["report", "results", "--highlight", ","]))
     assert matplotlib.colors.to_hex(str(MUTED["color"])) != "#000000"
+
+
+def test_a_title_of_items_breaks_between_items_only() -> None:
+    from harness.report.plots import wrap_title
+
+    title = "Memory: CPU · float32 · forward + backward · torch.compile (Inductor) · batch 4 · 2 heads · dim 64"
+    lines = wrap_title(title, 3.3).splitlines()
+    assert len(lines) > 1 and all(line.endswith("·") for line in lines[:-1])  # each break follows a separator
+    assert " ".join(lines) == title and "\u00a0" not in title
