@@ -9,7 +9,6 @@ the study axes), so a mean, a failed cell or a per-seed average means the same i
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,6 @@ from ...report.format import (
     rank_marks,
     render_table,
     sub_tables,
-    suite_title,
     tex_comment,
     write_csv,
     write_table_files,
@@ -42,7 +40,7 @@ from .claims import table5_claims, table6_claims, table7_claims, tableS7_claims
 from .differences import table5_differences, variant_differences, write_differences
 from .incoherence_report import incoherence_ranks, incoherence_summary, tableS7, tableS7_figures, tableS7_note
 from .noise import TEST_ONLY, TRAIN_TEST
-from .plots import plot_ablation, plot_noise_robustness, plot_parameter_sweep
+from .study_figures import is_number, table5_figures, table6_figures, table7_figures
 from .summary import (
     AVG,
     AXIS_DEFAULTS,
@@ -54,7 +52,6 @@ from .summary import (
     seeds_text,
     varying_label,
     with_axis_defaults,
-    with_labels,
 )
 
 STUDY_TABLES = ("table5", "table6", "table7", "tableS7")
@@ -179,17 +176,13 @@ def sweep_parameters(variants: Mapping[str, Mapping[str, Any]], baseline_variant
     sweeps: dict[str, list[tuple[Any, str]]] = {}
     for label, overrides in variants.items():
         differ = [k for k in {**base, **overrides} if base.get(k) != overrides.get(k)]
-        if label != baseline_variant and len(differ) == 1 and _is_number(overrides.get(differ[0])):
+        if label != baseline_variant and len(differ) == 1 and is_number(overrides.get(differ[0])):
             sweeps.setdefault(differ[0], []).append((overrides.get(differ[0]), label))
 
     def order(item: tuple[Any, str]) -> tuple[int, float]:
-        return (1, float(item[0])) if _is_number(item[0]) else (0, 0.0)
+        return (1, float(item[0])) if is_number(item[0]) else (0, 0.0)
 
     return {p: sorted([(base.get(p), baseline_variant), *rows], key=order) for p, rows in sweeps.items()}
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _value_text(value: Any) -> str:
@@ -348,44 +341,6 @@ def _table7_note(df: pd.DataFrame, baseline_variant: str) -> str:
 # Files.
 
 
-def _stem(base: str, *parts: str) -> str:
-    """A file stem: ``base`` and ``parts`` joined by ``_``, anything but letters, digits, ``.`` and ``-`` replaced."""
-    return "_".join([base, *(re.sub(r"[^A-Za-z0-9.\-]+", "_", p) for p in parts)])
-
-
-def _table5_figures(df: pd.DataFrame, summary: pd.DataFrame, out_dir: Path, suite: str,
-                    baseline: str | None = "vanilla") -> list[Path]:
-    keys = [*_MODEL, "task"]
-    rank = {row: i for i, row in enumerate(row_order(summary, keys, baseline))}  # the legend in Table 5's row order
-    ordered = summary.assign(_rank=[rank[r] for r in summary[keys].itertuples(index=False, name=None)])
-    return plot_noise_robustness(with_labels(ordered.sort_values("_rank", kind="stable"), keys), out_dir,
-                                 stem="table5_noise", title=f"{suite_title(suite)}: accuracy under pixel noise")
-
-
-def _table6_figures(df: pd.DataFrame, summary: pd.DataFrame, out_dir: Path, suite: str) -> list[Path]:
-    numeric = summary[summary["value"].map(_is_number)]
-    numeric = numeric.assign(value=numeric["value"].astype(float),
-                             series=numeric["task"].map(lambda t: TASK_LABELS.get(t, "Average")))
-    several = numeric["attention"].nunique() > 1
-    written: list[Path] = []
-    for (parameter, attention), sub in numeric.groupby(["parameter", "attention"], sort=False):
-        stem = _stem("table6", parameter, *([attention] if several else []))
-        title = f"{suite_title(suite)}: {display_name(attention)}, varying {parameter}"
-        written += plot_parameter_sweep(sub, out_dir, stem=stem, title=title, parameter=str(parameter))
-    return written
-
-
-def _table7_figures(df: pd.DataFrame, summary: pd.DataFrame, out_dir: Path, suite: str) -> list[Path]:
-    rows = summary[(summary["task"] == AVG) & (summary["model"] != "Baseline") & summary["diff"].notna()]
-    several = rows["attention"].nunique() > 1
-    written: list[Path] = []
-    for attention, sub in rows.groupby("attention", sort=False):
-        written += plot_ablation(sub, out_dir, stem=_stem("table7_ablation", *([attention] if several else [])),
-                                 title=f"{suite_title(suite)}: {display_name(attention)}, each part removed "
-                                       "(average over tasks)")
-    return written
-
-
 def write_study_reports(df: pd.DataFrame, out_dir: Path, *, tables: Sequence[str], env: Mapping[str, object],
                         suite: str, options: Mapping[str, Any] | None = None, plots: bool = True) -> list[Path]:
     """For each of ``tables`` (Table 5, 6, 7 or S7), ``<table>.md``, ``<table>.tex``, ``<table>.csv`` (the summary
@@ -420,17 +375,17 @@ def write_study_reports(df: pd.DataFrame, out_dir: Path, *, tables: Sequence[str
     specs = {
         "table5": ("Table 5 — {suite}: noise robustness", lambda: noise_summary(df), _table5_note(df),
                    lambda fmt: table5(df, fmt=fmt, baseline=baseline),
-                   lambda *args: _table5_figures(*args, baseline=baseline),
+                   lambda *args: table5_figures(*args, baseline=baseline),
                    lambda: table5_differences(df, baseline)),
         "table6": ("Table 6 — {suite}: varying one setting at a time",
                    lambda: variant_sweep_summary(df, variants, base_variant), _table6_note(df),
                    lambda fmt: table6(df, fmt=fmt, variants=variants, baseline_variant=base_variant,
-                                      baseline=baseline), _table6_figures,
+                                      baseline=baseline), table6_figures,
                    lambda: variant_differences(df, sweep_rows, base_variant)),
         "table7": ("Table 7 — {suite}: ablation", lambda: ablation_summary(df, variants, base_variant),
                    _table7_note(df, base_variant),
                    lambda fmt: table7(df, fmt=fmt, variants=variants, baseline_variant=base_variant,
-                                      baseline=baseline), _table7_figures,
+                                      baseline=baseline), table7_figures,
                    lambda: variant_differences(df, ablation_rows, base_variant)),
         "tableS7": ("Table S7 — {suite}: μ-incoherence", lambda: incoherence_summary(df), tableS7_note(df),
                     lambda fmt: tableS7(df, fmt=fmt, baseline=baseline), tableS7_figures, list),

@@ -313,10 +313,10 @@ def test_table5_marks_entries_that_do_not_beat_the_control() -> None:
 
 def test_table5_figure_lists_models_in_the_tables_row_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The baseline first and the control last, as Table 5's rows (the figure listed them by name: `none` second)."""
-    import harness.kinds.accuracy.studies as studies
+    import harness.kinds.accuracy.study_figures as study_figures
 
     seen: list[list[str]] = []
-    monkeypatch.setattr(studies, "plot_noise_robustness",
+    monkeypatch.setattr(study_figures, "plot_noise_robustness",
                         lambda summary, *a, **k: seen.append(list(dict.fromkeys(summary["label"]))) or [])
     rows = [(a, noise, "train+test", seed, "ok", 0.5) for a in ("s3attention", "none", "vanilla", "linformer")
             for noise in (0, 2) for seed in (0, 1)]
