@@ -331,6 +331,8 @@ def save_figure(fig: plt.Figure, out_dir: Path, stem: str) -> list[Path]:
                                 lambda tmp, ext=ext, kwargs=kwargs, bbox=bbox: fig.savefig(
                                     tmp, format=ext, bbox_inches=bbox, **kwargs))
             paths.append(path)
+            if exact:  # laid out once, by the first save: the second format keeps it (a layout pass of the zoo's
+                fig.set_layout_engine("none")  # small multiples cost as much as drawing them)
     missing = []
     for w in caught:
         glyph = _NO_GLYPH.search(str(w.message))
