@@ -348,11 +348,11 @@ def save_figure(fig: plt.Figure, out_dir: Path, stem: str) -> list[Path]:
 
 
 def single_axes(out_dir: Path, stem: str, title: str, draw: Callable[[plt.Axes], None], *, xlabel: str,
-                ylabel: str, figsize: tuple[float, float] = (COLUMN_IN, 2.6)) -> list[Path]:
+                ylabel: str, figsize: tuple[float, float] = (COLUMN_IN, 2.6), legend_columns: int = 2) -> list[Path]:
     """Creates one axes in the paper style, lets ``draw`` fill it, adds labels, grid, the title over the figure and
-    the legend under it in two columns (the figure grows by the legend's lines, so the axes keep the column's width:
-    a legend beside them left a 3.3-in figure half its width and pushed a centred title past its edge), saves and
-    closes."""
+    the legend under it in ``legend_columns`` columns (the figure grows by the legend's lines, so the axes keep the
+    column's width: a legend beside them left a 3.3-in figure half its width and pushed a centred title past its
+    edge), saves and closes."""
     out_dir.mkdir(parents=True, exist_ok=True)
     with paper_style():
         fig, ax = plt.subplots(figsize=figsize)
@@ -364,8 +364,8 @@ def single_axes(out_dir: Path, stem: str, title: str, draw: Callable[[plt.Axes],
             ax.grid(True)
             handles, _ = ax.get_legend_handles_labels()
             if handles:
-                fig.set_figheight(figsize[1] + 0.115 * math.ceil(len(handles) / 2))
-                fig.legend(handles=handles, loc="outside lower center", ncol=2)
+                fig.set_figheight(figsize[1] + 0.115 * math.ceil(len(handles) / legend_columns))
+                fig.legend(handles=handles, loc="outside lower center", ncol=legend_columns)
             return save_figure(fig, out_dir, stem)
         finally:
             plt.close(fig)

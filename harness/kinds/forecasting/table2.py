@@ -48,7 +48,7 @@ from ...report.format import (
     write_raw,
     write_table_files,
 )
-from ...report.plots import DOUBLE_IN, PALETTE, paper_style, plt, save_figure, wrap_title
+from ...report.plots import DOUBLE_IN, PALETTE, plt, single_axes
 from ...report.stats import Interval, t_interval
 from .data import DATASETS, REAL_DATA
 from .models import ARCHITECTURES, architecture
@@ -271,23 +271,17 @@ def forecast_figure(df: pd.DataFrame, out_dir: Path, dataset: str, names: Mappin
     history, truth = any_example["history"], any_example["truth"]
     t_hist, t_future = np.arange(-len(history), 0), np.arange(len(truth))
     title = f"{label}: one test window (last variable, scaled), horizon {len(truth)}"
-    with paper_style():
-        fig, ax = plt.subplots(figsize=(DOUBLE_IN, 2.6))
-        try:
-            ax.plot(t_hist, history, color="black", lw=1.0, label="history")
-            ax.plot(t_future, truth, color="black", lw=1.0, ls="--", label="truth")
-            for i, (attention, example) in enumerate(examples.items()):
-                ax.plot(t_future, example["forecast"], lw=0.9, color=PALETTE[i % len(PALETTE)],
-                        label=model_name(attention, names))
-            ax.axvline(0, color="0.6", lw=0.5)
-            ax.set_xlabel("Step (0 = the first forecast step)")
-            ax.set_ylabel("Value (scaled)")
-            ax.grid(True)
-            fig.suptitle(wrap_title(title, DOUBLE_IN))
-            fig.legend(loc="outside lower center", ncol=min(len(examples) + 2, 5))
-            return save_figure(fig, out_dir, f"forecast_{dataset}")
-        finally:
-            plt.close(fig)
+
+    def draw(ax: plt.Axes) -> None:
+        ax.plot(t_hist, history, color="black", lw=1.0, label="history")
+        ax.plot(t_future, truth, color="black", lw=1.0, ls="--", label="truth")
+        for i, (attention, example) in enumerate(examples.items()):
+            ax.plot(t_future, example["forecast"], lw=0.9, color=PALETTE[i % len(PALETTE)],
+                    label=model_name(attention, names))
+        ax.axvline(0, color="0.6", lw=0.5)
+
+    return single_axes(out_dir, f"forecast_{dataset}", title, draw, xlabel="Step (0 = the first forecast step)",
+                       ylabel="Value (scaled)", figsize=(DOUBLE_IN, 2.6), legend_columns=5)
 
 
 def _paper_rank(attention: str) -> tuple[int, str]:
