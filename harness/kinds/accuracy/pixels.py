@@ -7,6 +7,7 @@ code so that neither file grows past a reader's patience.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 import numpy as np
 
@@ -35,46 +36,60 @@ class _Canvas:
             self.blocked[_square(cell, radius)] = True
 
 
+def _free_cells(canvas: _Canvas, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """Where a contour may go: inside [lo, hi]^2 and away from ``canvas.blocked``, as a grid with a one-pixel border
+    of False (so that steps off the image need no bounds checks; its (r, c) are padded coordinates), and the flat
+    indices of its free cells. Taken once per contour and shared by its tries, since the canvas does not change
+    between them."""
+    free = np.zeros((canvas.size + 2, canvas.size + 2), dtype=bool)
+    free[lo + 1 : hi + 2, lo + 1 : hi + 2] = ~canvas.blocked[lo : hi + 1, lo : hi + 1]
+    return free, np.flatnonzero(free)
+
+
 def _walk(
     rng: np.random.Generator,
-    canvas: _Canvas,
+    cells: tuple[np.ndarray, np.ndarray],
     n_px: int,
     period: int,
     turn_p: float,
-    lo: int,
-    hi: int,
+    start_ok: Callable[[tuple[int, int]], bool] | None = None,
 ) -> list[tuple[int, int]] | None:
-    """One contour's chain of 8-connected pixels inside [lo, hi]^2 and away from ``canvas.blocked``, or None.
+    """One contour's chain of 8-connected pixels on the free ``cells`` (``_free_cells``), or None.
 
     The heading turns by 45 degrees (left or right) at the start of a dash with probability ``turn_p``. When the next
     pixel is not free the walk steers (straight, then the other turns) rather than give up: a blind walk of 41 pixels
     fits a 30-pixel box only a few % of the time. Consecutive headings differ by at most 45 degrees, so a pixel is
     always at Chebyshev distance 2 from the one two steps back; the chain never comes within one pixel of its own
     older pixels, so a contour does not touch itself.
+
+    ``start_ok`` (image coordinates) rejects a start the caller would reject as an end anyway, before the walk: every
+    random draw of a walk is taken first, so the stream, and every image, is what walking to the end gives.
     """
-    # One-pixel border of False so that steps off the image need no bounds checks; (r, c) are padded coordinates.
-    free = np.zeros((canvas.size + 2, canvas.size + 2), dtype=bool)
-    free[lo + 1 : hi + 2, lo + 1 : hi + 2] = ~canvas.blocked[lo : hi + 1, lo : hi + 1]
-    starts = np.flatnonzero(free)
+    free, starts = cells
     if starts.size == 0:
         return None
-    r, c = divmod(int(rng.choice(starts)), canvas.size + 2)
+    r, c = divmod(int(starts[rng.integers(starts.size)]), free.shape[1])  # as rng.choice(starts) draws, faster
     heading = int(rng.integers(8))
     u = rng.random((2, n_px))
-    turns = (u[0] > 1 - turn_p / 2).astype(int) - (u[0] < turn_p / 2)  # -1, 0, +1 with turn_p / 2, 1 - turn_p, ...
-    sides = np.where(u[1] < 0.5, -1, 1)  # which way to steer first when straight ahead is not free
+    if start_ok is not None and not start_ok((r - 1, c - 1)):
+        return None
+    free = free.copy()
+    # -1, 0, +1 with turn_p / 2, 1 - turn_p, turn_p / 2; and which way to steer first when straight ahead is not free
+    turns = ((u[0] > 1 - turn_p / 2).astype(int) - (u[0] < turn_p / 2)).tolist()
+    sides = np.where(u[1] < 0.5, -1, 1).tolist()
     chain = [(r, c)]
     for i in range(1, n_px):
-        turn = int(turns[i]) if i % period == 0 else 0
-        options = (turn, 0, -turn) if turn else (0, int(sides[i]), -int(sides[i]))
+        turn = turns[i] if i % period == 0 else 0
+        options = (turn, 0, -turn) if turn else (0, sides[i], -sides[i])
         for t in options:
             dr, dc = _DIRS[(heading + t) % 8]
             if free[r + dr, c + dc]:
+                # the own-chain rule: the last pixel and its neighbours (never below index 0: the border) are taken
+                free[r - 1 : r + 2, c - 1 : c + 2] = False
                 heading, r, c = (heading + t) % 8, r + dr, c + dc
                 break
         else:
             return None
-        free[_square(chain[-1], 1)] = False  # the own-chain rule: older pixels and their neighbours
         chain.append((r, c))
     return [(r - 1, c - 1) for r, c in chain]
 
@@ -145,15 +160,19 @@ def _pathfinder_image(
         main = k < 2  # a main contour (either may get the markers) rather than a distractor
         dot = marker_radius if main else 0  # room for marker dots around both ends
         cut = int(rng.integers(1, n_dashes - 1)) if main else -1  # an inner dash: the two ends stay on
+        cells = _free_cells(canvas, lo, hi)
+
+        def end_ok(end: tuple[int, int]) -> bool:  # a main contour's end: inside the marker room, a free dot square
+            return all(lo + dot <= v <= hi - dot for v in end) and not canvas.blocked[_square(end, dot)].any()
+
         for _ in range(max_tries):
-            chain = _walk(rng, canvas, n_px, period, turn_p=turn_prob, lo=lo, hi=hi)
+            chain = _walk(rng, cells, n_px, period, turn_p=turn_prob, start_ok=end_ok if main else None)
             if chain is None:
                 continue
             ends = [chain[0], chain[-1]]
             if main:
-                inner = all(lo + dot <= v <= hi - dot for e in ends for v in e)
                 far = max(abs(ends[0][0] - ends[1][0]), abs(ends[0][1] - ends[1][1])) >= min_marker_distance
-                if not (inner and far) or any(canvas.blocked[_square(e, dot)].any() for e in ends):
+                if not (far and end_ok(ends[1])):
                     continue
                 if not _pieces_apart(chain, cut, dash_length, period, dot):
                     continue
