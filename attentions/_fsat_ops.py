@@ -14,6 +14,8 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
+from .base import eager_only
+
 # ----------------------------------------------------------------------------------------------------------
 # Pure functions: the paper's equations, tested one by one against direct references.
 # ----------------------------------------------------------------------------------------------------------
@@ -244,8 +246,9 @@ class _EdgeAttention(torch.autograd.Function):
 
 # Run eagerly under torch.compile (a graph break on either side; the projections and the predictor around it compile):
 # Dynamo cannot trace sparse CSR tensors (torch 2.13: bincount's data-dependent size, then an IndexError on the CSR's
-# strides and "as_strided on SparseCsrCPU" in Inductor), so a compiled FSAT failed in every cell.
-@torch.compiler.disable
+# strides and "as_strided on SparseCsrCPU" in Inductor), so a compiled FSAT failed in every cell. ``eager_only``, not
+# the decorator itself, which imports torch._dynamo at import time (1.5 s of every process that imports the zoo).
+@eager_only
 def sparse_attention(
     q: Tensor, k: Tensor, v: Tensor, query_index: Tensor, confidence: Tensor, dropout_p: float = 0.0
 ) -> Tensor:

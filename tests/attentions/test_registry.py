@@ -3,6 +3,8 @@ and the capability rules of ``AttentionSpec.cannot_run``."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlparse
@@ -13,6 +15,7 @@ from torch import nn
 
 import attentions
 from attentions import registry
+from tests.conftest import REPO_ROOT
 
 
 def test_list_patterns_and_presets() -> None:
@@ -185,3 +188,11 @@ def test_throwaway_variants_do_not_leak() -> None:
 @pytest.mark.parametrize("name", attentions.list_attentions())
 def test_every_variant_runs_on_padded_multiples_of_64(name: str, n: int) -> None:
     assert attentions.spec(name).cannot_run(n, padded=True, max_seq_len=n) is None
+
+
+def test_importing_the_zoo_does_not_import_the_compiler() -> None:
+    """torch._dynamo costs 1.5 s of every process that imports it (each isolated worker, each CLI run); a variant that
+    must run eagerly under torch.compile says so with ``eager_only``, which imports it at the first call only."""
+    code = "import sys, attentions; print('torch._dynamo' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, check=True)
+    assert done.stdout.strip() == "False", done.stderr
