@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch.nn.functional as F
 from torch import Tensor
 
+from .base import with_ones_columns
 from .registry import AttentionConfig
 
 __all__ = ["EpsConfig", "elu_feature_map", "kernel_attention_terms"]
@@ -52,11 +53,12 @@ def kernel_attention_terms(phi_q: Tensor, phi_k: Tensor, v: Tensor, mask: Tensor
 
     Returns:
         numerator [B, H, N, d] and normaliser [B, H, N, 1]. Both come out of one product: a ones column is
-        appended to V, so Σ_j φ(K_j)[V_j, 1]ᵀ is one [f, d+1] matrix per head.
+        appended to V (``with_ones_columns``), so Σ_j φ(K_j)[V_j, 1]ᵀ is one [f, d+1] matrix per head.
     """
     if mask is not None:
         phi_k = phi_k * mask[:, None, :, None].to(phi_k.dtype)  # padded keys leave both sums
-    v1 = F.pad(v, (0, 1), value=1.0)  # [B, H, N, d+1]: [V, 1]
-    kv = phi_k.transpose(-1, -2) @ v1  # [B, H, f, d+1]: [Σ φ(K_j) V_jᵀ, Σ φ(K_j)]
-    y1 = phi_q @ kv  # [B, H, N, d+1]: [numerator, normaliser]
-    return y1[..., :-1], y1[..., -1:]
+    d = v.shape[-1]
+    v1 = with_ones_columns(v)  # [B, H, N, w]: [V, 1], w >= d + 1
+    kv = phi_k.transpose(-1, -2) @ v1  # [B, H, f, w]: [Σ φ(K_j) V_jᵀ, Σ φ(K_j)]
+    y1 = phi_q @ kv  # [B, H, N, w]: [numerator, normaliser]
+    return y1[..., :d], y1[..., d : d + 1]

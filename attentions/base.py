@@ -39,6 +39,25 @@ def eager_only(fn: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
+#: Row width multiple of [V, 1] per device type (``with_ones_columns``); a test sets it on the CPU.
+ONES_COLUMNS_ALIGN: dict[str, int] = {"cuda": 8}
+
+
+def with_ones_columns(v: Tensor) -> Tensor:
+    """[V, 1]: v [..., d] with a column of ones appended, so that one product with key features gives both Σ φ(K)Vᵀ
+    (columns [:d]) and the normaliser Σ φ(K) (column d).
+
+    On CUDA the row is widened with more ones to a multiple of 8 elements (d = 64: 72, the normaliser repeated and
+    read once). Why: a row of d + 1 = 65 is not 16-byte aligned, and cuBLAS's tensor-core GEMMs need 16-byte aligned
+    rows (docs.nvidia.com/cuda/cublas, "Tensor Core Usage"), so the two products through [V, 1] would run a slower
+    kernel; the extra columns cost (w - d - 1)/(d + 1) more of those two products' work and memory. The same
+    function: only columns [:d] and d are read. Not yet timed on a GPU (issue 39's ``gpu_comparisons public``).
+    """
+    d = v.shape[-1]
+    align = ONES_COLUMNS_ALIGN.get(v.device.type, 1)
+    return F.pad(v, (0, -(d + 1) % align + 1), value=1.0)  # [..., w], w = d + 1 rounded up to a multiple of align
+
+
 def no_autocast(device: torch.device) -> contextlib.AbstractContextManager[Any]:
     """Autocast off on ``device`` for the block it opens (nothing to turn off where the device type has no autocast,
     e.g. the meta device an op-count test runs on)."""

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .base import ProjectedAttention, eager_only, merge_heads, zero_padding
+from .base import ProjectedAttention, eager_only, merge_heads, with_ones_columns, zero_padding
 from .registry import AttentionConfig, Capabilities, register, register_preset
 
 
@@ -203,25 +203,26 @@ class PerformerAttention(ProjectedAttention):
         x = zero_padding(x, mask)
         q, k, v = self.proj(x)  # each [B, H, N, dh]
         w = self.features.to(q.dtype)
-        # φ = e + eps/√m: the eps term is added to the [m, dh+1] and [N, dh+1] products, never to e itself
+        # φ = e + eps/√m: the eps term is added to the [m, w] and [N, w] products, never to e itself
         # (exact: (e + c)ᵀ A = eᵀ A + c·1(1ᵀ A)), which saves two passes over the [B, H, N, m] tensors.
         c = cfg.kernel_eps / math.sqrt(cfg.nb_features)
-        v1 = F.pad(v, (0, 1), value=1.0)  # [B, H, N, dh+1]: [V, 1]
+        dh = v.shape[-1]
+        v1 = with_ones_columns(v)  # [B, H, N, w]: [V, 1], w >= dh + 1
         if mask is not None:
             v1 = v1 * mask[:, None, :, None].to(v1.dtype)  # padded keys leave φ(K)ᵀV and φ(K)ᵀ1
-        kv = self._key_value(k, v1, w, mask) + c * v1.sum(dim=-2, keepdim=True)  # [B, H, m, dh+1]
+        kv = self._key_value(k, v1, w, mask) + c * v1.sum(dim=-2, keepdim=True)  # [B, H, m, w]
         y1 = torch.cat([torch.matmul(_stabilised_exp(qc, w, True, None), kv)
-                        for qc in q.split(cfg.chunk_size, dim=2)], dim=2)  # [B, H, N, dh+1]
+                        for qc in q.split(cfg.chunk_size, dim=2)], dim=2)  # [B, H, N, w]
         y1 = y1 + c * kv.sum(dim=-2, keepdim=True)  # [numerator, D]
         # The normaliser is > 0 (≥ eps²·n_real) unless a sequence has no real key at all: then 0/0, replaced
         # by 0/1 so output and gradients stay finite.
-        den = y1[..., -1:]  # [B, H, N, 1]
-        y = y1[..., :-1] / torch.where(den > 0, den, torch.ones_like(den))  # [B, H, N, dh]
+        den = y1[..., dh : dh + 1]  # [B, H, N, 1]
+        y = y1[..., :dh] / torch.where(den > 0, den, torch.ones_like(den))  # [B, H, N, dh]
         y = self.out(merge_heads(y))
         return F.dropout(y, p=cfg.dropout, training=self.training)
 
     def _key_value(self, k: Tensor, v1: Tensor, w: Tensor, mask: Tensor | None) -> Tensor:
-        """Σ_j e(k_j)[V_j, 1]ᵀ at the global key shift (max over every real key), chunk by chunk: [B, H, m, dh+1].
+        """Σ_j e(k_j)[V_j, 1]ᵀ at the global key shift (max over every real key), chunk by chunk: [B, H, m, w].
 
         The global max is known only after all keys are projected, so each chunk is exponentiated at its own
         max and its sum rescaled by exp(own max − global max) (a detached constant, as the shift itself): the
@@ -232,13 +233,13 @@ class PerformerAttention(ProjectedAttention):
         for start in range(0, k.shape[2], size):
             kc, mc = k[:, :, start : start + size], None if mask is None else mask[:, start : start + size]
             e, raw = _exp_and_key_max(kc, w, False, mc)  # [B, H, chunk, m] at the chunk's own shift
-            parts.append(torch.matmul(e.transpose(-1, -2), v1[:, :, start : start + size]))  # [B, H, m, dh+1]
+            parts.append(torch.matmul(e.transpose(-1, -2), v1[:, :, start : start + size]))  # [B, H, m, w]
             maxima.append(raw)  # [B, H, 1, 1]
         top = _finite_or_zero(torch.stack(maxima).amax(0))  # [B, H, 1, 1]: the global shift
         # A chunk without a real key has all-zero features; its factor is 0 rather than a possibly huge exp.
         # One chunk: the factor is exp(0) = 1 exactly, the one-pass value.
         factors = [torch.where(torch.isfinite(raw), (_finite_or_zero(raw) - top).exp(), 0.0) for raw in maxima]
-        return sum(f * p for f, p in zip(factors, parts, strict=True))  # [B, H, m, dh+1]
+        return sum(f * p for f, p in zip(factors, parts, strict=True))  # [B, H, m, w]
 
 
 register_preset("performer_m64", "performer", nb_features=64, description="Performer (FAVOR+), m = 64.")

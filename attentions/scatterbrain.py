@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .base import ProjectedAttention, merge_heads, pad_to_length, zero_padding
+from .base import ProjectedAttention, merge_heads, pad_to_length, with_ones_columns, zero_padding
 from .performer import gaussian_random_features
 from .reformer import LSHHashing, check_n_buckets, lsh_buckets
 from .registry import AttentionConfig, Capabilities, register
@@ -222,8 +222,8 @@ def scatterbrain_attention(q: Tensor, k: Tensor, v: Tensor, q_buckets: Tensor, k
     # Low-rank part over all (real) keys, at log scale a_q + a_k per query.
     e_q, a_q = log_scaled_features(q, features, is_query=True)  # [B, H, N, m], [B, H, N, 1]
     e_k, a_k = log_scaled_features(k, features, is_query=False, mask=mask)  # [B, H, N, m], [B, H, 1, 1]
-    v1 = F.pad(v, (0, 1), value=1.0)  # [B, H, N, d+1]: [V, 1], numerator and normaliser in one product
-    low = torch.matmul(e_q, torch.matmul(e_k.transpose(-1, -2), v1))  # [B, H, N, d+1]
+    v1 = with_ones_columns(v)  # [B, H, N, w]: [V, 1] (w >= d + 1), numerator and normaliser in one product
+    low = torch.matmul(e_q, torch.matmul(e_k.transpose(-1, -2), v1))  # [B, H, N, w]
     low_log = (a_q + a_k).squeeze(-1)  # [B, H, N]
 
     sq_idx, sk_idx, kvalid = _sorted_orders(q_buckets, k_buckets, mask, c)
@@ -259,7 +259,7 @@ def scatterbrain_attention(q: Tensor, k: Tensor, v: Tensor, q_buckets: Tensor, k
     num_s = torch.bmm(weights, sv)  # [M, c, d]
 
     # Sum the rounds' corrections into the low-rank part at each query's position.
-    low = low * low_factor[..., None]  # [B, H, N, d+1] at scale exp(−g)
+    low = low * low_factor[..., None]  # [B, H, N, w] at scale exp(−g)
     num = low[..., :d].scatter_add(2, sq_idx.view(b, h, r * n, 1).expand(-1, -1, -1, d),
                                    num_s.view(b, h, r * n, d))  # [B, H, N, d]
     den = low[..., d].scatter_add(2, sq_idx.view(b, h, r * n), den_s.view(b, h, r * n))  # [B, H, N]

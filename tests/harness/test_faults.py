@@ -517,6 +517,14 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _cmdline(pid: int) -> str:
+    """A process's command line, or "" once it has exited (a short-lived child can between listing and reading)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text(errors="replace")
+    except OSError:
+        return ""
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_a_killed_runner_takes_its_isolated_worker_with_it(tmp_path: Path) -> None:
     doc = copy.deepcopy(ACC_DOC)
@@ -532,8 +540,7 @@ def test_a_killed_runner_takes_its_isolated_worker_with_it(tmp_path: Path) -> No
         deadline, workers = time.monotonic() + 120, []
         while not workers and time.monotonic() < deadline:
             time.sleep(0.5)
-            workers = [p for p in _children(runner.pid)
-                       if "harness.run.worker" in Path(f"/proc/{p}/cmdline").read_text(errors="replace")]
+            workers = [p for p in _children(runner.pid) if "harness.run.worker" in _cmdline(p)]
         assert workers, "no worker started"
         time.sleep(2.0)  # the worker is past its start (its death signal is set as it reads its job)
         runner.kill()  # SIGKILL: no handler of the runner runs

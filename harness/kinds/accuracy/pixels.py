@@ -162,7 +162,7 @@ def _pathfinder_image(
         cut = int(rng.integers(1, n_dashes - 1)) if main else -1  # an inner dash: the two ends stay on
         cells = _free_cells(canvas, lo, hi)
 
-        def end_ok(end: tuple[int, int]) -> bool:  # a main contour's end: inside the marker room, a free dot square
+        def end_ok(end: tuple[int, int], dot: int = dot) -> bool:  # a main contour's end: in the marker room, dot free
             return all(lo + dot <= v <= hi - dot for v in end) and not canvas.blocked[_square(end, dot)].any()
 
         for _ in range(max_tries):
