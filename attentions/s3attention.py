@@ -135,7 +135,9 @@ class Smoother(nn.Module):
             w = self.weights_fft.to(ft).view(f, r, d // r, 2)  # [F, r, d/r, 2]: segment j's columns
             if not cpu_kernels:
                 u_hat = torch.fft.rfft(u, n=n, dim=1)  # [B, F, r]
-                m_hat = u_hat.unsqueeze(-1) * torch.view_as_complex(w)  # [B, F, r, d/r]
+                # the weights first: their layout then sets the product's, [B, F, r, d/r] contiguous whatever the
+                # FFT's output strides, so the reshape below is a view, not a copy
+                m_hat = torch.view_as_complex(w) * u_hat.unsqueeze(-1)  # [B, F, r, d/r]
                 return torch.fft.irfft(m_hat.reshape(b, f, d), n=n, dim=1).to(x.dtype)  # [B, N, D]
             u_hat = torch.fft.rfft(u.transpose(1, 2), n=n, dim=-1)  # [B, r, F]
             w = w.permute(1, 2, 0, 3)  # [r, d/r, F, 2]
@@ -355,10 +357,12 @@ class S3Attention(nn.Module):
         # K₂ᵀ Q of every pair of heads in one GEMM ([B, H*s2, N] @ [B, N, D]); head i's block is (i, i). As K₂ᵀ Q
         # rather than Qᵀ K₂ so that Q's gradient comes back [B, N, D] contiguous (see _row).
         cross = (k2.transpose(1, 2) @ q).view(b, h, s2, h, dh)  # [B, H, s2, H, dh]
-        # diagonal: [B, s2, dh, H]; permuted to [B, H, dh, s2]
-        scores = cross.diagonal(dim1=1, dim2=3).permute(0, 3, 2, 1) * cfg.max_seq_len**-0.5
-        attn = F.dropout(scores.softmax(-1), p=p, training=self.training)  # [B, H, dh, s2]
-        return v2 @ self._block_diagonal(attn.transpose(-1, -2))  # [B, N, H*s2] @ [B, H*s2, D] -> [B, N, D]
+        # diagonal: [B, s2, dh, H], whose strides lie as [B, H, s2, dh]; viewed so, the scaled scores come out
+        # contiguous and the softmax over s2 runs over their middle axis: neither it (CUDA's softmax copies a
+        # non-contiguous input) nor the block-diagonal product below copies.
+        scores = cross.diagonal(dim1=1, dim2=3).permute(0, 3, 1, 2) * cfg.max_seq_len**-0.5  # [B, H, s2, dh]
+        attn = F.dropout(scores.softmax(-2), p=p, training=self.training)  # [B, H, s2, dh]: Aᵀ per head
+        return v2 @ self._block_diagonal(attn)  # [B, N, H*s2] @ [B, H*s2, D] -> [B, N, D]
 
 
 register_preset(
