@@ -79,6 +79,7 @@ def s3_table(before_file: str) -> None:
     spec = importlib.util.spec_from_file_location("s3_before", before_file)
     assert spec and spec.loader
     before = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = before  # a dataclass in the file looks its module up there
     spec.loader.exec_module(before)
     print("| variant | eager ms | / sdpa | graph ms | kernels | GPU busy | peak MiB |")
     for n in LENGTHS:
