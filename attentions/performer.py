@@ -33,10 +33,13 @@ class PerformerConfig(AttentionConfig):
         kernel_eps: the reference code's eps (1e-4) added to every feature after the max-stabilised exp, so
             the normaliser φ(Q)(φ(K)ᵀ1) never vanishes; 0 gives the paper's exact estimator (unbiased, but
             the normaliser can underflow in low precision).
-        chunk_size: sequences longer than this are processed in chunks of this many positions (the same
-            function, evaluated chunk by chunk so each [B, H, chunk, m] feature tensor is used while it is still
-            in cache). Measured fwd+bwd (B 4, H 2, d 32, m 256, one thread): 23-24% faster at n = 8K and 16K than
-            one pass, equal at 2K; the speed suite's long profile fits its time slope over 1K-16K.
+        chunk_size: on the CPU, sequences longer than this are processed in chunks of this many positions (the
+            same function, evaluated chunk by chunk so each [B, H, chunk, m] feature tensor is used while it is
+            still in cache). Measured fwd+bwd (B 4, H 2, d 32, m 256, one thread): 23-24% faster at n = 8K and 16K
+            than one pass, equal at 2K; the speed suite's long profile fits its time slope over 1K-16K. Other
+            devices (CUDA) take one pass: a GPU has no such cache to fit, and each chunk costs its ~20 ops' kernel
+            launches from the host (fwd+bwd at B 4, H 8, D 512, n = 16K: 643 ops chunked, 95 for performer-pytorch,
+            which was faster on the H200; one pass: 93, moving a third fewer bytes than theirs; not yet timed on a GPU).
     """
 
     nb_features: int = 256
@@ -110,8 +113,8 @@ def _real_key_max(proj: Tensor, mask: Tensor | None) -> Tensor:
 
 
 def _finite_or_zero(t: Tensor) -> Tensor:
-    """The shift of a (batch row, head) without a real key: any finite value does; 0."""
-    return torch.where(torch.isfinite(t), t, torch.zeros_like(t))
+    """The shift of a (batch row, head) without a real key: any finite value does; 0. (One op: ``isfinite`` is four.)"""
+    return t.nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
 
 
 def softmax_kernel_features(
@@ -212,14 +215,18 @@ class PerformerAttention(ProjectedAttention):
             v1 = v1 * mask[:, None, :, None].to(v1.dtype)  # padded keys leave φ(K)ᵀV and φ(K)ᵀ1
         kv = self._key_value(k, v1, w, mask) + c * v1.sum(dim=-2, keepdim=True)  # [B, H, m, w]
         y1 = torch.cat([torch.matmul(_stabilised_exp(qc, w, True, None), kv)
-                        for qc in q.split(cfg.chunk_size, dim=2)], dim=2)  # [B, H, N, w]
+                        for qc in q.split(self._chunk(q), dim=2)], dim=2)  # [B, H, N, w]
         y1 = y1 + c * kv.sum(dim=-2, keepdim=True)  # [numerator, D]
         # The normaliser is > 0 (≥ eps²·n_real) unless a sequence has no real key at all: then 0/0, replaced
         # by 0/1 so output and gradients stay finite.
         den = y1[..., dh : dh + 1]  # [B, H, N, 1]
-        y = y1[..., :dh] / torch.where(den > 0, den, torch.ones_like(den))  # [B, H, N, dh]
+        y = y1[..., :dh] / torch.where(den > 0, den, 1.0)  # [B, H, N, dh]
         y = self.out(merge_heads(y))
         return F.dropout(y, p=cfg.dropout, training=self.training)
+
+    def _chunk(self, x: Tensor) -> int:
+        """Positions per chunk of x [B, H, N, d]: ``chunk_size`` on the CPU, all of N elsewhere (see the config)."""
+        return self.cfg.chunk_size if x.device.type == "cpu" else max(x.shape[2], 1)
 
     def _key_value(self, k: Tensor, v1: Tensor, w: Tensor, mask: Tensor | None) -> Tensor:
         """Σ_j e(k_j)[V_j, 1]ᵀ at the global key shift (max over every real key), chunk by chunk: [B, H, m, w].
@@ -228,16 +235,17 @@ class PerformerAttention(ProjectedAttention):
         max and its sum rescaled by exp(own max − global max) (a detached constant, as the shift itself): the
         same value as one pass at the global shift, up to rounding.
         """
-        size = self.cfg.chunk_size
+        size = self._chunk(k)
         parts, maxima = [], []
         for start in range(0, k.shape[2], size):
             kc, mc = k[:, :, start : start + size], None if mask is None else mask[:, start : start + size]
             e, raw = _exp_and_key_max(kc, w, False, mc)  # [B, H, chunk, m] at the chunk's own shift
             parts.append(torch.matmul(e.transpose(-1, -2), v1[:, :, start : start + size]))  # [B, H, m, w]
             maxima.append(raw)  # [B, H, 1, 1]
+        if len(parts) == 1:  # one chunk: its shift is the global one (the factor below would be exp(0) = 1, or 0 for
+            return parts[0]  # a row without a real key, whose features are all 0 already): the one-pass value
         top = _finite_or_zero(torch.stack(maxima).amax(0))  # [B, H, 1, 1]: the global shift
         # A chunk without a real key has all-zero features; its factor is 0 rather than a possibly huge exp.
-        # One chunk: the factor is exp(0) = 1 exactly, the one-pass value.
         factors = [torch.where(torch.isfinite(raw), (_finite_or_zero(raw) - top).exp(), 0.0) for raw in maxima]
         return sum(f * p for f, p in zip(factors, parts, strict=True))  # [B, H, m, w]
 
