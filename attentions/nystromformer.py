@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .base import ProjectedAttention, masked_fill_value, merge_heads, split_heads, zero_padding
+from .base import ProjectedAttention, masked_fill_value, merge_heads, no_autocast, split_heads, zero_padding
 from .registry import AttentionConfig, Capabilities, register, register_preset
 
 
@@ -161,7 +161,7 @@ class NystromAttention(ProjectedAttention):
         # Kernel 2 and its pseudo-inverse: m×m, in at least float32 also under autocast (the iteration
         # amplifies rounding; the authors' code runs the whole attention in float32).
         ft = torch.promote_types(q.dtype, torch.float32)
-        with torch.autocast(device_type=q.device.type, enabled=False):
+        with no_autocast(q.device):
             scores = (q_l.to(ft) * q.shape[-1] ** -0.5) @ k_l.to(ft).transpose(-1, -2)  # [B, H, m, m]
             if landmark_bias is not None:
                 scores = scores + landmark_bias.to(ft)  # empty landmarks: zero columns

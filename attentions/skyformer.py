@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .base import ProjectedAttention, merge_heads, zero_padding
+from .base import ProjectedAttention, merge_heads, no_autocast, zero_padding
 from .registry import AttentionConfig, Capabilities, register
 
 
@@ -147,7 +147,7 @@ class SkyformerAttention(ProjectedAttention):
         """(κ(L, L) + λI)⁻¹ (or its pseudo-inverse), by the normalised iteration or exactly: [B, H, m, m]."""
         cfg = self.cfg
         ft = torch.promote_types(landmarks.dtype, torch.float32)
-        with torch.autocast(device_type=landmarks.device.type, enabled=False):
+        with no_autocast(landmarks.device):
             lm = landmarks.to(ft)
             w = gaussian_kernel(lm, lm)  # [B, H, m, m]
             w = w + cfg.ridge * torch.eye(w.shape[-1], dtype=ft, device=w.device)
