@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from .base import eager_only
+from .base import eager_only, no_autocast
 
 # ----------------------------------------------------------------------------------------------------------
 # Pure functions: the paper's equations, tested one by one against direct references.
@@ -158,14 +158,14 @@ def _csr(crow: Tensor, cols: Tensor, values: Tensor, n_cols: int) -> Tensor:
 
 def _spmm(crow: Tensor, cols: Tensor, values: Tensor, dense: Tensor) -> Tensor:
     """CSR(crow, cols, values) @ dense, [len(crow) − 1, d]: per row, the value-weighted sum of dense rows."""
-    with torch.autocast(dense.device.type, enabled=False):
+    with no_autocast(dense.device):
         return _csr(crow, cols, values, dense.shape[0]) @ dense
 
 
 def _sddmm(crow: Tensor, cols: Tensor, left: Tensor, right: Tensor) -> Tensor:
     """Per stored entry (r, c) of the CSR pattern, left[r] · right[c], in storage order: [nnz]."""
     pattern = _csr(crow, cols, left.new_zeros(cols.numel()), right.shape[0])
-    with torch.autocast(left.device.type, enabled=False):
+    with no_autocast(left.device):
         return torch.sparse.sampled_addmm(pattern, left, right.T, beta=0.0).values()
 
 

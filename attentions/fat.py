@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ._fsat_ops import central_symmetry_merge, last_real_index, pooled_cross
-from .base import masked_fill_value, merge_heads, zero_padding
+from .base import masked_fill_value, merge_heads, no_autocast, zero_padding
 from .registry import AttentionConfig, Capabilities, register
 
 FeatureMap = Literal["fc", "dconv"]
@@ -129,7 +129,7 @@ class _CrossAttentionBase(nn.Module):
         b, n, _ = x.shape
         d, h = self.cfg.dim, self.cfg.heads
         if self.float32_cross:
-            with torch.autocast(x.device.type, enabled=False):
+            with no_autocast(x.device):
                 ckv = self.ckv(self.cross(x.to(self.ckv.weight.dtype), mask))  # [B, N, 2D + extra]
         else:
             ckv = self.ckv(self.cross(x, mask))  # [B, N, 2D + extra]

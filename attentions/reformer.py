@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .base import fill_masked, masked_fill_value, merge_heads, pad_to_length, split_heads
+from .base import fill_masked, masked_fill_value, merge_heads, no_autocast, pad_to_length, split_heads
 from .registry import AttentionConfig, Capabilities, register, register_preset
 
 __all__ = [
@@ -193,7 +193,7 @@ def lsh_attention(qk: Tensor, v: Tensor, buckets: Tensor, n_buckets: int, bucket
     sv = v.gather(2, wflat)
     # The core runs in qk's dtype with autocast off, so that forward and its hand-written backward agree on
     # dtypes (under autocast the normalised keys would otherwise come out in float32).
-    with torch.autocast(qk.device.type, enabled=False):
+    with no_autocast(qk.device):
         o, z, lse = _ChunkAttention.apply(
             sq.view(m, c, d),  # [M, c, d]
             sk.view(m, kc, d).to(qk.dtype),  # [M, kc, d]

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .base import ProjectedAttention, merge_heads, pad_to_length, with_ones_columns, zero_padding
+from .base import ProjectedAttention, merge_heads, no_autocast, pad_to_length, with_ones_columns, zero_padding
 from .performer import gaussian_random_features
 from .reformer import LSHHashing, check_n_buckets, lsh_buckets
 from .registry import AttentionConfig, Capabilities, register
@@ -370,7 +370,7 @@ class ScatterbrainAttention(LSHHashing, ProjectedAttention):
         n_buckets = self.n_buckets_for(n)
         # Float32 at least, with autocast off, from the hash to the normalised output (see the class docstring).
         ft = torch.promote_types(q.dtype, torch.float32)
-        with torch.autocast(x.device.type, enabled=False):
+        with no_autocast(x.device):
             q, k, v = q.to(ft), k.to(ft), v.to(ft)
             rotations = self.draw_rotations(n_buckets, x.device, ft)
             fq, gk = xbox_plus(q, k, mask)  # [B, H, N, dh+2] each

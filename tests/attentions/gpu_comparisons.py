@@ -2,6 +2,7 @@
 
     python -m tests.attentions.gpu_comparisons s3 --before FILE      # S3Attention before/after against SDPA
     python -m tests.attentions.gpu_comparisons public                # the zoo against the public implementations
+    python -m tests.attentions.gpu_comparisons ops                   # the same pairs' op counts (any machine)
 
 ``s3``: S3Attention as it is now, as it was in ``FILE`` (an older ``attentions/s3attention.py`` with its registration
 lines removed, imports absolute) and ``vanilla_sdpa``, bf16 autocast fwd+bwd, B 4, H 8, D 512, n = 1K/4K/16K, timed in
@@ -12,6 +13,10 @@ fraction and peak memory (harness.measure.gpu / memory).
 nystrom-attention, linformer, reformer-pytorch; installed beside, never imported by the harness), the same shapes and
 hyperparameters, dropout off, in one process, bf16 autocast and float32: our time / theirs (median of per-round ratios)
 and our peak memory / theirs.
+
+``ops`` (no GPU needed): the same pairs, float32, dropout off, one training fwd+bwd on the meta device
+(``tests.attentions.oplog``): ATen ops dispatched (each a kernel launch or two on CUDA, so a layer of many is bound by
+the host) and the bytes they read and write (a bound on memory traffic), at 4K and 16K.
 """
 
 from __future__ import annotations
@@ -139,11 +144,28 @@ def public_table() -> None:
                 torch.cuda.empty_cache()
 
 
+def ops_table() -> None:
+    from tests.attentions.oplog import module_ops
+
+    print("| variant | n | our ops | their ops | our GB moved | their GB moved |")
+    for name in ("performer", "nystromformer", "linformer", "reformer"):
+        for n in LENGTHS[1:]:
+            torch.manual_seed(0)
+            logs = [module_ops(m, torch.float32, n) for m in (
+                attentions.build(name, dim=D, heads=H, max_seq_len=n, dropout=0.0), _public(name, n))]
+            counts = [sum(log.ops.values()) for log in logs]
+            print(f"| {name} | {n} | {counts[0]} | {counts[1]} | {logs[0].bytes_moved / 1e9:.1f} | "
+                  f"{logs[1].bytes_moved / 1e9:.1f} |", flush=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("table", choices=["s3", "public"])
+    parser.add_argument("table", choices=["s3", "public", "ops"])
     parser.add_argument("--before", help="an older attentions/s3attention.py, registration removed (s3 table)")
     args = parser.parse_args(argv)
+    if args.table == "ops":
+        print(f"meta device, torch {torch.__version__}", flush=True)
+        return ops_table()
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}", flush=True)
     s3_table(args.before) if args.table == "s3" else public_table()
 

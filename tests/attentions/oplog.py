@@ -22,11 +22,13 @@ NO_DATA = {"aten.detach", "aten._unsafe_view", "aten.split_with_sizes", "aten.sp
 
 
 class OpLog(TorchDispatchMode):
-    """Counts the non-view ops dispatched, and every dtype or device copy that undoes an earlier one."""
+    """Counts the non-view ops dispatched and the bytes they read and write, and every dtype or device copy that
+    undoes an earlier one."""
 
     def __init__(self) -> None:
         super().__init__()
         self.ops: collections.Counter[str] = collections.Counter()
+        self.bytes_moved = 0  # Σ over the ops of their tensor inputs' and outputs' bytes: a memory-traffic bound
         self.round_trips: list[str] = []
         self._copied_from: WeakIdKeyDictionary = WeakIdKeyDictionary()  # tensor -> (dtype, device) it was copied from
 
@@ -36,6 +38,8 @@ class OpLog(TorchDispatchMode):
         if func.is_view or name in NO_DATA:
             return out
         self.ops[name] += 1
+        outs = out if isinstance(out, (tuple, list)) else [out]
+        self.bytes_moved += sum(t.numel() * t.element_size() for t in (*args, *outs) if isinstance(t, torch.Tensor))
         if name == "aten._to_copy":
             src = args[0]
             origin = self._copied_from.get(src)
@@ -68,7 +72,12 @@ class AsOnCuda(TorchFunctionMode):
 def fwd_bwd_ops(name: str, dtype: torch.dtype, n: int = 1024, **config: Any) -> OpLog:
     """One training fwd+bwd of ``name`` (B 4, D 512, H 8: the speed suite's GPU shape) after a warm-up call."""
     torch.manual_seed(0)
-    module = attentions.build(name, **{"dim": 512, "heads": 8, "max_seq_len": n, **config}).train().to("meta", dtype)
+    return module_ops(attentions.build(name, **{"dim": 512, "heads": 8, "max_seq_len": n, **config}), dtype, n)
+
+
+def module_ops(module: torch.nn.Module, dtype: torch.dtype, n: int) -> OpLog:
+    """One training fwd+bwd of ``module`` (any [B, N, 512] -> [B, N, 512] layer) on the meta device, B 4."""
+    module = module.train().to("meta", dtype)
     x = torch.randn(4, n, 512, device="meta", dtype=dtype, requires_grad=True)
     grad = torch.randn(4, n, 512, device="meta", dtype=dtype)
     module(x).backward(grad)  # first call: lazily built state, as a warm-up
