@@ -163,10 +163,11 @@ class PerformerAttention(ProjectedAttention):
       a buffer (saved with the weights); a Python mirror of it avoids a host-device sync per step.
     - Dropout: there is no attention matrix to drop from; as performer-pytorch, ``dropout`` is applied to
       the layer output (after the output projection), in training only.
-    - φ(K)ᵀ V and φ(K)ᵀ 1 are one product with a ones column appended to V (one pass over φ(Q) and φ(K)
-      instead of two), and the eps term is added to the small products rather than to the [N, m] features
-      (exact algebra, two passes fewer); the exp is taken in place on the fresh ωᵀx̂ product.
-    - Redraw bookkeeping runs outside ``torch.compile`` (``torch.compiler.disable``), so a compiled layer
+    - φ(K)ᵀ V and φ(K)ᵀ 1 are one product with a ones column appended to V (``with_ones_columns``; on CUDA an
+      aligned row of more ones): one pass over φ(Q) and φ(K) instead of two; and the eps term is added to the
+      small products rather than to the [N, m] features (exact algebra, two passes fewer); the exp is taken in
+      place on the fresh ωᵀx̂ product.
+    - Redraw bookkeeping runs outside ``torch.compile`` (``eager_only``), so a compiled layer
       does not recompile as the count changes.
     """
 
