@@ -131,11 +131,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         db = suite_dir(out, suite) / "results.db"
         if not db.is_file():
             raise  # stopped before the run began: nothing stored (harness.cli says so)
-        with Store(db, read_only=True) as store:
-            stored = len(store.finished_keys() & {c.key for c in suite.expand(device)})
+        stored = getattr(exc, "stored_cells", None)  # None: stopped before the first cell was measured
+        count = "the finished cells" if stored is None else f"{stored} cells"
         resume = " ".join(shlex.quote(a) for a in args.argv)
         how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
-        print(f"attnbench: {how}; {stored} cells of {suite.name}/{suite.profile} are stored in "
+        print(f"attnbench: {how}; {count} of {suite.name}/{suite.profile} are stored in "
               f"{suite_dir(out, suite)}; resume with: {resume}", file=sys.stderr)
         return getattr(exc, "exit_code", 130)
     _print_summary(suite.name, suite.profile, summary)

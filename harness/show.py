@@ -2,19 +2,20 @@
 (the ids ``compare DIR@RUN`` takes, dates, profiles, commands), its cells by status, how many timings were flagged
 noisy (†) and the files its reports wrote.
 
-Cells are counted as the tables show them: one per (suite, axis values, device), its latest result (as
-:meth:`harness.core.store.Store.dataframe`).
+Cells are counted as the tables show them: one per (suite, axis values, device), its newest result under the store's
+current setting (:mod:`harness.core.current`, as :meth:`harness.core.store.Store.dataframe`); a line says what was left
+out, or that the results are stale.
 """
 
 from __future__ import annotations
 
-import json
 import shlex
 from collections import Counter
 from pathlib import Path
 
+from .core.current import Stored, current
 from .core.errors import UserError
-from .core.schema import STATUSES, loads_column, open_read_only
+from .core.schema import STATUSES, cell_column, loads_column, open_read_only
 
 #: Report files listed one by one up to this many; more are counted by extension.
 LISTED_FILES = 12
@@ -31,17 +32,16 @@ def stores_under(directory: Path) -> list[Path]:
     return found
 
 
-def _latest_cells(db: object, path: Path) -> list[tuple[str, str]]:
-    """(status, metrics_json) of each cell's latest result, a cell being (suite, axis values, device)."""
-    latest: dict[str, tuple[int, str, str]] = {}
-    for run_id, suite, cell_json, status, metrics in db.execute(  # type: ignore[attr-defined]
-            "SELECT run_id, suite, cell_json, status, metrics_json FROM cells"):
-        cell = loads_column(path, cell_json, "cell_json")
-        identity = json.dumps([suite, cell.get("params"), str(cell.get("device", "")).split(":")[0]], sort_keys=True,
-                              default=str)
-        if identity not in latest or run_id > latest[identity][0]:
-            latest[identity] = (int(run_id), status, metrics)
-    return [(status, metrics) for _, status, metrics in latest.values()]
+def _latest_cells(db: object, path: Path) -> tuple[list[tuple[str, str]], list[str]]:
+    """(status, metrics_json) of each cell the tables show (:func:`harness.core.current.current`), and the lines on
+    the results left out of them."""
+    stored, extra = [], []
+    for run_id, suite, cell_json, status, metrics, finished in db.execute(  # type: ignore[attr-defined]
+            "SELECT run_id, suite, cell_json, status, metrics_json, finished_utc FROM cells"):
+        stored.append(Stored(len(stored), int(run_id), finished, suite, cell_column(path, cell_json)))
+        extra.append((status, metrics))
+    kept, notes = current(stored)
+    return [extra[row.index] for row in kept], notes
 
 
 def _files(folder: Path) -> str:
@@ -61,7 +61,7 @@ def describe(path: Path) -> str:
     try:
         runs = db.execute("SELECT run_id, suite, profile, started_utc, finished_utc, argv, summary_json FROM runs "
                           "ORDER BY run_id").fetchall()
-        cells = _latest_cells(db, path)
+        cells, left_out = _latest_cells(db, path)
     finally:
         db.close()
     suites = sorted({r[1] for r in runs}) or ["(no run yet)"]
@@ -73,6 +73,7 @@ def describe(path: Path) -> str:
     counts = Counter(status for status, _ in cells)
     shown = ", ".join(f"{counts[s]} {s}" for s in STATUSES if counts[s]) or "none"
     lines.append(f"  cells: {sum(counts.values())} ({shown})")
+    lines += [f"  note: {line}" for line in left_out]
     timed = [loads_column(path, m, "metrics_json") for s, m in cells if s == "ok"]
     timed = [m for m in timed if "noisy" in m]
     if timed:

@@ -44,10 +44,18 @@ class Cell:
         device: "cpu", "cuda" or "cuda:N".
         code: the identity of the code that measures it (:func:`harness.core.provenance.code_identity`).
         threads: the intra-op thread count it is measured with (a different count is a different number).
+        setting: the software it is measured with besides that code: torch's version and build, the numerical
+            libraries' versions, the malloc settings (:func:`harness.core.provenance.software`).
+        data: the SHA-256 of the user's data files it reads (their names and checksums), "" for generated data,
+            which ``fixed`` and ``code`` already identify (:attr:`harness.core.suite.SuiteKind.data_identity`).
         skip_reason: why the cell is not run (a skip rule or a capability), decided when the suite is expanded.
         label: one line naming the cell in progress output and fault points.
         key: hash of every input above but ``skip_reason`` and ``label``, which decide whether and how a cell is
             shown, not what it measures.
+
+    A cell's *identity* (:func:`harness.core.current.identity`) is what a table shows of it: its suite, axis values
+    and device. Two keys of one identity are one cell measured twice, with other code, data or settings: the newer
+    result stands for it (:mod:`harness.core.current`).
     """
 
     suite: str
@@ -60,6 +68,8 @@ class Cell:
     device: str
     code: str = ""
     threads: int = 0
+    setting: dict[str, Any] = field(default_factory=dict)
+    data: str = ""
     skip_reason: str | None = None
     label: str = field(default="", compare=False)
     key: str = field(init=False)
@@ -88,6 +98,7 @@ class Context:
     gemm_peak_gflops: float | None = None
     timeout_s: float | None = None
     calibration_ms: float | None = None  # the reference kernel at the run's start (harness.measure.quiet)
+    fresh: bool = False  # --fresh: redo cells that have results, resuming nothing a killed attempt left
 
 
 @dataclass

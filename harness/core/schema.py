@@ -149,6 +149,14 @@ def open_read_only(path: Path) -> sqlite3.Connection:
                     db.close()
                 if extra or "unable to open" not in str(exc):
                     raise
+        if version == 0:  # read-only: nothing may create the tables, so there is nothing to read
+            db.close()
+            wal = path.with_name(path.name + "-wal")
+            why = (f"its rows are in {wal.name} beside it, which this read-only opening cannot apply; open it once "
+                   f"with `attnbench run` (or copy both to a writable folder)" if wal.is_file() else
+                   f"a copy taken without its {wal.name}, which held the rows of a run that was killed or still "
+                   f"running; copy the -wal file too")
+            raise UserError(f"{path}: a results store with no tables: {why}")
         if version == 1:
             memory = sqlite3.connect(":memory:", isolation_level=None)
             db.backup(memory)

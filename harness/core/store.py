@@ -24,6 +24,8 @@ import pandas as pd
 
 from . import faults
 from .cell import STATUSES, Cell
+from .current import Stored, current
+from .current import identity as cell_identity
 from .errors import UserError
 from .schema import (
     SCHEMA_VERSION,
@@ -90,6 +92,7 @@ class Store:
                     self._bind(suite, kind or "", source or "")
         except sqlite3.DatabaseError as exc:
             raise store_error(self.path, exc) from None
+        self.checkpoint()  # the tables in the file itself from the start (see checkpoint)
 
     def _bind(self, suite: str, kind: str, source: str) -> None:
         """Record which suite this store holds, or refuse another one (see ``__init__``)."""
@@ -158,6 +161,23 @@ class Store:
     # -----------------------------------------------------------------------------------------------------------------
     # Cells
 
+    def checkpoint(self) -> None:
+        """Copy the committed rows from the write-ahead log (``results.db-wal``) into ``results.db``: SQLite does so
+        on its own only every thousand pages, so that a store copied without its ``-wal`` file would otherwise miss
+        every row of a run. Passive: never waits for a reader."""
+        try:
+            self.db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        except sqlite3.DatabaseError as exc:
+            if not disk_error(exc):
+                raise
+            raise store_error(self.path, exc) from None
+
+    def stale_cells(self) -> int:
+        """How many stored keys were written by an attnbench whose keys did not cover the code's imports, the data's
+        contents and the software (:mod:`harness.core.current`): results that can only be shown as stale."""
+        return sum(1 for (cell_json,) in self.db.execute("SELECT DISTINCT cell_json FROM cells")
+                   if "setting" not in cell_column(self.path, cell_json))
+
     def finished_keys(self) -> set[str]:
         return {row[0] for row in self.db.execute("SELECT DISTINCT key FROM cells")}
 
@@ -223,39 +243,43 @@ class Store:
 
     def dataframe(self, keys: Iterable[str] | None = None, *, run_id: int | None = None,
                   identity: bool = False) -> pd.DataFrame:
-        """One row per cell, its latest result (or its result in run ``run_id``): key, suite, kind, the axis values,
+        """One row per cell as the tables show it (:func:`harness.core.current.current`: its newest result, measured
+        under the store's current setting and data), or per cell of run ``run_id``: key, suite, kind, the axis values,
         device, status, message, the metrics (raw, full precision), the run id and the commit that measured it; with
-        ``identity``, also the column ``identity`` (suite, every axis value and device as one string), on which
-        cells of two stores are matched.
+        ``identity``, also the column ``identity`` (suite, every axis value and device as one string), on which cells
+        of two stores are matched.
 
-        A cell is what a table shows (suite, axis values, device). When it was measured under several keys — its
-        variant's code was edited, or a setting changed — the latest result stands for it and the older keys'
-        results stay in the store as history.
+        ``attrs["left_out"]`` holds one line for each group of results left out (another setting, earlier data) or
+        shown though stale (stored by an earlier attnbench); :func:`harness.report.export.write_suite_reports` prints
+        them.
         """
         commits = {int(r): loads_column(self.path, e, "env_json").get("git_commit") for r, e in self.db.execute(
             "SELECT run_id, env_json FROM runs")}
         query = _LATEST if run_id is None else _OF_RUN
-        rows = []
         wanted = None if keys is None else set(keys)
+        stored, extra = [], []
         for key, rid, suite, cell_json, status, message, metrics_json, finished in self.db.execute(
             query, () if run_id is None else (run_id,)
         ):
             if wanted is not None and key not in wanted:
                 continue
             cell = cell_column(self.path, cell_json)
-            device = cell["device"].split(":")[0]  # as the tables show it: cuda:0 and cuda:1 are one column value
-            axes = json.dumps([suite, cell["params"], device], sort_keys=True, default=str)
-            rows.append({"key": key, "suite": suite, "kind": cell.get("kind", "speed"), **cell["params"],
+            stored.append(Stored(len(stored), int(rid), finished, suite, cell))
+            extra.append((key, status, message, metrics_json))
+        kept, notes = current(stored)
+        rows = []
+        for row in kept:
+            key, status, message, metrics_json = extra[row.index]
+            cell = row.cell
+            rows.append({"key": key, "suite": row.suite, "kind": cell.get("kind", "speed"), **cell["params"],
                          "device": cell["device"].split(":")[0], "status": status, "message": message,
-                         **loads_column(self.path, metrics_json, "metrics_json"), "run_id": rid,
-                         "commit": commits.get(rid), "finished_utc": finished, "_identity": axes})
+                         **loads_column(self.path, metrics_json, "metrics_json"), "run_id": row.run_id,
+                         "commit": commits.get(row.run_id), "finished_utc": row.finished_utc,
+                         **({"identity": cell_identity(row.suite, cell["params"], cell["device"])} if identity
+                            else {})})
         df = pd.DataFrame(rows)
-        if df.empty:
-            return df
-        # the newest result of each cell: superseded keys are history, not a second row of the table
-        df = df.sort_values(["run_id", "finished_utc"], kind="stable").drop_duplicates("_identity", keep="last")
-        df = df.sort_index().reset_index(drop=True)
-        return df.rename(columns={"_identity": "identity"}) if identity else df.drop(columns="_identity")
+        df.attrs["left_out"] = notes
+        return df
 
     def samples(self, keys: Iterable[str] | None = None, *, timing_groups: Iterable[str] | None = None,
                 run_ids: Iterable[int] | None = None) -> dict[tuple[str, str], list[float]]:

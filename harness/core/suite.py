@@ -24,7 +24,7 @@ from attentions import RegistryError
 
 from .cell import Cell, CellResult, Context
 from .errors import SuiteError
-from .provenance import code_identity
+from .provenance import code_identity, software
 from .store import Store
 
 #: Fields of an attention's config that a cell's shape sets (see :attr:`harness.core.cell.Cell.config`).
@@ -112,7 +112,10 @@ class SuiteKind:
         finished: after a cell's row is stored (drop its checkpoint).
         describe: the progress line of a finished cell.
         write_reports: (store, the suite's name, report options, keys or None) -> the files written beside the store.
-        code: the modules whose source determines this kind's numbers (part of every cell's key).
+        code: modules whose source determines this kind's numbers besides those of ``run`` and ``run_group``; the
+            import closure of all of them is in every cell's key (:func:`measuring_modules`).
+        data_identity: after ``check_inputs`` has read the user's files, the SHA-256 of the data one cell reads ("" for
+            generated data), so that a cell measured on other contents of the same files is measured again.
         group_key: cells with equal group keys are run together by ``run_group`` (None: one cell at a time).
         run_group: runs a group of cells in this process (the speed kind times them interleaved).
         timed: whether a cell's figures are times (None: no cell's are): such a cell waits for a quiet machine under
@@ -147,6 +150,7 @@ class SuiteKind:
     group_key: Callable[[Cell], Hashable] | None = None
     run_group: Callable[[list[Cell], Context], list[CellResult]] | None = None
     check_inputs: Callable[[list[Cell]], None] | None = None
+    data_identity: Callable[[Cell], str] | None = None
     timed: Callable[[Cell], bool] | None = None
     run_env: Callable[[list[Cell], torch.device], dict[str, Any]] | None = None
     value_order: Mapping[str, Sequence[Any]] = field(default_factory=dict)
@@ -230,9 +234,18 @@ def axis_label(params: Mapping[str, Any]) -> str:
     return " ".join(f"{k}={v}" if k != "attention" else str(v) for k, v in params.items())
 
 
+def measuring_modules(kind: SuiteKind) -> tuple[str, ...]:
+    """The modules whose import closure is behind a number of ``kind``: those of its cell runners and its ``code``."""
+    runners = (f.__module__ for f in (kind.run, kind.run_group) if f is not None)
+    return tuple(sorted({*runners, *kind.code}))
+
+
 def identity(suite: Suite, name: str) -> dict[str, Any]:
-    """The Cell fields that say what code and how many threads measure attention ``name`` in this suite."""
-    return {"code": code_identity(name, suite.kind.code), "threads": torch.get_num_threads()}
+    """The Cell fields that say what code, how many threads and what software measure attention ``name`` in this
+    suite (:mod:`harness.core.provenance`)."""
+    modules = measuring_modules(suite.kind)
+    return {"code": code_identity(name, modules), "threads": torch.get_num_threads(),
+            "setting": software(name, modules)}
 
 
 def capability_reason(name: str, seq_len: int, *, padded: bool) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,8 @@ def write_suite_reports(store: Store, name: str | None = None, options: Mapping[
         keys: the cells to report (default: all).
     """
     df = store.dataframe(keys)
+    for line in df.attrs.get("left_out", []):  # results the tables do not show, or show though stale
+        print(f"attnbench: note: {store.path}: {line}", file=sys.stderr)
     if df.empty:
         return []
     kinds = set(df["kind"])

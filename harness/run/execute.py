@@ -121,3 +121,8 @@ class Recorder:
         if result.metrics.get("warnings"):
             self.console.warned[str(result.metrics["warnings"])] += 1
         self.console.finished(cell.label, result.status, result.message, kind.describe(result))
+
+    def group_done(self) -> None:
+        """Every cell of a group is recorded: move the store's new rows from its write-ahead log into the file itself,
+        so that a copy of ``results.db`` alone, taken during or after a killed run, holds them."""
+        self.store.checkpoint()

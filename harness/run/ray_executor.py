@@ -278,6 +278,7 @@ def run_groups(
             for cell, result in zip(cells, execute_group(cells, ctx), strict=True):
                 record.starting(cell)
                 record(cell, result)
+            record.group_done()
         else:
             queue.append(cells)
     if not queue:
@@ -345,6 +346,7 @@ def _schedule(ray: ModuleType, task: Any, queue: list[list[Cell]], context: dict
             del pending[gen]
             for cell, result in zip(entry.cells, results, strict=True):
                 record(cell, result)
+            record.group_done()
         now = time.monotonic()
         for gen, entry in list(pending.items()):
             if entry.deadline is not None and entry.deadline <= now:
@@ -356,3 +358,4 @@ def _schedule(ray: ModuleType, task: Any, queue: list[list[Cell]], context: dict
                 for cell in entry.cells:
                     record(cell, CellResult(
                         "timeout", f"cell exceeded its {timeout_s:g} s time limit (Ray task cancelled)"))
+                record.group_done()

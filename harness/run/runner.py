@@ -14,6 +14,7 @@ Whatever the executor, only this process writes the store, and every finished ce
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import sys
@@ -89,17 +90,14 @@ def run_suite(
     keep = set(expand_patterns(only)) if only else None
     cells = [c for c in every_cell if keep is None or c.params["attention"] in keep]
     directory = suite_dir(out, suite)
-    if suite.kind.check_inputs is not None:  # bad input is refused before anything is written under --out
-        suite.kind.check_inputs(cells)
+    keyed = dict(zip([c.key for c in cells], cells := _with_data(suite, cells), strict=True))
+    every_cell = [keyed.get(c.key, c) for c in every_cell]
     refuse_symlinks(out, directory)
     with directory_lock(directory), Store(directory / "results.db", suite=suite.name, kind=suite.kind.name,
                                           source=suite.path.name) as store:
         if suite.description:  # every input checked and the directory ours: the run begins
             print(f"{suite.name}: {suite.description}", flush=True)
-        _temporary_folder()
-        # Alone in the directory now: what a killed run's workers left behind can go.
-        shutil.rmtree(directory / WORKER_DIR, ignore_errors=True)
-        remove_temporaries(directory)  # a report file whose writer was killed before its rename
+        _begin(store, directory)
         done = set() if fresh else store.finished_keys()
         todo = [c for c in cells if c.key not in done]
         env = _run_env(suite, device, todo, "isolate" if isolate else "in-process", executor, address, cpus_per_task)
@@ -107,7 +105,10 @@ def run_suite(
         summary = RunSummary(directory, len(cells), len(cells) - len(todo))
         tty = sys.stderr.isatty() if progress is None else progress
         ctx = Context(directory, Path(out) / ".data_cache", env.get("gemm_peak_gflops"), timeout_s,
-                      env.get("calibration_ms"))
+                      env.get("calibration_ms"), fresh=fresh)
+        for cell in cells:  # a run killed between a cell's row and its clean-up left the clean-up to do
+            if cell.key in done:
+                suite.kind.finished(cell, ctx)
         if todo:
             suite.kind.prepare(todo, ctx)
         batches = groups(todo, every_cell, suite.report.get("baseline"))
@@ -128,17 +129,41 @@ def run_suite(
                 _run_local(batches, ctx, record, isolate, quiet_limit_s)
         except BaseException as exc:  # the run's end is recorded however it ends
             store.finish_run(run_id, {**_run_summary(summary), "stopped_by": type(exc).__name__})
+            exc.stored_cells = len(store.finished_keys() & {c.key for c in cells})  # for the resume hint
             raise
         finally:
             bar.close()
             console.close(announced=skipped)
         store.finish_run(run_id, _run_summary(summary))
         faults.point("runner.before_reports")
-        # The reports cover the whole suite as stored, not just what --only ran this time.
-        summary.written = write_suite_reports(store, suite.name, suite.report_options(),
-                                              keys=[c.key for c in every_cell])
+        # The reports cover every stored cell of the suite and profile, not just what this run's --only or --set
+        # chose (as `attnbench report` writes them).
+        summary.written = write_suite_reports(store, suite.name, suite.report_options())
     summary.wall_s = time.perf_counter() - started
     return summary
+
+
+def _begin(store: Store, directory: Path) -> None:
+    """What a run does once it owns its directory: its temporary folder, the removal of what a killed run left behind
+    (its workers' files, a report file whose writer was killed before its rename), a word on stale results."""
+    _temporary_folder()
+    shutil.rmtree(directory / WORKER_DIR, ignore_errors=True)
+    remove_temporaries(directory)
+    if stale := store.stale_cells():
+        print(f"attnbench: {store.path}: {stale} cell{'s' * (stale != 1)} stored by an earlier attnbench are stale "
+              f"(their keys did not cover code, data and settings); this run measures them again, and the tables "
+              f"show them only while nothing newer is stored", file=sys.stderr, flush=True)
+
+
+def _with_data(suite: Suite, cells: list[Cell]) -> list[Cell]:
+    """The cells with the identity of the user's data they read (:attr:`~harness.core.suite.SuiteKind.data_identity`),
+    once ``check_inputs`` has read it: bad input is refused here, before anything is written under ``--out``."""
+    kind = suite.kind
+    if kind.check_inputs is not None:
+        kind.check_inputs(cells)
+    if kind.data_identity is None:
+        return cells
+    return [dataclasses.replace(c, data=kind.data_identity(c)) for c in cells]
 
 
 def _temporary_folder() -> None:
@@ -186,6 +211,7 @@ def _run_local(batches: list[list[Cell]], ctx: Context, record: Recorder, isolat
             results = execute_group(cells, ctx)
         for cell, result in zip(cells, results, strict=True):
             record(cell, result)
+        record.group_done()
 
 
 def wait_for_quiet(limit_s: float, poll_s: float = 1.0) -> None:

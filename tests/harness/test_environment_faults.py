@@ -16,6 +16,7 @@ import harness.kinds.speed.cells
 import harness.models.checkpoints
 from harness.core.cell import classify_exception
 from harness.core.errors import EnvironmentFault
+from harness.models.checkpoints import checkpoint_path
 from tests.conftest import CliResult, tiny_doc
 from tests.harness.kinds.accuracy.test_kind import ACC
 
@@ -91,7 +92,7 @@ def test_a_damaged_checkpoint_is_trained_from_the_start_not_recorded_as_an_error
     from harness.run.suitefile import load_suite
 
     (cell,) = load_suite(suite, "smoke").expand("cpu")
-    garbage = out / "acc" / "smoke" / "checkpoints" / f"{cell.key}.pt"
+    garbage = checkpoint_path(out / "acc" / "smoke", cell)
     garbage.parent.mkdir(parents=True)
     garbage.write_bytes(b"not a checkpoint at all")
     result = cli("run", suite, "--out", out, "--profile", "smoke", "--device", "cpu")

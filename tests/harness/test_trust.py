@@ -4,7 +4,7 @@ others are reused), every run kept, noisy timings flagged, honest exits, and ``a
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +27,31 @@ from tests.conftest import CliResult, patch_kind, tiny_doc
 pytestmark = pytest.mark.usefixtures("fast_runner", "one_thread")
 
 
+def _forget_identities() -> None:
+    provenance = harness.core.provenance
+    for cached in (provenance._imports, provenance.import_closure, provenance._code_identity):
+        cached.cache_clear()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_identities() -> Iterator[None]:
+    """An edit of one test must not stay in the identities the next one computes."""
+    _forget_identities()
+    yield
+    _forget_identities()
+
+
 def _edit(monkeypatch: pytest.MonkeyPatch, module: str) -> None:
-    """As if ``module``'s file had been edited: its source reads differently from now on."""
-    real = harness.core.provenance._source
+    """As if ``module``'s file had been edited and a new process started: its source reads differently from now on
+    (the identities are computed once per process: their caches are emptied)."""
+    provenance = harness.core.provenance
+    real = provenance._source
 
     def edited(name: str) -> bytes:
         return real(name) + (b"\n# edited\n" if name == module else b"")
 
-    monkeypatch.setattr(harness.core.provenance, "_source", edited)
+    monkeypatch.setattr(provenance, "_source", edited)
+    _forget_identities()
 
 
 def test_editing_a_variant_makes_only_its_cells_stale(monkeypatch: pytest.MonkeyPatch, write_yaml: Callable[..., Path],

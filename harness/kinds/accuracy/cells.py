@@ -11,6 +11,7 @@ its own draw and a rerun the same one); a ``variant``'s config overrides are alr
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any
 from ...core import faults
 from ...core.cell import Cell, CellResult, Context, classify_exception, memory_cap, time_limit
 from ...core.errors import first_line
-from ...models.checkpoints import checkpoint_path
+from ...models.checkpoints import checkpoint_path, clear_checkpoints
 from ...models.classifier import Classifier
 from ...models.probe import probe_path, save_probe
 from ...models.tasks import TaskData
@@ -59,8 +60,10 @@ def prepare_data(cells: list[Cell], ctx: Context) -> None:
     """Load or generate every dataset the cells need before the first one runs.
 
     A missing or malformed data file is then an exit-2 error up front, not a failed cell an hour in, and
-    generated datasets land in the cache once rather than in each isolated worker.
+    generated datasets land in the cache once rather than in each isolated worker. Checkpoints of these cells under
+    other keys go (:func:`~harness.models.checkpoints.clear_checkpoints`).
     """
+    clear_checkpoints(cells, ctx)
     _load_each(cells, ctx.cache_dir)
 
 
@@ -69,6 +72,14 @@ def read_user_data(cells: list[Cell]) -> None:
     input, refused before the run's store exists. The splits stay loaded for :func:`prepare_data` and the cells
     (real data is never cached on disk, so nothing is written here)."""
     _load_each([c for c in cells if c.fixed["data"]["dir"] is not None], None)
+
+
+def data_identity(cell: Cell) -> str:
+    """The SHA-256 of what the cell's real data is (its files' names and checksums, as its ``data_source`` says), ""
+    for a generated stand-in, whose identity is its generator settings (in the cell) and the generator's code (in the
+    cell's code identity). Reads nothing again: :func:`read_user_data` loaded it."""
+    data = cell.fixed["data"]
+    return "" if data["dir"] is None else hashlib.sha256(task_data(data, None).source.encode()).hexdigest()
 
 
 def _incoherence(settings: dict[str, Any], batch_size: int, device: str,

@@ -9,7 +9,8 @@ that contains zero, rests on fewer than three seeds or has no width (identical s
 does not establish the sign of that difference. Table 5's relative
 change from a = 0 gets its interval the same way, from the per-seed relative changes.
 
-Each table's differences are written beside it as ``<table>_diff.{md,tex,csv}``.
+Each table's differences are written beside it as ``<table>_diff.{md,tex,csv}``; each CSV row names its task and
+the data its cells were measured on (:func:`harness.core.datasource.with_sources`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ...core import datasource
 from ...report.format import MISSING, Fmt, display_name, escape, render_table, sub_tables, write_csv, write_table_files
 from ...report.stats import Interval, t_interval
 from .summary import AVG, AXIS_DEFAULTS, TASK_LABELS, present_tasks, row_label, row_order, with_axis_defaults
@@ -39,6 +41,7 @@ class Comparison:
     model: Key
     reference: Key
     tex_label: str = ""  # the label with display names, for both tables (default: ``label``; the CSV keeps ``label``)
+    task: str = ""  # the task of both rows where the columns are not tasks (Table 5's noise levels)
 
 
 def per_seed(df: pd.DataFrame, keys: Sequence[str], column: str = "task") -> pd.DataFrame:
@@ -111,7 +114,9 @@ class DiffTable:
         return render_table(self.header, rows, fmt)
 
     def records(self) -> list[dict[str, object]]:
-        return [{"table": self.heading, "row": c.label, "column": str(col), "relative": self.relative,
+        # the task a row's cells ran, for its data source: the row's own, else the column's (none for the average)
+        return [{"table": self.heading, "row": c.label, "column": str(col),
+                 "task": c.task or (str(col) if col in TASK_LABELS else ""), "relative": self.relative,
                  "unit": "% of the a = 0 accuracy" if self.relative else "accuracy percentage points",
                  "mean": iv.mean if iv else None, "lo": iv.lo if iv else None, "hi": iv.hi if iv else None,
                  "n_seeds": iv.n if iv else 0, "contains_zero": iv.contains_zero if iv else None,
@@ -154,11 +159,12 @@ def table5_differences(df: pd.DataFrame, baseline: str | None) -> list[DiffTable
         shown = {m: row_label({"attention": m[0], "variant": m[1], "task": m[2]}, display=True) for m in models}
         header = ["Model", *(f"a = {a:g}" for a in levels)]  # a: the noise amplitude of U(-a, a)
         if baseline in set(sub["attention"]):
-            vs = [Comparison(label[m], m, (baseline, *m[1:]), shown[m]) for m in models if m[0] != baseline]
+            vs = [Comparison(label[m], m, (baseline, *m[1:]), shown[m], task=str(m[2]))
+                  for m in models if m[0] != baseline]
             heading = f"noise on {mode}: difference from {display_name(baseline)} (percentage points)"
             out.append(DiffTable(heading, wide, vs, list(levels), header))
         noisy = [a for a in levels if a > 0]
-        own = [Comparison(label[m], m, m, shown[m]) for m in models]
+        own = [Comparison(label[m], m, m, shown[m], task=str(m[2])) for m in models]
         out.append(_RelativeToClean(f"noise on {mode}: relative change from a = 0 (%)", wide, own, noisy,
                                     ["Model", *(f"a = {a:g}" for a in noisy)], relative=True))
     return out
@@ -204,13 +210,14 @@ def variant_differences(df: pd.DataFrame, rows: Sequence[tuple[str, str]], base_
 
 
 def write_differences(out_dir: Path, table: str, title: str, tables: Sequence[DiffTable],
-                      env: Mapping[str, object]) -> list[Path]:
-    """``<table>_diff.{md,tex,csv}``: the difference tables under their headings, and every interval as a CSV row."""
+                      env: Mapping[str, object], *, results: pd.DataFrame) -> list[Path]:
+    """``<table>_diff.{md,tex,csv}``: the difference tables under their headings, and every interval as a CSV row
+    with the data source of the cells of ``results`` (the table's cells) that ran its task."""
     if not tables:
         return []
 
     md, tex = (sub_tables([(t.heading, t.render(fmt)) for t in tables], fmt) for fmt in ("md", "tex"))
     written = write_table_files(out_dir, f"{table}_diff", title=f"{title}: differences with 95% intervals",
                                 note=NS_NOTE, md_body=md, tex_body=tex, env=env)
-    records = pd.DataFrame([r for t in tables for r in t.records()])
+    records = datasource.with_sources(pd.DataFrame([r for t in tables for r in t.records()]), results)
     return [*written, write_csv(records, out_dir / f"{table}_diff.csv")]

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from attentions.s3attention import S3Attention
+import attentions
 
 from ...models.tasks import Split
 
@@ -44,9 +44,14 @@ def mu_incoherence(x: Tensor, rank: int) -> Tensor:
     return torch.maximum(mu_w, mu_v)
 
 
-def s3_layers(model: nn.Module) -> list[S3Attention]:
-    """The model's S3Attention layers, in forward order."""
-    return [m for m in model.modules() if isinstance(m, S3Attention)]
+def s3_layers(model: nn.Module) -> list[nn.Module]:
+    """The model's S3Attention layers, in forward order.
+
+    The class is looked up in the registry rather than imported: an import would put S3Attention's source into the
+    key of every accuracy cell (:mod:`harness.core.provenance`), so that editing it would retrain every variant; a
+    cell that measures incoherence runs S3Attention, whose code its key holds anyway."""
+    s3 = attentions.spec("s3attention").module_cls
+    return [m for m in model.modules() if isinstance(m, s3)]
 
 
 @torch.no_grad()

@@ -43,7 +43,7 @@ from ...models.probe import PROBE_DEFAULTS
 from ...models.tasks import LRA_SEQ_LEN, TASKS
 from ...report.claims import is_smoke
 from ...report.format import shown_env, with_data
-from .cells import describe, prepare_data, read_user_data, run_accuracy_cell
+from .cells import data_identity, describe, prepare_data, read_user_data, run_accuracy_cell
 from .noise import NOISE_ON, cell_noise, noise_problem
 from .options import DATA_OPTIONS, check_options, task_options
 from .summary import axis_text, only_noisy, with_axis_defaults
@@ -310,12 +310,7 @@ KIND = SuiteKind(
     name="accuracy", axes=AXES, optional_axes=OPTIONAL_AXES,
     keys=frozenset({"data", "train", "tasks", "variants", "incoherence", "probes"}), tables=TABLES, reads_data=True,
     parse=parse, validate=validate, make_cell=make_cell, run=run_accuracy_cell, prepare=prepare_data,
-    check_inputs=read_user_data, finished=drop_checkpoint, describe=describe, write_reports=write_reports,
-    code=("harness.core.cell", "harness.kinds.accuracy.cells", "harness.kinds.accuracy.training",
-          "harness.models.classifier", "harness.kinds.accuracy.data", "harness.models.tasks",
-          "harness.kinds.accuracy.noise", "harness.kinds.accuracy.generators", "harness.kinds.accuracy.pixels",
-          "harness.kinds.accuracy.loaders", "harness.kinds.accuracy.release", "harness.kinds.accuracy.real",
-          "harness.kinds.accuracy.options", "harness.kinds.accuracy.incoherence", "harness.models.probe",
-          "harness.models.checkpoints"),
+    check_inputs=read_user_data, data_identity=data_identity, finished=drop_checkpoint, describe=describe,
+    write_reports=write_reports,
     value_order={"task": TASKS}, normalise=with_axis_defaults, value_text=axis_text, rank_subset=only_noisy,
 )

@@ -11,10 +11,11 @@ release's own ListOps and Pathfinder files (:mod:`harness.kinds.accuracy.release
   the released pipeline masks where they are 0 (black); they are kept as they are under ``data.pixel_ids:
   released`` and shifted by +1 under ``shifted``, like every pixel (:data:`harness.models.tasks.PIXEL_OFFSET`).
 * **CIFAR-10 python batches** (``data_batch_1..5``, ``test_batch``; also under ``cifar-10-batches-py/``): converted
-  to grayscale as LRA does (0.2989 R + 0.5870 G + 0.1140 B, rounded); dev = the last 10% of the training images,
-  as LRA's ``train[90%:]``.
+  to grayscale exactly as LRA's ``tf.image.rgb_to_grayscale`` does (:func:`rgb_to_grayscale`: float32, truncated,
+  not rounded); dev = the last 10% of the training images, as LRA's ``train[90%:]``.
 * **aclImdb** (``train/{pos,neg}/*.txt``, ``test/{pos,neg}/*.txt``; also under ``aclImdb/``): byte-level, label
-  pos = 1; dev = a seeded random 10% of train (the rest stays train), files read in sorted order.
+  pos = 1, each review stripped of leading and trailing whitespace as tfds' ``imdb_reviews`` strips it; dev = a
+  seeded random 10% of train (the rest stays train), files read in sorted order.
 * **AAN tsv** of LRA Retrieval (``new_aan_pairs.{train,eval,test}.tsv``; also under ``tsv_data/``): tab-separated
   label, id1, id2, text1, text2; byte-level pairs; ``eval`` is the dev split.
 
@@ -316,9 +317,29 @@ def _read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     if outside.size:
         raise UserError(f"{path}: b'labels' holds {outside[0]}, not a class of image (an integer in "
                         f"0..{NUM_CLASSES['image'] - 1}); expected {CIFAR_FORMAT}")
-    rgb = data.reshape(-1, 3, 32, 32).astype(np.float64)  # [N, 3072] -> [N, channel, row, col]
-    gray = 0.2989 * rgb[:, 0] + 0.5870 * rgb[:, 1] + 0.1140 * rgb[:, 2]  # LRA's tf.image.rgb_to_grayscale weights
-    return np.clip(np.rint(gray), 0, 255).astype(np.uint8), labels.astype(np.int64)
+    return rgb_to_grayscale(data.reshape(-1, 3, 32, 32)), labels.astype(np.int64)  # [N, 3072] -> [N, 3, 32, 32]
+
+
+#: ``tf.image.rgb_to_grayscale``'s weights of R, G and B, as float32 (TensorFlow converts the Python list to float32).
+GRAY_WEIGHTS = np.array([0.2989, 0.5870, 0.1140], dtype=np.float32)
+
+
+def rgb_to_grayscale(rgb: np.ndarray) -> np.ndarray:
+    """uint8 [..., 3, H, W] RGB planes -> uint8 [..., H, W], the intensities LRA's Image task trains on.
+
+    LRA's input pipeline (``lra_benchmarks/image/input_pipeline.py``) casts ``tf.image.rgb_to_grayscale(image)``
+    to int32. For a uint8 image that function works in float32: ``convert_image_dtype`` to float32 multiplies each
+    channel by ``float32(1 / 255)``; the grey level is the weighted sum ``r·0.2989 + g·0.5870 + b·0.1140`` (float32
+    weights, summed in that order); ``convert_image_dtype`` back to uint8 multiplies by ``float32(255.5)`` and
+    casts, which truncates (the weights sum to 0.9999, so nothing saturates). This does the same steps in float32,
+    so its levels are the release's: rounding ``0.2989 R + 0.5870 G + 0.1140 B`` instead puts many pixels one
+    level above them. TensorFlow computes the sum as a matrix product, which may fuse or reorder the float32
+    operations; only a grey level within a last-bit rounding error of an integer could then land on the other side.
+    """
+    channels = rgb.astype(np.float32) * np.float32(1.0 / 255.0)  # convert_image_dtype(uint8 -> float32)
+    r, g, b = channels[..., 0, :, :], channels[..., 1, :, :], channels[..., 2, :, :]
+    gray = r * GRAY_WEIGHTS[0] + g * GRAY_WEIGHTS[1] + b * GRAY_WEIGHTS[2]  # float32 throughout
+    return (gray * np.float32(255.5)).astype(np.uint8)  # convert_image_dtype(float32 -> uint8): scale, truncate
 
 
 def read_cifar10(data_dir: str | Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -350,7 +371,12 @@ def load_cifar10(data_dir: str | Path, *, seq_len: int, offset: int = 1, note: s
 
 def load_imdb(data_dir: str | Path, *, seq_len: int, seed: int, dev: str = "test", note: str = "") -> TaskData:
     """The Text task from aclImdb: byte-level reviews, pos = 1; dev = the test set (``dev="test"``, LRA's) or a
-    seeded 10% of train (``"heldout"``)."""
+    seeded 10% of train (``"heldout"``).
+
+    Each review is encoded as tfds' ``imdb_reviews`` builder yields it to LRA's byte encoder: the file's bytes with
+    leading and trailing ASCII whitespace stripped (``bytes.strip()``), so that a review's first tokens are its
+    words, as in LRA, and not a newline. The data source's checksums are those of the files as they are on disk.
+    """
     root = Path(data_dir)
     docs: dict[str, list[bytes]] = {}
     labels: dict[str, list[int]] = {}
@@ -367,6 +393,8 @@ def load_imdb(data_dir: str | Path, *, seq_len: int, seed: int, dev: str = "test
             docs[part] += [f.read_bytes() for f in files]
             read += files
             labels[part] += [label] * len(files)
+    raw = docs["train"] + docs["test"]  # the files' bytes, for their checksums
+    docs = {part: [doc.strip() for doc in texts] for part, texts in docs.items()}  # tfds: imdb_f.read().strip()
     n = len(docs["train"])
     test = Split(x0=encode_documents(docs["test"], seq_len), y=torch.tensor(labels["test"]))
     if dev == "test":  # LRA's pipeline evaluates on the test set, and the released pickles' dev split is it
@@ -383,7 +411,7 @@ def load_imdb(data_dir: str | Path, *, seq_len: int, seed: int, dev: str = "test
     }
     splits.setdefault("dev", test)
     splits["test"] = test
-    return task_data("text", splits, seq_len, root, read, docs["train"] + docs["test"], note=note)
+    return task_data("text", splits, seq_len, root, read, raw, note=note)
 
 
 def _read_aan(path: Path, seq_len: int) -> Split:

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ...core import datasource
-from ...report.claims import Claim, write_claims
+from ...report.claims import Claim, seed_count, write_claims
 from ...report.format import (
     CONTROL_NOTE,
     FAILED_NOTE,
@@ -342,7 +342,8 @@ def _table7_note(df: pd.DataFrame, baseline_variant: str) -> str:
 
 
 def write_study_reports(df: pd.DataFrame, out_dir: Path, *, tables: Sequence[str], env: Mapping[str, object],
-                        suite: str, options: Mapping[str, Any] | None = None, plots: bool = True) -> list[Path]:
+                        suite: str, options: Mapping[str, Any] | None = None, plots: bool = True,
+                        earlier_claims: Sequence[Claim] = ()) -> list[Path]:
     """For each of ``tables`` (Table 5, 6, 7 or S7), ``<table>.md``, ``<table>.tex``, ``<table>.csv`` (the summary
     at full precision, with std and n) and, with ``plots``, its figures as PNG and PDF.
 
@@ -355,6 +356,7 @@ def write_study_reports(df: pd.DataFrame, out_dir: Path, *, tables: Sequence[str
         options: ``baseline`` (attention listed first), ``baseline_variant`` (default ``base``) and ``variants``
             (label -> config overrides, in suite order; Table 6 needs them, Table 7 takes its row order from them).
         plots: Whether to draw the figures.
+        earlier_claims: Claims of the report's other tables (Table 1's), listed first in the one ``claims.md``.
 
     Raises:
         ValueError: If ``tables`` names a table that is not a study table.
@@ -395,17 +397,19 @@ def write_study_reports(df: pd.DataFrame, out_dir: Path, *, tables: Sequence[str
                     "table7": lambda: table7_claims(df, [v for v, _ in ablation_rows], base_variant),
                     "tableS7": lambda: tableS7_claims(df, incoherence_ranks(df))}
     written: list[Path] = []
-    claims: list[Claim] = []
+    claims: list[Claim] = list(earlier_claims)
     for table in tables:
         title, summarise, note, render, figures, differences = specs[table]
         summary = summarise()
-        csv_path = write_csv(in_percent(summary, SUMMARY_PERCENT_COLUMNS), out_dir / f"{table}.csv")
+        csv_path = write_csv(in_percent(datasource.with_sources(summary, df), SUMMARY_PERCENT_COLUMNS),
+                             out_dir / f"{table}.csv")
         written += write_table_files(out_dir, table, title=title.format(suite=suite), note=note,
                                      md_body=render("md"), tex_body=render("tex"), env=env)
         written.append(csv_path)
-        written += write_differences(out_dir, table, title.format(suite=suite), differences(), env)
+        written += write_differences(out_dir, table, title.format(suite=suite), differences(), env, results=df)
         claims += claim_checks[table]()
         if plots and not summary.empty:
             written += figures(df, summary, out_dir, suite)
     stand_ins = not datasource.all_real(datasource.of_ok_cells(df))
-    return written + write_claims(out_dir, claims, suite=suite, stand_ins=stand_ins, smoke=bool(options.get("smoke")))
+    return written + write_claims(out_dir, claims, suite=suite, stand_ins=stand_ins, smoke=bool(options.get("smoke")),
+                                  seeds=seed_count(df))

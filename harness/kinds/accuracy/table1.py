@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 
 from ...core import datasource
+from ...report.claims import seed_count, write_claims
 from ...report.format import (
     CONTROL_NOTE,
     SUMMARY_PERCENT_COLUMNS,
@@ -28,6 +29,7 @@ from ...report.format import (
     write_raw,
     write_table_files,
 )
+from .claims import table1_claims
 from .differences import table1_differences, write_differences
 from .plots import plot_learning_curves
 from .studies import STUDY_TABLES, write_study_reports
@@ -164,7 +166,6 @@ def write_accuracy_reports(
     baseline = options.get("baseline", baseline)
     row_names = options.get("row_names") or {}
     out_dir = Path(out_dir)
-    ok = df[df["status"] == "ok"] if "status" in df.columns else df
     sources = datasource.of_ok_cells(df)
     suite += datasource.title_mark(sources, "LRA")  # every title: generated data is never titled as LRA
     df = df.sort_values([c for c in ("attention", *AXIS_DEFAULTS, "task", "seed") if c in df.columns],
@@ -174,10 +175,7 @@ def write_accuracy_reports(
         if column not in df.columns:
             df[column] = float("nan")
     if "table1" in tables:
-        summary = accuracy_summary(df, table1_keys(df))
-        by_task = {task: "; ".join(datasource.sources(ok.loc[ok["task"] == task].get("data_source", [None])))
-                   for task in set(ok.get("task", []))}
-        summary["data_source"] = summary["task"].map(lambda t: by_task.get(t, "; ".join(datasource.sources(sources))))
+        summary = datasource.with_sources(accuracy_summary(df, table1_keys(df)), df)
         summary_path = write_csv(in_percent(summary, SUMMARY_PERCENT_COLUMNS), out_dir / "table1.csv")
         written += write_table_files(out_dir, "table1", title=f"Table 1 — {suite}", note=_seeds_note(df),
                                      md_body=table1(df, fmt="md", baseline=baseline, row_names=row_names),
@@ -185,12 +183,17 @@ def write_accuracy_reports(
                                      env=env)
         written.append(summary_path)
         written += write_differences(out_dir, "table1", f"Table 1 — {suite}",
-                                     table1_differences(df, table1_keys(df), baseline), env)
+                                     table1_differences(df, table1_keys(df), baseline), env, results=df)
+    claims = table1_claims(df) if "table1" in tables else []  # §IV-A's headline sentences
     studies = [t for t in tables if t in STUDY_TABLES]
-    if studies:
+    if studies:  # one claims.md for every table of the report
         written += write_study_reports(df, out_dir, tables=studies, env=env, suite=suite, plots=plots,
-                                       options={**options, "baseline": baseline})
-    written.append(write_csv(in_percent(curves), out_dir / "curves.csv"))
+                                       options={**options, "baseline": baseline}, earlier_claims=claims)
+    else:
+        written += write_claims(out_dir, claims, suite=suite, stand_ins=not datasource.all_real(sources),
+                                smoke=bool(options.get("smoke")), seeds=seed_count(df))
+    # each evaluation point names its own cell's data (matched by cell key)
+    written.append(write_csv(in_percent(datasource.with_sources(curves, df)), out_dir / "curves.csv"))
     if plots and not curves.empty:
         written += _write_learning_curves(df, curves, out_dir, suite, baseline, row_names)
     return written

@@ -275,7 +275,5 @@ KIND = SuiteKind(
     keys=frozenset({"fixed", "budgets", "inputs", "data", "timing"}), tables=("approximation",), reads_data=True,
     parse=parse, validate=validate, make_cell=make_cell, run=measure_cell, prepare=_nothing, finished=_nothing,
     describe=describe, write_reports=write_reports,
-    code=("harness.core.cell", "harness.kinds.approximation.cells", "harness.kinds.approximation.error",
-          "harness.measure.timing", "harness.measure.quiet", "harness.models.probe", "harness.measure.group"),
     group_key=group_key, run_group=measure_group, timed=is_time_cell, run_env=timing_env,
 )

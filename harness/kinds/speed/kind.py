@@ -166,9 +166,6 @@ KIND = SuiteKind(
     tables=("table4",),
     reads_data=False, parse=parse, validate=validate, make_cell=make_cell, run=measure_cell, prepare=_nothing,
     finished=_nothing, describe=describe, write_reports=write_reports,
-    code=("harness.core.cell", "harness.kinds.speed.cells", "harness.measure.timing", "harness.measure.memory",
-          "harness.measure.flops", "harness.measure.traffic", "harness.measure.compile", "harness.measure.quiet",
-          "harness.measure.gpu", "harness.measure.group", "harness.models.classifier"),
     group_key=group_key, run_group=measure_group, timed=is_time_cell, run_env=timing_env,
 )
 

@@ -43,10 +43,13 @@ def test_table1_differences_render_and_csv(tmp_path: Path) -> None:
     md = table.render("md")
     assert "| S3Attention | +3.50 [-2.85, +9.85]ⁿˢ |" in md  # display names, as in Table 1 itself
     assert table.heading == "Difference from Transformer (percentage points)"
-    written = write_differences(tmp_path, "table1", "Table 1 — t", [table], env={})
+    source = "generated stand-in (attnbench text stand-in v6: {})"
+    written = write_differences(tmp_path, "table1", "Table 1 — t", [table], env={},
+                                results=_table1().assign(data_source=source))
     assert {p.name for p in written} == {"table1_diff.md", "table1_diff.tex", "table1_diff.csv"}
-    csv = pd.read_csv(tmp_path / "table1_diff.csv")
+    csv = pd.read_csv(tmp_path / "table1_diff.csv", keep_default_na=False)
     assert set(csv["column"]) == {"text", "avg"} and csv["n_seeds"].tolist() == [2, 2]
+    assert csv["task"].tolist() == ["text", ""] and csv["data_source"].eq(source).all()  # each row, pasted alone
     assert table1_differences(_table1(), ["attention"], None) == []
 
 

@@ -115,15 +115,20 @@ def test_real_lra_pickles_through_the_suite(cli: Callable[..., CliResult], write
         df = store.dataframe()
     assert list(df["status"]) == ["ok"]
     # every output names the files and their checksums, and is not marked as generated
-    sums = ", ".join(f"listops.{split}.pickle sha256:{_sha256(data / f'listops.{split}.pickle')[:16]}"
-                     for split in ("dev", "test", "train"))
-    assert df["data_source"].tolist() == [f"files in {data}: {sums}"]
+    digests = [_sha256(data / f"listops.{split}.pickle") for split in ("dev", "test", "train")]
+    sums = ", ".join(f"listops.{split}.pickle sha256:{d}" for split, d in zip(("dev", "test", "train"), digests,
+                                                                              strict=True))
+    assert df["data_source"].tolist() == [f"files in {data}: {sums}"]  # results.db: every digest in full
     out = tmp_path / "o" / "acc" / "smoke"
+    # footers: 16 hex digits of each, marked as such
+    short = ", ".join(f"listops.{split}.pickle sha256:{d[:16]}…" for split, d in zip(("dev", "test", "train"), digests,
+                                                                                     strict=True))
     for name in ("table1.md", "table1.tex"):
         text = (out / name).read_text()
-        assert f"Data: the user's files — files in {data}: {sums}" in text and "generated" not in text
-    assert pd.read_csv(out / "table1.csv")["data_source"].eq(f"files in {data}: {sums}").all()
-    assert pd.read_csv(out / "results.csv")["data_source"].tolist() == [f"files in {data}: {sums}"]
+        assert f"Data: the user's files — files in {data}: {short} (sha256 digests: first 16 hex digits shown" in text
+        assert "generated" not in text and digests[0] not in text
+    for name in ("table1.csv", "results.csv", "curves.csv", "table1_diff.csv"):  # every CSV: in full
+        assert pd.read_csv(out / name)["data_source"].eq(f"files in {data}: {sums}").all(), name
 
 
 def test_generated_data_is_never_titled_as_lra(cli: Callable[..., CliResult], write_yaml: Callable[..., Path],

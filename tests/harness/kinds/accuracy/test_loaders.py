@@ -114,9 +114,12 @@ def write_cifar(root: Path, n: int = 10, protocol: int | str = 4) -> dict[str, n
 
 
 def gray(rows: np.ndarray) -> np.ndarray:
-    """LRA's grayscale of CIFAR rows uint8 [N, 3072] (RGB planes): float [N, 32, 32]."""
-    rgb = rows.reshape(-1, 3, 32, 32).astype(float)  # [N, 3072] -> [N, channel, row, col]
-    return np.rint(0.2989 * rgb[:, 0] + 0.5870 * rgb[:, 1] + 0.1140 * rgb[:, 2])
+    """LRA's grayscale of CIFAR rows uint8 [N, 3072] (RGB planes), int64 [N, 32, 32]: tf.image.rgb_to_grayscale's
+    float32 steps, written out here as the reference (scale by 1/255, weigh, scale by 255.5, truncate)."""
+    f32 = np.float32
+    rgb = rows.reshape(-1, 3, 32, 32).astype(f32) * f32(1 / 255)  # [N, 3072] -> [N, channel, row, col]
+    level = rgb[:, 0] * f32(0.2989) + rgb[:, 1] * f32(0.5870) + rgb[:, 2] * f32(0.1140)
+    return np.trunc(level * f32(255.5)).astype(np.int64)
 
 
 def write_imdb(root: Path, per_class: int = 10) -> None:
@@ -144,7 +147,7 @@ def test_lra_token_pickles_keep_their_ids(tmp_path: Path, task: str) -> None:
     records = write_lra_pickles(tmp_path, task)
     td = load_task(task, data_dir=tmp_path, seq_len=8)
     files = [f"{loaders.PICKLE_PREFIX[task]}.{name}.pickle" for name in ("dev", "test", "train")]
-    sums = ", ".join(f"{f} sha256:{sha256_file(tmp_path / f)[:16]}" for f in files)
+    sums = ", ".join(f"{f} sha256:{sha256_file(tmp_path / f)}" for f in files)  # whole digests
     assert td.source == f"files in {tmp_path}: {sums}"  # the files and their checksums, in name order
     assert td.dual == (task == "retrieval") and td.seq_len == 8
     for name, split in td.splits().items():
@@ -184,15 +187,34 @@ def test_cifar10_batches(tmp_path: Path) -> None:
     assert td.vocab_size == 257 and td.num_classes == 10 and td.seq_len == 1024
     released = load_task("image", data_dir=tmp_path)  # the default: id = intensity
     assert released.vocab_size == 256 and torch.equal(released.dev.x0 + 1, td.dev.x0)
-    last = batches["data_batch_5"][-1].reshape(3, 32, 32).astype(float)  # the last dev image, RGB planes
-    gray = np.rint(0.2989 * last[0] + 0.5870 * last[1] + 0.1140 * last[2])
-    assert torch.equal(td.dev.x0[-1], torch.from_numpy(gray.reshape(-1)).long() + 1)
+    last = batches["data_batch_5"][-1:]  # the last dev image
+    assert torch.equal(td.dev.x0[-1], torch.from_numpy(gray(last).reshape(-1)) + 1)
     assert td.dev.y.tolist() == [5, 6, 7, 8, 9]
-    first_test = batches["test_batch"][0].reshape(3, 32, 32).astype(float)
-    assert td.test.x0[0, 33].item() == np.rint(0.2989 * first_test[0, 1, 1] + 0.5870 * first_test[1, 1, 1]
-                                               + 0.1140 * first_test[2, 1, 1]) + 1
+    assert torch.equal(td.test.x0, torch.from_numpy(gray(batches["test_batch"]).reshape(10, -1)) + 1)
     pixels, labels = loaders.read_cifar10(tmp_path / "cifar-10-batches-py")["train"]
     assert pixels.shape == (45, 32, 32) and pixels.dtype == np.uint8 and labels.shape == (45,)
+
+
+def test_cifar10_grayscale_truncates_as_tensorflow_does(tmp_path: Path) -> None:
+    """tf.image.rgb_to_grayscale on uint8 (LRA's Image pipeline): float32 x/255, weights 0.2989, 0.5870, 0.1140,
+    then x 255.5 and a truncating cast. On these pixels rounding the weighted sum gives one level more."""
+    pixels = [(100, 0, 0), (0, 100, 0), (0, 0, 200), (50, 100, 150), (10, 20, 30), (255, 255, 255), (0, 0, 0)]
+    # by hand, weighted sum -> x 255.5/255 -> truncated (rounded): 29.89 -> 29.949 -> 29 (30); 58.70 -> 58.815 -> 58
+    # (59); 22.80 -> 22.845 -> 22 (23); 90.745 -> 90.923 -> 90 (91); 18.149 -> 18.185 -> 18 (18); 254.97 -> 255.47
+    # -> 255 (255); 0 -> 0 (0)
+    expected = [29, 58, 22, 90, 18, 255, 0]
+    rows = np.zeros((1, 3072), dtype=np.uint8)
+    planes = rows.reshape(3, 1024)  # [3072] -> [channel, pixel]: R, G, B planes
+    for i, rgb in enumerate(pixels):
+        planes[:, i] = rgb
+    assert gray(rows).reshape(-1)[: len(pixels)].tolist() == expected  # the test's own float32 reference
+    assert np.rint(planes[:, :4].T.astype(float) @ [0.2989, 0.5870, 0.1140]).tolist() == [30, 59, 23, 91]
+    for name in (*loaders.CIFAR_TRAIN_BATCHES, "test_batch"):  # through the reader
+        write_pickle(tmp_path / name, {b"data": np.repeat(rows, 2, axis=0), b"labels": [3, 3]})
+    train, _ = loaders.read_cifar10(tmp_path)["train"]
+    assert train[0].reshape(-1)[: len(pixels)].tolist() == expected
+    many = np.random.default_rng(1).integers(0, 256, size=(64, 3072), dtype=np.uint8)
+    assert np.array_equal(loaders.rgb_to_grayscale(many.reshape(-1, 3, 32, 32)), gray(many))
 
 
 def test_cifar10_truncated_to_any_seq_len(tmp_path: Path) -> None:
@@ -226,6 +248,20 @@ def test_imdb_heldout_dev(tmp_path: Path) -> None:
     assert torch.equal(again.dev.x0, td.dev.x0) and not torch.equal(other.dev.x0, td.dev.x0)
     rows = {tuple(r.tolist()) for r in torch.cat([td.train.x0, td.dev.x0])}
     assert len(rows) == 20
+
+
+def test_imdb_reviews_are_stripped_as_tfds_strips_them(tmp_path: Path) -> None:
+    """tfds' imdb_reviews yields ``imdb_f.read().strip()``, which LRA byte-encodes: no leading or trailing
+    whitespace or newline becomes a token; inner whitespace and other bytes stay; checksums are of the files."""
+    write_imdb(tmp_path)
+    review = tmp_path / "test" / "neg" / "0_7.txt"
+    review.write_bytes(b" \n\t\r Great  film.\nReally. \x0b\x0c\r\n\n")
+    td = load_task("text", data_dir=tmp_path, seq_len=32)
+    first = td.test.x0[0]
+    assert bytes((first[first != PAD_ID] - 1).tolist()) == b"Great  film.\nReally."
+    assert bytes((td.test.x0[1][td.test.x0[1] != PAD_ID] - 1).tolist()).endswith(bytes([200, 0]))  # NUL is no space
+    assert loaders.load_imdb(tmp_path, seq_len=32, seed=0).source == loaders.datasource.files(
+        tmp_path, sorted(tmp_path.glob("*/*/*.txt")))
 
 
 def test_imdb_truncates_long_reviews(tmp_path: Path) -> None:

@@ -126,7 +126,7 @@ def test_write_accuracy_reports_rejects_unknown_table(tmp_path: Path) -> None:
 
 DIFF = ("_diff.md", "_diff.tex", "_diff.csv")  # differences from the reference row, with intervals
 STUDY_FILES = {
-    "table1": ["table1.md", "table1.tex", "table1.csv", *(f"table1{d}" for d in DIFF)],
+    "table1": ["table1.md", "table1.tex", "table1.csv", *(f"table1{d}" for d in DIFF), "claims.md"],
     "table5": ["table5.md", "table5.tex", "table5.csv", "table5_noise.png", "table5_noise.pdf",
                *(f"table5{d}" for d in DIFF), "claims.md"],
     "table6": ["table6.md", "table6.tex", "table6.csv", "table6_r.png", "table6_r.pdf", "table6_s1.png",
@@ -154,6 +154,29 @@ def test_write_accuracy_reports_writes_the_tables_asked(tmp_path: Path, tables: 
         data = path.read_bytes()
         assert data and (path.suffix != ".png" or data.startswith(b"\x89PNG")) and (
             path.suffix != ".pdf" or data.startswith(b"%PDF"))
+
+
+def test_every_csv_names_its_data_on_every_row(tmp_path: Path) -> None:
+    """Each CSV a report writes has a ``data_source`` column, so that any of its rows, pasted alone, says that it
+    was measured on a generated stand-in; where tasks differ in their data, each row names its own task's."""
+    df = pd.concat([_df(), noise_df(), sweep_df(), s7_df()], ignore_index=True)
+    df = df.assign(key=[f"k{i}" for i in range(len(df))])  # one key per cell, as in a store; _df's keep theirs
+    sources = {task: f"generated stand-in (attnbench {task} stand-in v6: {{}})" for task in set(df["task"])}
+    df = df.assign(data_source=df["task"].map(sources).where(df["status"] == "ok"))  # failed cells record none
+    options = {"variants": SWEEP_VARIANTS, "baseline_variant": "base",
+               "tables": ["table1", "table5", "table6", "table7", "tableS7"]}
+    written = write_accuracy_reports(df, _curves(), tmp_path, env={}, suite="acc", options=options, plots=False)
+    csvs = sorted(p.name for p in written if p.suffix == ".csv")
+    assert {"table1.csv", "table1_diff.csv", "table5.csv", "table5_diff.csv", "table6.csv", "table6_diff.csv",
+            "table7.csv", "table7_diff.csv", "tableS7.csv", "curves.csv", "results.csv"} <= set(csvs)
+    for name in csvs:
+        csv = pd.read_csv(tmp_path / name, keep_default_na=False)
+        if name == "results.csv":  # one row per cell: a failed cell measured nothing
+            csv = csv[csv["status"] == "ok"]
+        assert len(csv) and csv["data_source"].str.contains("generated stand-in").all(), name
+        if "task" in csv.columns:  # a task's rows name that task's data
+            for task, source in csv.loc[csv["task"].isin(sources), ["task", "data_source"]].to_numpy():
+                assert source == sources[task], (name, task, source)
 
 
 def test_entries_that_do_not_beat_the_none_control_are_marked() -> None:

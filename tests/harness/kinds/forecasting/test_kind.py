@@ -93,8 +93,9 @@ def test_real_format_files_go_end_to_end(cli: Callable[..., CliResult], tmp_path
     assert "Exchange" in table and "ILI" in table
     # every output names the file each number came from and its checksum; nothing says generated
     for name in ("exchange_rate.csv", "national_illness.csv"):
-        source = f"files in {data}: {name} sha256:{sha256_file(data / name)[:16]}"
-        assert source in set(csv["data_source"]) and source in table
+        digest = sha256_file(data / name)
+        source = f"files in {data}: {name} sha256:{digest}"  # in full in every CSV; a footer shows 16 hex digits
+        assert source in set(csv["data_source"]) and f"{name} sha256:{digest[:16]}…" in table
         assert source in set(pd.read_csv(out / "forecasting" / "smoke" / "table2.csv")["data_source"])
     assert "generated" not in table and table.startswith("### Table 2 — multivariate long-term forecasting "
                                                          "(forecasting)\n")
