@@ -37,7 +37,7 @@ PAPER_FEDFORMER_VERSION: dict[str, str] = {
 QUOTE_WINS = ("“Compared with SOTA work (i.e., FEDformer), the proposed S3Attention yields a comparable performance in "
               "those tasks, with 3/6 datasets having larger winning counts in MSE/MAE.” (§IV-B, Table 2)")
 QUOTE_EXCHANGE = ("“It is worth noting that the improvement is even more significant on certain datasets, e.g., "
-                  "Exchange (>30% reduction in MSE and MAE).” (§IV-B, Table 2)")
+                  "Exchange (> 30% reduction in MSE and MAE).” (§IV-B, Table 2)")
 
 
 def winning_counts(dataset: str) -> tuple[int, int]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,16 @@ from harness.report.claims import (
     sign_verdict,
 )
 from harness.report.stats import Interval, t_interval
+
+#: Studies per simulated rate in the claims' calibration tests (``test_*calibration*``): enough that three standard
+#: errors of a 5% rate are 1.5 points, few enough that each test runs in a second or two.
+TRIALS = 2000
+
+
+def at_most(level: float, trials: int = TRIALS) -> float:
+    """What a simulated rate of ``trials`` studies may read when the true rate is at most ``level``: ``level`` plus
+    three standard errors of a rate at ``level`` (a false alarm in about 1 of 700 runs of a correct rule)."""
+    return level + 3 * math.sqrt(level * (1 - level) / trials)
 
 
 @pytest.mark.parametrize(("iv", "above", "verdict"), [
@@ -102,3 +113,70 @@ def test_verdicts_on_stand_ins_use_their_own_words(tmp_path: Path) -> None:
     assert "**reproduced**" not in text and "**contradicted**" not in text and "**inconclusive**" in text
     real = write_claims(tmp_path, claims, suite="s")[0].read_text()
     assert "**reproduced**" in real and "stand-ins" not in real
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# One-sided bands, the verdicts over arrays, Holm's step-down
+
+
+def test_a_band_with_a_better_side_reads_stronger_beyond_it_and_never_contradicts_there() -> None:
+    from harness.report.claims import STRONGER, exact_band_verdict
+
+    beyond = Interval(8.0, 7.5, 8.5, 3)  # about 4: the band is [2, 6]
+    assert band_verdict(beyond, 4.0) == CONTRADICTED  # two-sided: "about 4" and nothing more
+    assert band_verdict(beyond, 4.0, better="above") == STRONGER
+    assert band_verdict(Interval(5.9, 5.0, 6.8, 3), 4.0, better="above") == REPRODUCED  # past the edge, not beyond
+    assert band_verdict(Interval(1.0, 0.5, 1.5, 3), 4.0, better="above") == CONTRADICTED
+    assert band_verdict(Interval(1.0, 0.5, 1.5, 3), 4.0, better="below") == STRONGER
+    assert [exact_band_verdict(v, 0.13, better="below") for v in (0.06, 0.10, 0.20, float("nan"))] == [
+        STRONGER, REPRODUCED, CONTRADICTED, NOT_MEASURED]
+    assert all_of([REPRODUCED, STRONGER]) == STRONGER and all_of([STRONGER, INCONCLUSIVE]) == INCONCLUSIVE
+    assert all_of([STRONGER, CONTRADICTED]) == CONTRADICTED
+
+
+def test_the_verdicts_over_arrays_are_the_scalar_verdicts() -> None:
+    """The calibration tests simulate the array forms; the reports call the scalar ones: they must agree."""
+    from harness.report.claims import sign_verdicts
+    from harness.report.stats import t_intervals
+
+    rng = np.random.default_rng(0)
+    values = rng.normal(0.0, 2.0, size=(300, 1)) + rng.normal(0.0, 1.0, size=(300, 4))  # every verdict occurs
+    values[0] = 1.0  # identical seeds: zero width
+    values[1, 1:] = np.nan  # one value
+    arrays = t_intervals(values)
+    for k in (1, 3):
+        vector = sign_verdicts(*arrays, above=True, comparisons=k)
+        scalar = [sign_verdict(t_interval(row.tolist()), above=True, comparisons=k) for row in values]
+        assert vector.tolist() == scalar
+        assert {CONTRADICTED, REPRODUCED, INCONCLUSIVE} <= set(scalar)
+    for row, mean, lo, hi, n in zip(values, *arrays, strict=True):
+        iv = t_interval(row.tolist())
+        assert iv.n == n and np.allclose([iv.mean, iv.lo, iv.hi], [mean, lo, hi], equal_nan=True)
+
+
+def test_holm_steps_down_and_leaves_untested_hypotheses_out() -> None:
+    from harness.report.claims import holm, p_values
+
+    # sorted 0.005 <= 0.05/4, 0.01 <= 0.05/3, then 0.03 > 0.05/2: the step-down stops
+    assert holm(np.array([0.01, 0.04, 0.03, 0.005])).tolist() == [True, False, False, True]
+    # NaN is no test: k = 2, so 0.02 <= 0.05/2 and 0.04 <= 0.05/1
+    assert holm(np.array([0.04, np.nan, 0.02])).tolist() == [True, False, True]
+    assert not holm(np.array([np.nan, np.nan])).any()
+    # the t-test behind [1, 2, 3]: t = 2 / (1 / √3) on 2 degrees of freedom, two-sided p = 0.0742
+    iv = t_interval([1.0, 2.0, 3.0])
+    assert p_values(iv.mean, iv.lo, iv.hi, iv.n) == pytest.approx(0.0742, abs=1e-4)
+    assert np.isnan(p_values(1.0, 1.0, 1.0, 3))  # zero width: no test
+
+
+def test_the_claims_file_names_every_verdict_word_and_says_when_seeds_are_too_few(tmp_path: Path) -> None:
+    from harness.report.claims import STRONGER, Claim, write_claims
+
+    claims = [Claim("Table 4", "x", "m", STRONGER), Claim("Table 5", "y", "m", INCONCLUSIVE)]
+    text = write_claims(tmp_path, claims, suite="s", seeds=2)[0].read_text()
+    assert "`reproduced` / `consistent, and stronger` / `contradicted`" in text
+    assert "**consistent, and stronger**" in text
+    assert text.count("These results rest on 2 seeds: a verdict needs 3") == 1 and "`paper` profile" in text
+    stand_ins = write_claims(tmp_path, claims, suite="s", stand_ins=True, seeds=5)[0].read_text()
+    assert "**consistent on stand-ins, and stronger**" in stand_ins and "These results rest on" not in stand_ins
+    smoke = write_claims(tmp_path, claims, suite="s", smoke=True, seeds=2)[0].read_text()
+    assert "These results rest on" not in smoke  # a smoke profile assesses nothing anyway

@@ -3,11 +3,24 @@ inconclusive."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
 import pandas as pd
 import pytest
 
-from harness.kinds.accuracy.claims import table5_claims, table6_claims, table7_claims, tableS7_claims
-from harness.report.claims import CONTRADICTED, INCONCLUSIVE, REPRODUCED
+from harness.kinds.accuracy.claims import (
+    QUOTE_TABLE5,
+    QUOTE_TABLE6,
+    QUOTE_TABLE7,
+    table1_claims,
+    table5_claims,
+    table6_claims,
+    table7_claims,
+    tableS7_claims,
+)
+from harness.kinds.accuracy.table1 import write_accuracy_reports
+from harness.report.claims import CONTRADICTED, INCONCLUSIVE, REPRODUCED, STRONGER
 from tests.harness.kinds.accuracy.test_studies import cells
 
 
@@ -27,20 +40,17 @@ def _variants(accuracy: dict[str, tuple[float, float, float]]) -> pd.DataFrame:
     return cells(rows, ["attention", "variant", "task", "seed", "status", "test_acc"])
 
 
-@pytest.mark.parametrize(("drops", "s3_verdict", "vanilla_verdict"), [
-    ({"vanilla": (0.10, 0.11, 0.12), "s3attention": (0.01, 0.02, 0.015), "linformer": (0.05, 0.06, 0.05)},
-     REPRODUCED, REPRODUCED),
-    ({"vanilla": (0.01, 0.02, 0.015), "s3attention": (0.10, 0.11, 0.12), "linformer": (0.05, 0.06, 0.05)},
-     CONTRADICTED, CONTRADICTED),
-    ({"vanilla": (0.05, 0.01, 0.09), "s3attention": (0.01, 0.09, 0.05), "linformer": (0.09, 0.05, 0.01)},
-     INCONCLUSIVE, INCONCLUSIVE),
+@pytest.mark.parametrize(("drops", "verdict"), [
+    ({"vanilla": (0.10, 0.11, 0.12), "s3attention": (0.01, 0.02, 0.015)}, REPRODUCED),  # −2% to −4%
+    ({"vanilla": (0.01, 0.02, 0.015), "s3attention": (0.10, 0.11, 0.12)}, CONTRADICTED),  # −20% to −24%
+    ({"vanilla": (0.05, 0.01, 0.09), "s3attention": (0.01, 0.09, 0.05)}, INCONCLUSIVE),  # −2% to −18%
 ])
-def test_table5_claims(drops: dict[str, tuple[float, float, float]], s3_verdict: str, vanilla_verdict: str) -> None:
-    claims = {c.claim.split("Rule: ")[1].split()[0]: c for c in table5_claims(_noise(drops))}
-    assert claims["s3attention"].verdict == s3_verdict and claims["vanilla"].verdict == vanilla_verdict
-    assert "a = 8" in claims["s3attention"].claim and "vs linformer" in claims["s3attention"].measured
-    assert claims["s3attention"].claim.startswith("“S3Attention remains robust with a high level of noise injection.”")
-    assert "no `none` control ran" in claims["s3attention"].measured
+def test_table5_claims(drops: dict[str, tuple[float, float, float]], verdict: str) -> None:
+    (claim,) = table5_claims(_noise(drops))  # S3Attention's robustness alone: the sentence names no other model
+    assert claim.verdict == verdict, claim.measured
+    assert claim.claim.startswith("“S3Attention remains robust with a high level of noise injection.” (§IV-E, Table 5)")
+    assert "a = 8" in claim.claim and "more than -7.38%" in claim.claim
+    assert "no `none` control ran, so whether S3Attention learned is not known" in claim.measured
 
 
 def _with_control(models: dict[str, tuple[float, tuple[float, float, float]]]) -> pd.DataFrame:
@@ -54,27 +64,29 @@ def _with_control(models: dict[str, tuple[float, tuple[float, float, float]]]) -
     return cells(rows, ["attention", "noise", "noise_on", "seed", "status", "test_acc"], task="image")
 
 
-def test_table5_compares_only_the_models_that_learned() -> None:
-    """The review's case: the `none` control at chance loses nothing to noise, so "S3Attention loses the least" was
-    `contradicted` by a model that never learned. Only models above the control at a = 0 take part now."""
+def test_table5_needs_s3attention_to_have_learned() -> None:
+    """A model at chance loses nothing to noise: S3Attention no better than the `none` control at a = 0 is no
+    evidence of robustness, whoever else learned. The old words said "fewer than two models learned" though vanilla
+    and Linformer had, and "no `none` control ran" (``all()`` of no model) though it ran."""
+    df = _with_control({"none": (0.10, (0.0, 0.0, 0.0)), "vanilla": (0.55, (0.10, 0.11, 0.12)),
+                        "linformer": (0.52, (0.05, 0.06, 0.05)), "s3attention": (0.101, (0.0, 0.001, 0.0))})
+    (claim,) = table5_claims(df)
+    assert claim.verdict == INCONCLUSIVE
+    assert claim.measured.startswith("S3Attention did not learn: at a = 0 not above the `none` control")
+    assert "fewer than two" not in claim.measured and "no `none` control ran" not in claim.measured
+    nobody = _with_control({"none": (0.10, (0.0, 0.0, 0.0)), "vanilla": (0.10, (0.0, 0.001, 0.0)),
+                            "s3attention": (0.101, (0.0, 0.001, 0.0))})  # no model learned; the control ran
+    (claim,) = table5_claims(nobody)
+    assert claim.verdict == INCONCLUSIVE and "no `none` control ran" not in claim.measured
+
+
+def test_table5_with_the_control_says_s3attention_learned() -> None:
     df = _with_control({"none": (0.10, (0.0, 0.0, 0.0)), "fnet": (0.101, (0.0, 0.001, 0.0)),
-                        "s3attention": (0.50, (0.02, 0.03, 0.025)), "vanilla": (0.55, (0.10, 0.11, 0.12)),
-                        "linformer": (0.52, (0.05, 0.06, 0.05))})
-    claims = {c.claim.split("Rule: ")[1].split()[0]: c for c in table5_claims(df)}
-    assert set(claims) == {"s3attention", "vanilla"}  # the control is no model of the claim
-    for claim in claims.values():
-        assert claim.verdict == REPRODUCED, claim
-        assert "did not learn (not above the `none` control at a = 0 by more than the seed spread), left out: fnet" \
-            in claim.measured and "vs none" not in claim.measured and "vs fnet" not in claim.measured
-
-
-def test_table5_with_fewer_than_two_learners_is_inconclusive() -> None:
-    df = _with_control({"none": (0.10, (0.0, 0.0, 0.0)), "vanilla": (0.10, (0.0, 0.001, 0.0)),
-                        "s3attention": (0.50, (0.02, 0.03, 0.025))})
-    claims = {c.claim.split("Rule: ")[1].split()[0]: c for c in table5_claims(df)}
-    assert claims["s3attention"].verdict == INCONCLUSIVE
-    assert claims["s3attention"].measured.startswith("fewer than two models learned")
-    assert claims["vanilla"].verdict == INCONCLUSIVE  # vanilla itself did not learn
+                        "s3attention": (0.50, (0.02, 0.025, 0.022))})
+    (claim,) = table5_claims(df)
+    assert claim.verdict == REPRODUCED, claim.measured  # −4% to −5% of 0.50: above −7.38%
+    assert "above the `none` control at a = 0 by more than the seed spread" in claim.measured
+    assert "no `none` control ran" not in claim.measured
 
 
 def test_table6_claims() -> None:
@@ -104,6 +116,19 @@ def test_tableS7_claims() -> None:
     assert tableS7_claims(df((0.70, 0.69, 0.71)), [8])[0].verdict == REPRODUCED  # 30% lower
     assert tableS7_claims(df((0.98, 0.97, 0.99)), [8])[0].verdict == CONTRADICTED  # 2% lower
     assert tableS7_claims(df((0.70, 0.95, 0.80)), [8])[0].verdict == INCONCLUSIVE
+    assert tableS7_claims(df((0.40, 0.41, 0.39)), [8])[0].verdict == STRONGER  # 60% lower: more than the paper's
+
+
+def test_tableS7_applies_the_band_to_each_dataset() -> None:
+    """"In both datasets": Text 1% lower and Pathfinder 59% lower average 30%, and each is above 0, which read
+    `reproduced`; Text is nowhere near 30%."""
+    rows = [("s3attention", task, seed, "ok", 0.5, 1.0, smooth) for task, after in
+            (("text", (0.990, 0.989, 0.991)), ("pathfinder", (0.41, 0.40, 0.42))) for seed, smooth in enumerate(after)]
+    (claim,) = tableS7_claims(cells(rows, ["attention", "task", "seed", "status", "test_acc", "mu_x_r8_mean",
+                                           "mu_smooth_r8_mean"]), [8])
+    assert claim.verdict == CONTRADICTED, claim.measured
+    assert "text: +1.00% [+0.75, +1.25]" in claim.measured and "2 datasets" in claim.measured
+    assert "in each dataset" in claim.claim
 
 
 #: The paper's Table S7: μ_X and μ_X^smooth at ranks 32 and 16, per dataset (means over the validation examples).
@@ -111,8 +136,8 @@ PAPER_TABLE_S7 = {"text": {32: (2.75, 2.05), 16: (3.98, 3.23)}, "pathfinder": {3
 
 
 def test_the_papers_own_table_S7_meets_its_sentence() -> None:
-    """30.2% on average (Text 22.1%, Pathfinder 38.4%): reproduced, though Pathfinder at rank 32 alone (48%) lies
-    outside [15, 45]% — the sentence speaks of the average, and the rule reads it so."""
+    """Text 22.1% and Pathfinder 38.4%, each within [15, 45]%: reproduced, though Pathfinder at rank 32 alone (48%)
+    lies outside the band — the sentence speaks of each dataset's average, and the rule reads it so."""
     rows = [("s3attention", task, seed, "ok", 0.5, *(v for r in (32, 16) for v in (mu[r][0], mu[r][1] * _jitter(seed))))
             for task, mu in PAPER_TABLE_S7.items() for seed in range(3)]  # μ after smoothing a hair apart by seed
     columns = ["attention", "task", "seed", "status", "test_acc",
@@ -120,7 +145,7 @@ def test_the_papers_own_table_S7_meets_its_sentence() -> None:
     (claim,) = tableS7_claims(cells(rows, columns), [32, 16])
     assert claim.claim.startswith("“The average incoherence value was reduced 30%")
     assert claim.verdict == REPRODUCED, claim.measured
-    for figure in ("average +30.26%", "pathfinder: +38.37%", "text: +22.15%"):
+    for figure in ("pathfinder: +38.37%", "text: +22.15%"):
         assert figure in claim.measured
 
 
@@ -149,23 +174,37 @@ def _jitter(seed: int) -> float:
     return 1 + 1e-4 * (seed - 1)
 
 
-def test_the_papers_own_table_5() -> None:
-    """S3Attention −4.92% against Linformer's −4.97% at a = 8: "loses the least" by 0.05 points.
+#: Seed noise of an Image accuracy (points) as our runs measure it: the largest spread over seeds on the Image task of
+#: a model that left its plateau in the quick Table 1 (docs/results/2026-11-25-amd-epyc-2core.md, vanilla 99.70
+#: (0.42)). The paper's own Table 1 prints 1.54 for S3Attention on Image.
+IMAGE_SEED_STD = 0.42
+#: Five values of mean 0 and sample standard deviation 1, and another order of them: seeds spread as a sample of
+#: realistic noise is, without a random draw (the a = 8 cells are not the a = 0 cells shifted).
+SPREAD = np.array([-2.0, -1.0, 0.0, 1.0, 2.0]) / np.sqrt(2.5)
+SPREAD_OTHER = SPREAD[[3, 0, 4, 2, 1]]
 
-    The printed changes are means of per-replicate changes (as the rule computes them), so the fixture uses them;
-    the printed accuracies alone (57.47 → 54.70, 38.43 → 36.65) give −4.82% and −4.63%, the opposite order.
-    """
+
+def test_the_papers_own_table_5_with_realistic_seed_noise() -> None:
+    """The paper's Table 5 over its five replicates, each accuracy spread over the seeds by our Image seed noise.
+    The old rule asked S3Attention to lose the least of all models, which its 0.05-point margin over Linformer (and
+    the printed accuracies, which order them the other way) cannot show: `inconclusive`; its test passed on seeds
+    1e-5 apart. The sentence says S3Attention remains robust, and its −4.92% does."""
     rows = []
-    for i, (attention, (clean, change)) in enumerate(PAPER_TABLE5.items()):
-        for seed in range(3):
-            acc0 = clean / 100 * _jitter(seed)
-            wobble = 1e-5 * (seed - 1) * (i + 1)  # each model's seeds apart in their own way
-            rows += [(attention, 0, "train+test", seed, "ok", acc0),
-                     (attention, 8, "train+test", seed, "ok", acc0 * (1 + change / 100 + wobble))]
+    for attention, (clean, change) in PAPER_TABLE5.items():
+        for seed, (z0, z8) in enumerate(zip(SPREAD, SPREAD_OTHER, strict=True)):
+            rows += [(attention, 0, "train+test", seed, "ok", (clean + IMAGE_SEED_STD * z0) / 100),
+                     (attention, 8, "train+test", seed, "ok", (clean * (1 + change / 100) + IMAGE_SEED_STD * z8) / 100)]
     df = cells(rows, ["attention", "noise", "noise_on", "seed", "status", "test_acc"], task="image")
-    claims = {c.claim.split("Rule: ")[1].split()[0]: c for c in table5_claims(df)}
-    assert claims["s3attention"].verdict == REPRODUCED and claims["vanilla"].verdict == REPRODUCED
-    assert "vs linformer: +0.05 pts" in claims["s3attention"].measured
+    (claim,) = table5_claims(df)
+    assert claim.verdict == REPRODUCED, claim.measured
+    assert "change at a = 8: -4.92%" in claim.measured
+
+
+def test_the_quotes_cite_the_papers_sections() -> None:
+    """Table 5's sentence is in §IV-E (Robustness Analysis), Table 7's in §IV-H (Ablation Study)."""
+    assert QUOTE_TABLE5.endswith("(§IV-E, Table 5)") and QUOTE_TABLE7.endswith("(§IV-H, Table 7)")
+    assert all(q.endswith("Table 6(a))") or q.endswith("Table 6(c))") for q in QUOTE_TABLE6.values())
+    assert "(§IV-F" in QUOTE_TABLE6["r"]
 
 
 def test_the_papers_own_tables_6_and_7() -> None:
@@ -179,3 +218,65 @@ def test_the_papers_own_tables_6_and_7() -> None:
     assert {c.verdict for c in table6_claims(df, sweeps)} == {REPRODUCED}
     claims = table7_claims(df, ["base", *PAPER_TABLE7], "base")
     assert [c.verdict for c in claims] == [REPRODUCED, REPRODUCED]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Table 1 (§IV-A): the headline claims
+
+#: The paper's Table 1 as printed: accuracy (%) per task in LRA's order, per model under its registered name.
+PAPER_TABLE1 = {
+    "vanilla": (36.37, 64.27, 57.46, 42.44, 71.40), "local": (15.82, 52.98, 53.39, 41.46, 66.63),
+    "sparse_transformer": (17.07, 63.58, 59.59, 44.24, 71.71), "longformer": (35.63, 62.85, 56.89, 42.22, 69.71),
+    "linformer": (35.70, 53.94, 52.27, 38.56, 76.34), "reformer": (37.27, 56.10, 53.40, 38.07, 68.50),
+    "sinkhorn": (33.67, 61.20, 53.83, 41.23, 67.45), "synthesizer": (36.99, 61.68, 54.67, 41.61, 69.45),
+    "bigbird": (36.05, 64.02, 59.29, 40.83, 74.87), "linear_transformer": (16.13, 65.90, 53.09, 42.34, 75.30),
+    "performer": (18.01, 65.40, 53.82, 42.77, 77.05), "nystromformer_lra": (37.34, 65.75, 81.29, 41.58, 70.94),
+    "h_transformer_1d": (49.53, 78.69, 63.99, 46.05, 68.78), "transformer_ls": (38.36, 68.40, 81.85, 45.05, 76.48),
+    "fnet": (35.33, 65.11, 59.61, 38.67, 77.08), "luna": (38.01, 65.78, 79.56, 47.86, 78.89),
+    "fmmformer": (36.74, 67.84, 81.88, 45.10, 72.12), "ponet": (38.80, 69.82, 80.35, 46.88, 70.39),
+    "cosformer": (37.9, 63.41, 61.36, 43.17, 70.33), "scatterbrain": (38.6, 64.55, 80.22, 43.65, 69.91),
+    "s3attention": (38.30, 69.27, 83.26, 53.90, 75.82),
+}
+
+
+def _table1(table: dict[str, tuple[float, ...]]) -> pd.DataFrame:
+    """Three seeds around each printed accuracy, each model's a hair apart in its own way (so that paired
+    differences have some width)."""
+    rows = [(attention, task, seed, "ok", (acc + 1e-3 * (seed - 1) * (i + 1)) / 100)
+            for i, (attention, accs) in enumerate(table.items())
+            for task, acc in zip(TASKS, accs, strict=True) for seed in range(3)]
+    return cells(rows, ["attention", "task", "seed", "status", "test_acc"])
+
+
+def test_the_papers_own_table_1_meets_its_headline_sentences() -> None:
+    """64.11 against Transformer-LS's 62.03 (the best other average), and on Image 53.90 against Luna's 47.86,
+    +12.6% relative: both sentences of §IV-A hold on their own table (seeds a hair apart around it)."""
+    average, image = table1_claims(_table1(PAPER_TABLE1))
+    assert average.claim.startswith("“S3Attention achieves the highest 66.08% average accuracy with tuned parameters")
+    assert average.verdict == REPRODUCED and "vs transformer_ls: +2.08 pts" in average.measured
+    assert "20 comparisons over 3 seeds" in average.measured
+    assert image.claim.startswith("“In particular, S3Attention significantly outperforms the benchmarks on Image")
+    assert image.verdict == REPRODUCED and "vs luna: +12.62%" in image.measured
+    assert "more than 6.3% relative" in image.claim
+
+
+def test_table1_claims_are_contradicted_by_a_better_model_but_not_by_controls_or_presets() -> None:
+    better = {**PAPER_TABLE1, "luna": (48.0, 75.0, 85.0, 60.0, 80.0)}  # above S3Attention everywhere
+    assert [c.verdict for c in table1_claims(_table1(better))] == [CONTRADICTED, CONTRADICTED]
+    others = {"s3attention": PAPER_TABLE1["s3attention"], "vanilla": PAPER_TABLE1["vanilla"],
+              "s3attention_released": (48.0, 75.0, 85.0, 60.0, 80.0), "none": (48.0, 75.0, 85.0, 60.0, 80.0)}
+    average, _ = table1_claims(_table1(others))
+    assert average.verdict == REPRODUCED and "vs vanilla" in average.measured and "vs none" not in average.measured
+    assert table1_claims(_table1({"s3attention": PAPER_TABLE1["s3attention"]})) == []
+
+
+def test_table1_claims_are_written_with_the_table_and_two_seeds_say_no_verdict(tmp_path: Path) -> None:
+    """An accuracy suite's report writes Table 1's claims into claims.md; a run of two seeds (every quick profile)
+    says once that it cannot reach a verdict, and which profile can."""
+    two = _table1(PAPER_TABLE1).query("seed < 2")
+    write_accuracy_reports(two, pd.DataFrame(), tmp_path, env={}, suite="acc", plots=False)
+    text = (tmp_path / "claims.md").read_text()
+    assert text.count("| Table 1 |") == 2 and text.count("These results rest on 2 seeds") == 1
+    assert "`paper` profile" in text and "**inconclusive**" in text
+    write_accuracy_reports(_table1(PAPER_TABLE1), pd.DataFrame(), tmp_path, env={}, suite="acc", plots=False)
+    assert "These results rest on" not in (tmp_path / "claims.md").read_text()

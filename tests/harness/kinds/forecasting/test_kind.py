@@ -97,6 +97,7 @@ def test_real_format_files_go_end_to_end(cli: Callable[..., CliResult], tmp_path
         source = f"files in {data}: {name} sha256:{digest}"  # in full in every CSV; a footer shows 16 hex digits
         assert source in set(csv["data_source"]) and f"{name} sha256:{digest[:16]}…" in table
         assert source in set(pd.read_csv(out / "forecasting" / "smoke" / "table2.csv")["data_source"])
+        assert source in set(pd.read_csv(out / "forecasting" / "smoke" / "curves.csv")["data_source"])
     assert "generated" not in table and table.startswith("### Table 2 — multivariate long-term forecasting "
                                                          "(forecasting)\n")
 
@@ -113,6 +114,7 @@ def test_generated_stand_ins_are_titled_as_such(cli: Callable[..., CliResult], t
     assert table.startswith("### Table 2 — multivariate long-term forecasting (forecasting) (generated stand-ins, "
                             "not the datasets of Table 2)\n")
     assert f"Data: generated stand-ins, not the datasets of Table 2 — {source}" in table
+    assert pd.read_csv(out / "curves.csv")["data_source"].eq(source).all()  # pasted alone, it says stand-in
 
 
 @pytest.mark.usefixtures("fast_runner")
