@@ -307,6 +307,26 @@ def test_a_report_killed_while_writing_a_figure_keeps_the_old_one(reference: Pat
     assert after[figure] == before[figure]  # the old figure, whole
 
 
+def test_a_copy_of_a_killed_runs_store_without_its_log_holds_the_finished_groups(
+        suites: dict[str, Path], tmp_path: Path) -> None:
+    """The store's log is copied into ``results.db`` after each group, so that the file alone, copied after a kill,
+    holds every group stored; a copy that holds no table at all is one line naming the file, not a traceback."""
+    out = tmp_path / "out"
+    assert _cli_process(suites["speed"], out, "runner.before_cell:3").returncode == -signal.SIGKILL
+    alone = tmp_path / "copy" / "results.db"
+    alone.parent.mkdir()
+    shutil.copyfile(_store_dir(out, "speed") / "results.db", alone)  # without results.db-wal
+    with Store(alone, read_only=True) as store:
+        assert len(store.dataframe()) == 2  # the first group: vanilla and s3attention at one shape
+    empty = tmp_path / "empty" / "results.db"
+    empty.parent.mkdir()
+    with contextlib.closing(sqlite3.connect(empty)) as conn:  # an SQLite file without tables, as such a copy was
+        conn.execute("PRAGMA journal_mode=WAL")
+    proc = _harness_process(["show", str(empty.parent)], "")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stderr.strip().startswith(f"attnbench: error: {empty}: a results store with no tables")
+
+
 # ---------------------------------------------------------------------------------------------------
 # A disk that fills while a cell is stored: a real write error (a file-size limit), not a mocked one.
 
