@@ -10,6 +10,7 @@ import copy
 import dataclasses
 import itertools
 import os
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -50,6 +51,37 @@ TINY_SUITE: dict[str, Any] = {
     "report": {"baseline": "vanilla", "slope_min_seq_len": 16},
     "profiles": {"smoke": {}, "quick": {}, "paper": {"axes": {"seq_len": [64]}}},
 }
+
+
+def _work_tree_status() -> set[str] | None:
+    """``git status --porcelain`` of the checkout, untracked files included, or None outside a git checkout."""
+    try:
+        proc = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=REPO_ROOT,
+                              capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return set(proc.stdout.splitlines()) if proc.returncode == 0 else None
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[_STATUS_BEFORE] = _work_tree_status()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The tests write under their temporary folders only: a file they leave in the work tree (a relative --out, a
+    cache) fails the run, naming it. What was already changed or untracked before the run is not counted."""
+    before = session.config.stash.get(_STATUS_BEFORE, None)
+    after = _work_tree_status()
+    if before is None or after is None:
+        return
+    new = sorted(after - before)
+    if new:
+        session.config.get_terminal_writer().line(
+            f"the test run left {len(new)} change(s) in the work tree: {', '.join(new[:5])}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_STATUS_BEFORE = pytest.StashKey[set[str] | None]()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -56,8 +56,8 @@ def test_a_new_kind_needs_only_its_entry_in_the_table(monkeypatch: pytest.Monkey
     assert set(df["kind"]) == {"echo"} and set(df["echo_n"]) == set(suite.axes["seq_len"])
 
 
-def test_unknown_kind_is_exit_2(cli: Callable[..., CliResult], write_yaml: Callable[..., Path]) -> None:
-    result = cli("run", write_yaml(tiny_doc(kind="sped")), "--out", "x")
+def test_unknown_kind_is_exit_2(cli: Callable[..., CliResult], write_yaml: Callable[..., Path], tmp_path: Path) -> None:
+    result = cli("run", write_yaml(tiny_doc(kind="sped")), "--out", tmp_path / "out")
     assert result.code == 2 and "kind: unknown kind 'sped'; choose one of speed, accuracy" in result.err
 
 
