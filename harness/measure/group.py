@@ -106,6 +106,26 @@ def time_group(timed: list[Workload], ctx: Context) -> None:
         w.result = CellResult("ok", "", w.metrics, samples=list(t.times_ms))
 
 
+def measure_workloads(cells: list[Cell], ctx: Context, prepare: Callable[[Cell, Context], Workload | CellResult], *,
+                      timed: Callable[[Workload], bool] = lambda w: True,
+                      scope: contextlib.AbstractContextManager[object] | None = None) -> list[CellResult]:
+    """The tail every timed kind's group shares: prepare each cell alone (build, check, untimed metrics), time the
+    workloads ``timed`` selects in interleaved rounds (:func:`time_group`), drop the workloads and give the group's
+    memory back (:func:`release_group_memory`), so that the next group starts from what it needs. ``scope`` wraps
+    preparing and timing (the compile axis's settings). Returns each cell's result, in the cells' order."""
+    with scope if scope is not None else contextlib.nullcontext():
+        prepared = [prepare(cell, ctx) for cell in cells]
+        to_time = [w for w in prepared if isinstance(w, Workload) and timed(w)]
+        if to_time:
+            time_group(to_time, ctx)
+    out = [item if isinstance(item, CellResult) else item.result or CellResult("ok", "", item.metrics)
+           for item in prepared]
+    del prepared, to_time  # the workloads' tensors and modules, before the memory is given back
+    if cells:
+        release_group_memory(cells[0].device)
+    return out
+
+
 def release_group_memory(device: str) -> None:
     """After a group, once its workloads are dropped: give what it freed back (the CUDA cache; on the CPU, under the
     timing malloc settings, which never trim during a group, glibc's free memory), so the next group starts from the

@@ -28,7 +28,7 @@ from attentions.base import QKVProjection
 
 from ...core import faults
 from ...core.cell import Cell, CellResult, Context, NonFinite, classify_exception, memory_cap, time_limit
-from ...measure.group import Workload, release_group_memory, time_group
+from ...measure.group import Workload, measure_workloads
 from ...models.probe import load_probe
 from .error import attention_matrix, matrix_errors, output_errors
 
@@ -117,16 +117,7 @@ def measure_cell(cell: Cell, ctx: Context) -> CellResult:
 def measure_group(cells: list[Cell], ctx: Context) -> list[CellResult]:
     """Cells of one length and input: each one's errors, then their forward passes timed in interleaved rounds
     (:func:`harness.measure.group.time_group`: the load and drift flags of the speed suite come with them)."""
-    prepared = [_prepare(cell, ctx) for cell in cells]
-    timed = [w for w in prepared if isinstance(w, Workload)]
-    if timed:
-        time_group(timed, ctx)
-    out = [item if isinstance(item, CellResult) else item.result or CellResult("ok", "", item.metrics)
-           for item in prepared]
-    del prepared, timed
-    if cells:
-        release_group_memory(cells[0].device)
-    return out
+    return measure_workloads(cells, ctx, _prepare)
 
 
 def describe(result: CellResult) -> str:

@@ -31,7 +31,7 @@ from ...core.errors import first_line
 from ...measure.compile import checked_first_call, compile_module, compile_scope, compiles
 from ...measure.flops import count_work
 from ...measure.gpu import pinned_sdpa, profile_call
-from ...measure.group import Workload, release_group_memory, time_group
+from ...measure.group import Workload, measure_workloads
 from ...measure.memory import peak_memory_bytes
 from ...models.classifier import Classifier
 
@@ -227,26 +227,15 @@ def measure_group(cells: list[Cell], ctx: Context) -> list[CellResult]:
     reason, :mod:`harness.measure.quiet`), and the per-round samples are returned with each result (stored raw).
     A cell's time limit covers its own building, checking and timing.
     """
-    with compile_scope(any(compiles(cell.params) for cell in cells)):
-        prepared = [_prepare(cell, ctx) for cell in cells]
-        timed = [w for w in prepared if isinstance(w, Workload) and "time" in w.cell.metrics]
-        if timed:
-            time_group(timed, ctx)
-    out = []
-    for item in prepared:
-        if isinstance(item, CellResult):
-            out.append(item)
-            continue
-        result = item.result or CellResult("ok", "", item.metrics)
-        if result.status == "ok" and "time_ms_median" in item.metrics and "gflops" in item.metrics:
-            item.metrics["gflops_per_s"] = item.metrics["gflops"] / (item.metrics["time_ms_median"] / 1e3)
+    results = measure_workloads(cells, ctx, _prepare, timed=lambda w: "time" in w.cell.metrics,
+                                scope=compile_scope(any(compiles(cell.params) for cell in cells)))
+    for result in results:
+        m = result.metrics
+        if result.status == "ok" and "time_ms_median" in m and "gflops" in m:
+            m["gflops_per_s"] = m["gflops"] / (m["time_ms_median"] / 1e3)
             if ctx.gemm_peak_gflops:
-                item.metrics["gemm_peak_fraction"] = item.metrics["gflops_per_s"] / ctx.gemm_peak_gflops
-        out.append(result)
-    del prepared, timed  # the workloads: free their memory before the next group
-    if cells:
-        release_group_memory(cells[0].device)
-    return out
+                m["gemm_peak_fraction"] = m["gflops_per_s"] / ctx.gemm_peak_gflops
+    return results
 
 
 def describe(result: CellResult) -> str:
