@@ -54,13 +54,15 @@ TINY_SUITE: dict[str, Any] = {
 
 
 def _work_tree_status() -> set[str] | None:
-    """``git status --porcelain`` of the checkout, untracked files included, or None outside a git checkout."""
+    """The files of the checkout that git does not know and does not ignore (what a stray ``--out`` or cache leaves),
+    or None outside a git checkout. (Edits of tracked files are left to the developer's own ``git status``: a file
+    being edited while the tests run would otherwise count.)"""
     try:
         proc = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=REPO_ROOT,
                               capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return set(proc.stdout.splitlines()) if proc.returncode == 0 else None
+    return {line for line in proc.stdout.splitlines() if line.startswith("??")} if proc.returncode == 0 else None
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -69,7 +71,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """The tests write under their temporary folders only: a file they leave in the work tree (a relative --out, a
-    cache) fails the run, naming it. What was already changed or untracked before the run is not counted."""
+    cache) fails the run, naming it. What was already untracked before the run is not counted."""
     before = session.config.stash.get(_STATUS_BEFORE, None)
     after = _work_tree_status()
     if before is None or after is None:
@@ -77,7 +79,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     new = sorted(after - before)
     if new:
         session.config.get_terminal_writer().line(
-            f"the test run left {len(new)} change(s) in the work tree: {', '.join(new[:5])}", red=True)
+            f"the test run left {len(new)} new file(s) in the work tree: {', '.join(new[:5])}", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
