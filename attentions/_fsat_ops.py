@@ -42,8 +42,9 @@ class _PooledCross(torch.autograd.Function):
     """c = a ∗ b (linear convolution along dim −1) by FFT, with the backward written as two correlations.
 
     dL/da_i = Σ_k g_k b_{k−i}, i.e. irfft(G · conj(B)), and likewise for b, reusing the forward spectra: one
-    rfft and two irffts, where autograd runs the rffts' backward as full-length complex FFTs (measured 1.5x
-    slower fwd+bwd on CPU at B=4, L=4096, D=64).
+    rfft and two irffts, where autograd runs the rffts' backward as full-length complex FFTs, which made fwd+bwd
+    slower on CPU (measured: docs/results/2026-11-23-amd-epyc-2core.md, "From the code: FSAT's and Nyströmformer's
+    kernels").
     """
 
     @staticmethod
@@ -178,7 +179,8 @@ class _EdgeAttention(torch.autograd.Function):
     Every per-edge dot product is a sampled dense-dense product (SDDMM) on the key-row CSR, and every
     weighted sum over edges an SpMM — y and dL/dQ sum into query rows, dL/dK and dL/dV into key rows — so no
     [R·E, d] tensor is ever formed: memory is O(R·E + R·d), the paper's O(LMH + LD) (§4.3). On CPU these
-    sparse kernels were 2–7x faster than the equivalent gathers, batched dot products and ``index_add_``.
+    sparse kernels were faster than the equivalent gathers, batched dot products and ``index_add_`` (measured:
+    docs/results/2026-11-23-amd-epyc-2core.md, "From the code: FSAT's and Nyströmformer's kernels").
     Autograd through sparse CSR tensors is incomplete, hence the written-out backward.
     """
 
@@ -247,7 +249,8 @@ class _EdgeAttention(torch.autograd.Function):
 # Run eagerly under torch.compile (a graph break on either side; the projections and the predictor around it compile):
 # Dynamo cannot trace sparse CSR tensors (torch 2.13: bincount's data-dependent size, then an IndexError on the CSR's
 # strides and "as_strided on SparseCsrCPU" in Inductor), so a compiled FSAT failed in every cell. ``eager_only``, not
-# the decorator itself, which imports torch._dynamo at import time (1.5 s of every process that imports the zoo).
+# the decorator itself, which imports torch._dynamo at import time (a slow import, in every process that imports the
+# zoo; see ``eager_only``).
 @eager_only
 def sparse_attention(
     q: Tensor, k: Tensor, v: Tensor, query_index: Tensor, confidence: Tensor, dropout_p: float = 0.0

@@ -1,6 +1,7 @@
 """S3Attention's CPU kernels: the layouts and backward passes that make its eager layer fast on a CPU, kept apart
 from the layer (``attentions.s3attention``) that picks them on the CPU. Same functions as the framework's ops they
-replace; each says what it replaces and why (the figures are from this project's CPU profiles, ``docs/``).
+replace; each says what it replaces and why. The profiles and timings behind each choice are in docs/results/
+(2026-11-24-amd-epyc-2core.md and 2026-11-25-intel-xeon-2core.md, "From the code: S3Attention's CPU kernels").
 """
 
 from __future__ import annotations
@@ -17,9 +18,8 @@ def _transposed_copy(t: Tensor) -> Tensor:
     """[B, P, Q] -> [B, Q, P] contiguous, one 2-D copy per batch element; an op torch.compile cannot see into.
 
     Why per element: ATen copies a contiguous 2-D matrix into its transpose with a cache-blocked kernel, but a 3-D
-    transposed copy goes element by element (n = 4096, B 4, D 64, one thread: 0.6 ms against 3.0 ms). Why opaque:
-    Inductor's own kernel for this transpose took 3.9 ms of a compiled fwd+bwd step at n = 4096 (Intel CPU, one
-    thread; torch 2.13).
+    transposed copy goes element by element, several times slower. Why opaque: Inductor's own kernel for this
+    transpose (torch 2.13, CPU) was slower still, a visible share of a compiled fwd+bwd step.
     """
     t = t.contiguous()
     out = t.new_empty(t.shape[0], t.shape[2], t.shape[1])
@@ -86,9 +86,9 @@ def conv_tokens_major(s: Tensor, weight: Tensor, bias: Tensor | None, transposed
     [B, N, C] seen as [B, C, 1, N] is exactly the channels-last layout of a 2-D convolution with a 1 x k kernel,
     which oneDNN convolves as it lies and answers in the same layout, i.e. [B, N, D] contiguous, in backward too.
     ``conv(s.transpose(1, 2))`` instead reads a strided input and leaves a channels-first output whose transpose made
-    the BatchNorm over positions that follows read a strided tensor (profiled at n = 4096 on the AMD CPU: convolution
-    and BatchNorm with their copies took 45% of S3's eager fwd+bwd; this path takes the convolution from 73 to 29 ms,
-    fwd+bwd, B 4, one thread). Same weights, same function.
+    the BatchNorm over positions that follows read a strided tensor (in a profile, convolution and BatchNorm with
+    their copies took a large share of S3's eager fwd+bwd; this path's convolution is much faster). Same weights, same
+    function.
     """
     k = weight.shape[-1]
     x = s.transpose(1, 2).unsqueeze(2)  # [B, C, 1, N], channels-last strides
@@ -100,9 +100,9 @@ def conv_tokens_major(s: Tensor, weight: Tensor, bias: Tensor | None, transposed
 class StemConv(torch.autograd.Function):
     """``conv_tokens_major`` whose backward takes the weight gradient as k batched GEMMs, one per kernel tap.
 
-    Why: oneDNN's backward-weights kernel for this 1 x k channels-last convolution ran at a third of the GEMM rate on
-    the Intel CPU (n = 4096, B 4, C 128, D 64, k 3, one thread: 14.2 ms, where the forward takes 5.8 ms for the same
-    FLOPs; these GEMMs take 6.5 ms, and 3.2 against 7.3 ms at two threads). Tap j's gradient is the sum over tokens of
+    Why: oneDNN's backward-weights kernel for this 1 x k channels-last convolution ran far below the GEMM rate on an
+    Intel Xeon, much slower than the forward's kernel for the same FLOPs; these GEMMs take about the forward's time,
+    and beat that kernel at one thread and at two. Tap j's gradient is the sum over tokens of
     grad[t] ⊗ s[t + j - k//2] over the tokens t whose input t + j - k//2 lies inside the sequence (zero padding adds
     nothing). The input gradient is the transposed convolution, as the framework's backward computes it.
     """

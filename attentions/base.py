@@ -26,8 +26,9 @@ def merge_heads(x: Tensor) -> Tensor:
 
 def eager_only(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``torch.compiler.disable(fn)``, applied at the first call rather than at import: applying it imports
-    torch._dynamo, 1.3 s of every process that imports the zoo (each ``--isolate`` worker, the CLI) whether or not it
-    ever compiles. Under torch.compile the call is a graph break and ``fn`` runs eagerly, as with the decorator."""
+    torch._dynamo, a slow import, in every process that imports the zoo (each ``--isolate`` worker, the CLI) whether
+    or not it ever compiles (timed: docs/results/2026-11-26-cpu-2core.md, "Importing torch._dynamo"). Under
+    torch.compile the call is a graph break and ``fn`` runs eagerly, as with the decorator."""
     disabled: list[Callable[..., Any]] = []
 
     @functools.wraps(fn)
@@ -51,7 +52,8 @@ def with_ones_columns(v: Tensor) -> Tensor:
     read once). Why: a row of d + 1 = 65 is not 16-byte aligned, and cuBLAS's tensor-core GEMMs need 16-byte aligned
     rows (docs.nvidia.com/cuda/cublas, "Tensor Core Usage"), so the two products through [V, 1] would run a slower
     kernel; the extra columns cost (w - d - 1)/(d + 1) more of those two products' work and memory. The same
-    function: only columns [:d] and d are read. Not yet timed on a GPU (issue 39's ``gpu_comparisons public``).
+    function: only columns [:d] and d are read. What GPU timings show of it: docs/gpu.md, "The zoo against the public
+    implementations".
     """
     d = v.shape[-1]
     align = ONES_COLUMNS_ALIGN.get(v.device.type, 1)

@@ -35,11 +35,11 @@ class PerformerConfig(AttentionConfig):
             the normaliser can underflow in low precision).
         chunk_size: on the CPU, sequences longer than this are processed in chunks of this many positions (the
             same function, evaluated chunk by chunk so each [B, H, chunk, m] feature tensor is used while it is
-            still in cache). Measured fwd+bwd (B 4, H 2, d 32, m 256, one thread): 23-24% faster at n = 8K and 16K
-            than one pass, equal at 2K; the speed suite's long profile fits its time slope over 1K-16K. Other
-            devices (CUDA) take one pass: a GPU has no such cache to fit, and each chunk costs its ~20 ops' kernel
-            launches from the host (fwd+bwd at B 4, H 8, D 512, n = 16K: 643 ops chunked, 95 for performer-pytorch,
-            which was faster on the H200; one pass: 93, moving a third fewer bytes than theirs; not yet timed on a GPU).
+            still in cache): faster than one pass at long n on the CPU, no slower at short n; the speed suite's
+            long profile fits its time slope over 1K-16K. Other devices (CUDA) take one pass: a GPU has no such
+            cache to fit, and each chunk costs its ops' kernel launches from the host, which at long n made the
+            chunked call dispatch several times the ops of performer-pytorch's one pass. Timings and op counts:
+            docs/gpu.md, "The zoo against the public implementations", and the results files it links.
     """
 
     nb_features: int = 256

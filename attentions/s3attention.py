@@ -191,7 +191,8 @@ class Smoother(nn.Module):
 
 def _first_tokens(t: Tensor, n: int) -> Tensor:
     """t[:, :n], and t itself when that is all of it: the slice's backward would zero-fill a [B, N, D] buffer and copy
-    the gradient into it (0.9 ms of a 40 ms fwd+bwd step at n = 4096, two threads)."""
+    the gradient into it, a measurable share of a fwd+bwd step for nothing (timed: docs/results/
+    2026-11-25-intel-xeon-2core.md, "From the code: S3Attention's CPU kernels")."""
     return t if t.shape[1] == n else t[:, :n]
 
 

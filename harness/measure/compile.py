@@ -37,9 +37,9 @@ MODES = ("eager", "inductor")
 
 #: Largest relative difference, max |compiled - eager| / max |eager| over the output and each gradient (with a floor
 #: under the scale, ``SCALE_FLOOR``), accepted for a compiled call. Inductor's reordered float32 sums differ from eager
-#: by about 1e-6 of the scale here (the quick suite's 22 compared variants: 1e-6 to 1e-5); a wrong kernel by O(1)
-#: (seen: torch 2.13 computed S3Attention's Fourier-weight gradient with an error of 2.2 on a scale of 1.5, in a
-#: formulation the layer no longer uses). Low precision rounds each partial result: a few units of its epsilon.
+#: by rounding, orders of magnitude below the bound; a wrong kernel by O(1) (seen: torch 2.13 computed
+#: S3Attention's Fourier-weight gradient wrongly, in a formulation the layer no longer uses). Low precision rounds each
+#: partial result: a few units of its epsilon. Measured: docs/measuring.md, "Compiled cells", and the results it links.
 AGREEMENT_TOL = {"float32": 1e-3, "bfloat16": 5e-2, "float16": 2e-2, "amp_bf16": 5e-2, "amp_fp16": 2e-2}
 
 

@@ -28,8 +28,9 @@ def peak_memory_bytes(fn: Callable[[], object], device: torch.device, calls: int
         device: ``cpu`` or ``cuda``.
         calls: measure this many calls and return the least peak. A call sometimes allocates a little more
             than the layer needs (a cache filled on first use, garbage of earlier calls collected inside the
-            window): over two identical benchmark runs, single-call backward peaks differed by up to 15% in a
-            few cells, while the least of three calls is the layer's own requirement and repeats exactly.
+            window): over two identical benchmark runs, single-call backward peaks differed in a few cells, while
+            the least of three calls is the layer's own requirement and repeats exactly (measured: docs/measuring.md,
+            "Peak memory").
 
     Returns:
         Peak net bytes.
@@ -64,8 +65,8 @@ def _peak_cpu(fn: Callable[[], object]) -> int:
 
     The call runs on one intra-op thread: with several, the records of parallel regions (per-thread
     scratch buffers, autograd's frees) interleave in a different order from run to run and the running
-    sum's peak moved by up to 15% between identical runs (measured on a backward pass). One thread makes
-    the replay deterministic; the tensors a layer keeps, which make up the peak, do not depend on it.
+    sum's peak moved between identical runs (measured on a backward pass: docs/measuring.md, "Peak memory"). One
+    thread makes the replay deterministic; the tensors a layer keeps, which make up the peak, do not depend on it.
     """
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

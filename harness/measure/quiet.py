@@ -1,8 +1,9 @@
 """Is the machine quiet? The CPU time other processes take while a cell is timed, steal, and a reference kernel.
 
-On a small machine one other busy process multiplies a cell's time (measured here: 140 ms alone, 1772 ms beside
-other jobs, with 2 intra-op threads on 2 cores), and the whole machine drifts 5-18% between quiet runs. So every
-timed group of cells records, over its timing window:
+On a small machine one other busy process multiplies a cell's time (when the intra-op threads take every core), and
+the whole machine drifts between quiet runs by more than the differences one wants to see (figures:
+docs/measuring.md, "Is the machine quiet? Noise flags", and the results files it links). So every timed group of
+cells records, over its timing window:
 
 - ``load_other_cores``: CPU time used by every other process, in cores (system busy time from ``/proc/stat`` minus
   this process's own time from ``/proc/self/stat``, over the wall time). The kernel's run-queue average cannot tell
@@ -11,16 +12,15 @@ timed group of cells records, over its timing window:
 - ``calibration_ratio``: the time of a fixed reference kernel around the group against the same kernel at the start
   of the run (1.0 = as fast as then). It is taken before and after the group and the faster counts: a slowdown of
   the machine that lasts through the group shows in both, while a transient of a few milliseconds does not flag the
-  group. In a quiet run here the reference taken before the n = 4096 fwd+bwd group (after its workloads were
-  built) ran 2.9x slower, no other process or steal in sight, and flagged all 10 cells of the group, whose own rates
-  (e.g. SDPA at 76% of the GEMM peak) were those of the rest of the quiet run.
+  group. A reference taken once, before the group, can catch such a transient (just after the group's workloads
+  were built, with no other process or steal in sight) and flag every cell of a group whose own rates were those
+  of the rest of the quiet run.
 
 A cell is ``noisy`` (a flag with its reason, beside its status) when another process used more than
 :data:`BUSY_CORES`, steal exceeded :data:`MAX_STEAL`, or the reference kernel ran more than :data:`MAX_DRIFT`
-slower than at the run's start. A faster kernel is not noise: in one quiet run here the reference taken at the
-start was 1.5x slower than every later one (a transient of the VM), and a two-sided check flagged all 80 cells
-timed before any other process ran. On a machine without ``/proc`` the load fields are None and only the drift is
-checked.
+slower than at the run's start. A faster kernel is not noise: the reference taken at the start can itself be slow
+(a transient of the VM), and a two-sided check then flags every cell of a quiet run. On a machine without ``/proc``
+the load fields are None and only the drift is checked.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ BUSY_CORES = 0.3  # other processes' CPU use (in cores) above which a timing is 
 MAX_STEAL = 0.05
 MAX_DRIFT = 0.15  # calibration ratio - 1: how much slower than at the run's start
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-_REFERENCE_SIZE = 192  # a 192x192 matmul: ~1 ms on one core, in cache, no allocation
+_REFERENCE_SIZE = 192  # a 192x192 matmul: short on one core, in cache, no allocation
 
 
 @dataclass(frozen=True)

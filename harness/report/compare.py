@@ -7,22 +7,22 @@ matched by what they measure (suite, axis values, device), not by key, so result
 
 Two bases. **Relative** (the default when the suite names a baseline, or with ``--relative-to NAME``): a cell's
 samples are its per-round time divided by the baseline's time in the same interleaved round, and A and B compare
-those ratios. Between two runs this machine drifts as a whole by 5-18% (median 7.6%, either direction by shape);
-in each round that drift, and a background load that slows every variant alike, cancels. The baseline's own rows
-are shown with their absolute change for information (verdict ``baseline``), never as a regression: relative to
-itself nothing can change. **Absolute** (``--absolute``): the stored per-round times themselves, for comparing two
-machines or a change to the baseline.
+those ratios. Between two runs a machine drifts as a whole, either direction by shape, by more than the changes one
+wants to see; in each round that drift, and a background load that slows every variant alike, cancels. The
+baseline's own rows are shown with their absolute change for information (verdict ``baseline``), never as a
+regression: relative to itself nothing can change. **Absolute** (``--absolute``): the stored per-round times
+themselves, for comparing two machines or a change to the baseline.
 
 Per matched cell: the ratio of medians B / A with a bootstrap 95% interval, and the two-sided Mann-Whitney p-value
 of the samples. A cell is a ``regression`` when B is slower beyond the threshold with confidence — the whole
 interval above 1 + threshold — and the rank test agrees (p < :data:`ALPHA`); an ``improvement`` likewise the other
 way (the whole interval below 1 / (1 + threshold)); else ``same``. The interval, not the point estimate, must clear
-the threshold because the samples of one run cannot show the variation between runs: between two quiet runs here,
-cells whose code had not changed moved by up to +15% relative to the reference (reformer and Nyströmformer, n =
-2048, fwd), their intervals reaching down to +4-5%. A regression of a cell timed while the machine was busy on
-either side (its ``noisy`` flag) is listed with a † but does not count for ``--fail-on-regression``: the load, not
-the code, may have made it slower; rerun it on a quiet machine. This is what xformers' ``--compare``, asv and
-pytest-benchmark offer, on the raw samples every run keeps.
+the threshold because the samples of one run cannot show the variation between runs: between two quiet runs, cells
+whose code had not changed moved past the default threshold relative to the reference, while their intervals reached
+back below it (measured: docs/measuring.md, "Provenance, history and `attnbench compare`"). A regression of a cell
+timed while the machine was busy on either side (its ``noisy`` flag) is listed with a † but does not count for
+``--fail-on-regression``: the load, not the code, may have made it slower; rerun it on a quiet machine. This is
+what xformers' ``--compare``, asv and pytest-benchmark offer, on the raw samples every run keeps.
 """
 
 from __future__ import annotations

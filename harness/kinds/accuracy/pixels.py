@@ -152,7 +152,7 @@ def _pathfinder_image(
     lengths = [contour_length] * 2 + [distractor_length] * num_distractors
     # Which main contour carries the markers, drawn independently of the label: the first one drawn is placed on an
     # emptier canvas, so always marking it let a model without token mixing read the label from where the lit
-    # pixels lie (a linear model on the 12x12 pixels: 70% before, see the docstring).
+    # pixels lie (a linear model on the per-position pixels read it; see the docstring).
     marked_k = int(rng.integers(2))
     broken_k = marked_k if label == 0 else 1 - marked_k
     for k, n_dashes in enumerate(lengths):
@@ -226,15 +226,15 @@ def generate_pathfinder(
     under each marker. Both contours are drawn so that losing that dash splits them (the pieces stay farther apart
     than the linking rule reaches), whatever the label. So both labels have the same marker positions, the same
     distance between the markers, the same lit pixel count, the same number of pieces and the same distribution of
-    lit pixels at every position; only whether the path between the markers is whole differs. Two designs that
-    leaked were measured at 12x12 with two 3-dash contours: LRA's way (markers were 7 apart, Chebyshev, in 83% of
-    positives and 48% of negatives; a model without token mixing read it, 62% test), and always marking the first
-    contour drawn (it is placed on an emptier canvas, so where pixels are lit told the label: a linear model on the
-    per-position pixels scored 70% on 3,000 held-out images; 49% with the marked contour drawn at random).
+    lit pixels at every position; only whether the path between the markers is whole differs. Two designs leaked the
+    label: LRA's way (the marker distance differs by label, and a model without token mixing read it), and always
+    marking the first contour drawn (it is placed on an emptier canvas, so where pixels are lit told the label, to a
+    linear model on the per-position pixels; with the marked contour drawn at random it is at chance). Measured at
+    12x12 with two 3-dash contours: docs/results/2026-11-25-amd-epyc-2core.md, "Generator leaks found and removed".
 
     What this does not remove: a model that sees all pixels at once can learn connectivity on a small grid without
-    attention. An MLP on the 12x12 one-hot pixels (288 -> 64 -> 128 -> 2, trained on 3,000 images) scores 99.7% on
-    3,000 held-out ones, so this stand-in at that size needs token mixing only as far as the model has no such
+    attention. An MLP on the 12x12 one-hot pixels (288 -> 64 -> 128 -> 2) learns it nearly perfectly from a few
+    thousand images (same file), so this stand-in at that size needs token mixing only as far as the model has no such
     all-pixel path; the `none` control (a mean of per-position features and an MLP head) has a narrow one.
 
     Connectivity: lit pixels (> 0) within Chebyshev distance 2 of each other are linked (8-connectivity after closing
