@@ -8,8 +8,11 @@ on import. Adding a variant = adding one module here.
 import importlib
 import pkgutil
 
+from ._decode import state_bytes
 from .registry import *  # noqa: F403  (the public API is the registry's)
-from .registry import __all__  # noqa: F401
+from .registry import __all__ as _registry_api
+
+__all__ = [*_registry_api, "state_bytes"]
 
 _SHARED = {"base", "registry"}
 for _module in sorted(m.name for m in pkgutil.iter_modules(__path__)):  # noqa: F405  (the package path)

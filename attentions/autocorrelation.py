@@ -43,10 +43,17 @@ def autocorrelation(q: Tensor, k: Tensor) -> Tensor:
     return torch.fft.irfft(spectrum, n=q.shape[1], dim=1)
 
 
+#: Why this variant has no causal form (``attnbench list``; a causal cell is ``unsupported`` with it).
+CAUSAL_NOTE = (
+    "Auto-Correlation aggregates time delays found by an FFT over the whole series; Autoformer's decoder passes a "
+    "mask flag that the mechanism ignores"
+)
+
+
 @register(
     "autocorrelation",
     AutoCorrelationConfig,
-    Capabilities(complexity="n log n"),
+    Capabilities(causal_note=CAUSAL_NOTE, complexity="n log n"),
     paper="https://arxiv.org/abs/2106.13008",
 )
 class AutoCorrelationAttention(ProjectedAttention):

@@ -14,8 +14,8 @@ from torch import Tensor, nn
 
 def split_heads(x: Tensor, heads: int) -> Tensor:
     """[B, N, H*d] -> [B, H, N, d]."""
-    b, n, _ = x.shape
-    return x.view(b, n, heads, -1).transpose(1, 2)  # [B, H, N, d]
+    b, n, width = x.shape
+    return x.view(b, n, heads, width // heads).transpose(1, 2)  # [B, H, N, d] (d explicit: N may be 0)
 
 
 def merge_heads(x: Tensor) -> Tensor:
@@ -165,16 +165,24 @@ def key_bias_column(
 
 
 class QKVProjection(nn.Module):
-    """One fused Linear producing Q, K, V split into heads (one GEMM instead of three)."""
+    """One fused Linear producing Q, K, V split into heads (one GEMM instead of three).
 
-    def __init__(self, dim: int, heads: int, bias: bool = True) -> None:
+    ``kv_heads`` (grouped-query attention, Ainslie et al. 2023): K and V get that many heads of the same width, each
+    shared by ``heads / kv_heads`` query heads; None = as many as the queries (the weight is then [3D, D], as
+    without the option).
+    """
+
+    def __init__(self, dim: int, heads: int, bias: bool = True, kv_heads: int | None = None) -> None:
         super().__init__()
         self.heads = heads
-        self.qkv = nn.Linear(dim, 3 * dim, bias=bias)
+        self.kv_heads = heads if kv_heads is None else kv_heads
+        self.kv_dim = dim // heads * self.kv_heads
+        self.qkv = nn.Linear(dim, dim + 2 * self.kv_dim, bias=bias)
 
     def forward(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        q, k, v = self.qkv(x).chunk(3, dim=-1)  # 3 x [B, N, D]
-        return split_heads(q, self.heads), split_heads(k, self.heads), split_heads(v, self.heads)
+        dim = self.qkv.in_features
+        q, k, v = self.qkv(x).split((dim, self.kv_dim, self.kv_dim), dim=-1)  # [B, N, D], 2 x [B, N, H_kv·d]
+        return split_heads(q, self.heads), split_heads(k, self.kv_heads), split_heads(v, self.kv_heads)
 
 
 def softmax_reference(proj: QKVProjection, out: nn.Linear, x: Tensor, mask: Tensor | None = None) -> Tensor:

@@ -47,10 +47,17 @@ class BigBirdConfig(AttentionConfig):
                 raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
 
 
+#: Why this variant has no causal form (``attnbench list``; a causal cell is ``unsupported`` with it).
+CAUSAL_NOTE = (
+    "its global tokens attend to every position and are attended by every position; the paper uses the sparse "
+    "pattern in encoders"
+)
+
+
 @register(
     "bigbird",
     BigBirdConfig,
-    Capabilities(
+    Capabilities(causal_note=CAUSAL_NOTE,
         approximates_softmax=True, complexity="n", needs_fixed_length=True,
         seq_len_multiple_of=64, pads_to_multiple=True
     ),

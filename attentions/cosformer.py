@@ -44,7 +44,11 @@ def token_angles(mask: Tensor | None, batch: int, n: int, device: torch.device, 
     return (math.pi / 2) * index.to(dtype) / length.to(dtype)  # [B, N]
 
 
-@register("cosformer", CosformerConfig, Capabilities(complexity="n"), paper="https://arxiv.org/abs/2202.08791")
+#: Why this variant has no causal form (``attnbench list``; a causal cell is ``unsupported`` with it).
+CAUSAL_NOTE = "not implemented yet"
+
+
+@register("cosformer", CosformerConfig, Capabilities(causal_note=CAUSAL_NOTE, complexity="n"), paper="https://arxiv.org/abs/2202.08791")
 class CosformerAttention(ProjectedAttention):
     """cosFormer: O_i = Σ_j s_ij V_j / Σ_j s_ij, s_ij = ReLU(Q_i)ᵀReLU(K_j)·cos(π/2·(i−j)/M); arxiv 2202.08791.
 

@@ -139,7 +139,11 @@ class _CrossAttentionBase(nn.Module):
         return q, k.unflatten(-1, (h, -1)), v.unflatten(-1, (h, -1)), extra  # K, V [B, N, H, d]
 
 
-@register("fat", FATConfig, Capabilities(complexity="n^2"), paper="https://aclanthology.org/2022.acl-long.19")
+#: Why this variant has no causal form (``attnbench list``; a causal cell is ``unsupported`` with it).
+CAUSAL_NOTE = "its Fourier-pooled keys and values summarise the whole sequence; the FSAT paper defines no causal form"
+
+
+@register("fat", FATConfig, Capabilities(causal_note=CAUSAL_NOTE, complexity="n^2"), paper="https://aclanthology.org/2022.acl-long.19")
 class FATAttention(_CrossAttentionBase):
     """FAT: softmax attention with K, V projected from the pooled hidden-state cross (FSAT paper eq. 5).
 

@@ -35,10 +35,14 @@ class FEBConfig(AttentionConfig):
         self._require_positive_ints("modes")
 
 
+#: Why this variant has no causal form (``attnbench list``; a causal cell is ``unsupported`` with it).
+CAUSAL_NOTE = "it mixes in the frequency domain over the whole sequence; FEDformer's decoder uses it without a mask"
+
+
 @register(
     "fedformer_fourier",
     FEBConfig,
-    Capabilities(complexity="n log n", needs_fixed_length=True),
+    Capabilities(causal_note=CAUSAL_NOTE, complexity="n log n", needs_fixed_length=True),
     paper="https://arxiv.org/abs/2201.12740",
 )
 class FEBFourier(nn.Module):

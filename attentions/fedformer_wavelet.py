@@ -198,10 +198,14 @@ class MultiwaveletBlock(nn.Module):
         return ud.reshape(b, n, c, k), us.reshape(b, n, c, k)  # [B, n, c, k] each
 
 
+#: Why this variant has no causal form (``attnbench list``; a causal cell is ``unsupported`` with it).
+CAUSAL_NOTE = "it mixes in the wavelet domain over the whole sequence; FEDformer's decoder uses it without a mask"
+
+
 @register(
     "fedformer_wavelet",
     MWTConfig,
-    Capabilities(complexity="n log n", needs_fixed_length=True),
+    Capabilities(causal_note=CAUSAL_NOTE, complexity="n log n", needs_fixed_length=True),
     paper="https://arxiv.org/abs/2201.12740",
 )
 class FEBWavelet(nn.Module):

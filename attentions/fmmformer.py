@@ -81,10 +81,14 @@ def linear_attention(q: Tensor, k: Tensor, v: Tensor, feature: Callable[[Tensor]
     return num / torch.where(den > 0, den, torch.ones_like(den))  # [B, H, N, d]
 
 
+#: Why this variant has no causal form (``attnbench list``; a causal cell is ``unsupported`` with it).
+CAUSAL_NOTE = "not implemented yet"
+
+
 @register(
     "fmmformer",
     FMMformerConfig,
-    Capabilities(complexity="n"),
+    Capabilities(causal_note=CAUSAL_NOTE, complexity="n"),
     paper="https://arxiv.org/abs/2108.02347",
 )
 class FMMformerAttention(ProjectedAttention):

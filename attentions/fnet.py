@@ -40,10 +40,14 @@ def fourier_mix(x: Tensor, normalize: bool = False) -> Tensor:
     return y.to(x.dtype)
 
 
+#: Why this variant has no causal form (``attnbench list``; a causal cell is ``unsupported`` with it).
+CAUSAL_NOTE = "the Fourier transform along the sequence mixes every position with every other"
+
+
 @register(
     "fnet",
     FNetConfig,
-    Capabilities(complexity="n log n"),
+    Capabilities(causal_note=CAUSAL_NOTE, complexity="n log n"),
     paper="https://arxiv.org/abs/2105.03824",
 )
 class FNetMixing(nn.Module):

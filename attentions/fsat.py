@@ -99,7 +99,14 @@ class FSATEdges(NamedTuple):
     predicted: Tensor
 
 
-@register("fsat", FSATConfig, Capabilities(complexity="n log n"), paper="https://aclanthology.org/2022.acl-long.19")
+#: Why this variant has no causal form (``attnbench list``; a causal cell is ``unsupported`` with it).
+CAUSAL_NOTE = (
+    "its Fourier-pooled keys and values summarise the whole sequence and its predicted query indices point "
+    "anywhere; the paper defines no causal form"
+)
+
+
+@register("fsat", FSATConfig, Capabilities(causal_note=CAUSAL_NOTE, complexity="n log n"), paper="https://aclanthology.org/2022.acl-long.19")
 class FSATAttention(_CrossAttentionBase):
     """FSAT: sparse attention over predicted dominant query→key edges, K and V from the hidden-state cross.
 

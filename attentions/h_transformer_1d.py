@@ -66,10 +66,15 @@ def _sibling(t: Tensor) -> Tensor:
     return pairs.flip(3).reshape(t.shape)
 
 
+#: Why this variant has no causal form (``attnbench list``; a causal cell is ``unsupported`` with it).
+CAUSAL_NOTE = "not implemented yet"
+
+
 @register(
     "h_transformer_1d",
     HTransformer1DConfig,
-    Capabilities(approximates_softmax=True, complexity="n", seq_len_multiple_of=16, pads_to_multiple=True),
+    Capabilities(approximates_softmax=True, complexity="n", seq_len_multiple_of=16, pads_to_multiple=True,
+                 causal_note=CAUSAL_NOTE),
     paper="https://arxiv.org/abs/2107.11906",
 )
 class HTransformer1DAttention(ProjectedAttention):

@@ -28,10 +28,14 @@ class LinearTransformerConfig(EpsConfig):
     """
 
 
+#: Why this variant has no causal form (``attnbench list``; a causal cell is ``unsupported`` with it).
+CAUSAL_NOTE = "not implemented yet"
+
+
 @register(
     "linear_transformer",
     LinearTransformerConfig,
-    Capabilities(complexity="n"),
+    Capabilities(causal_note=CAUSAL_NOTE, complexity="n"),
     paper="https://arxiv.org/abs/2006.16236",
 )
 class LinearTransformerAttention(ProjectedAttention):

@@ -39,10 +39,17 @@ class LinformerConfig(AttentionConfig):
         self._require_positive_ints("k")
 
 
+#: Why this variant has no causal form (``attnbench list``; a causal cell is ``unsupported`` with it).
+CAUSAL_NOTE = (
+    "E and F project the whole sequence axis, so every projected key mixes all positions; the paper defines no "
+    "causal form"
+)
+
+
 @register(
     "linformer",
     LinformerConfig,
-    Capabilities(approximates_softmax=True, complexity="n", needs_fixed_length=True),
+    Capabilities(causal_note=CAUSAL_NOTE, approximates_softmax=True, complexity="n", needs_fixed_length=True),
     paper="https://arxiv.org/abs/2006.04768",
 )
 class LinformerAttention(ProjectedAttention):

@@ -44,10 +44,15 @@ class LocalConfig(AttentionConfig):
             raise ValueError(f"mode must be 'block' or 'sliding', got {self.mode!r}")
 
 
+#: Why this variant has no causal form (``attnbench list``; a causal cell is ``unsupported`` with it).
+CAUSAL_NOTE = "not implemented yet"
+
+
 @register(
     "local",
     LocalConfig,
-    Capabilities(approximates_softmax=True, complexity="n", seq_len_multiple_of=50, pads_to_multiple=True),
+    Capabilities(approximates_softmax=True, complexity="n", seq_len_multiple_of=50, pads_to_multiple=True,
+                 causal_note=CAUSAL_NOTE),
     paper="https://arxiv.org/abs/2011.04006",
 )
 class LocalAttention(ProjectedAttention):

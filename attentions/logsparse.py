@@ -38,10 +38,14 @@ def log_offsets(length: int) -> Tensor:
     return torch.tensor([0] + [2**i for i in range(max(length - 1, 1).bit_length()) if 2**i < length])
 
 
+#: Why this variant has no causal form (``attnbench list``; a causal cell is ``unsupported`` with it).
+CAUSAL_NOTE = "not implemented yet"
+
+
 @register(
     "logsparse",
     LogSparseConfig,
-    Capabilities(complexity="n log n"),
+    Capabilities(causal_note=CAUSAL_NOTE, complexity="n log n"),
     paper="https://arxiv.org/abs/1907.00235",
 )
 class LogSparseAttention(nn.Module):

@@ -50,7 +50,13 @@ class LongformerConfig(AttentionConfig):
             raise ValueError(f"global_tokens must be an integer >= 0, got {self.global_tokens!r}")
 
 
-@register("longformer", LongformerConfig, Capabilities(approximates_softmax=True, complexity="n"), paper="https://arxiv.org/abs/2004.05150")
+#: Why this variant has no causal form (``attnbench list``; a causal cell is ``unsupported`` with it).
+CAUSAL_NOTE = "not implemented yet"
+
+
+@register("longformer", LongformerConfig,
+          Capabilities(approximates_softmax=True, complexity="n", causal_note=CAUSAL_NOTE),
+          paper="https://arxiv.org/abs/2004.05150")
 class LongformerAttention(nn.Module):
     """Longformer: sliding window (w/2 each side, dilation d) + global tokens; arxiv.org/abs/2004.05150.
 

@@ -35,7 +35,11 @@ class LunaConfig(AttentionConfig):
         self._require_positive_ints("proj_len")
 
 
-@register("luna", LunaConfig, Capabilities(complexity="n"), paper="https://arxiv.org/abs/2106.01540")
+#: Why this variant has no causal form (``attnbench list``; a causal cell is ``unsupported`` with it).
+CAUSAL_NOTE = "not implemented yet"
+
+
+@register("luna", LunaConfig, Capabilities(causal_note=CAUSAL_NOTE, complexity="n"), paper="https://arxiv.org/abs/2106.01540")
 class LunaAttention(nn.Module):
     """Luna pack-and-unpack attention with a learned context P of length l; paper arxiv.org/abs/2106.01540.
 

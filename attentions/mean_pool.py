@@ -23,7 +23,11 @@ class MeanPoolConfig(AttentionConfig):
     """No fields of its own (``heads`` and ``dropout`` are accepted and unused: there are no weights to drop)."""
 
 
-@register("mean_pool", MeanPoolConfig, Capabilities(complexity="n"), paper="https://arxiv.org/abs/2111.11418",
+#: Why this variant has no causal form (``attnbench list``; a causal cell is ``unsupported`` with it).
+CAUSAL_NOTE = "not implemented yet"
+
+
+@register("mean_pool", MeanPoolConfig, Capabilities(causal_note=CAUSAL_NOTE, complexity="n"), paper="https://arxiv.org/abs/2111.11418",
           benchmark=False)
 class MeanPool(nn.Module):
     """Uniform token mixing (a control): every position gets W·mean(real tokens) + b."""

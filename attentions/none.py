@@ -22,8 +22,12 @@ class NoneConfig(AttentionConfig):
     control drops into every suite beside the attentions."""
 
 
-@register("none", NoneConfig, Capabilities(complexity="n", mixes_tokens=False), benchmark=False,
-          paper="https://arxiv.org/abs/2105.03824")
+#: Why this variant has no causal form (``attnbench list``; a causal cell is ``unsupported`` with it).
+CAUSAL_NOTE = "not implemented yet"
+
+
+@register("none", NoneConfig, Capabilities(complexity="n", mixes_tokens=False, causal_note=CAUSAL_NOTE),
+          benchmark=False, paper="https://arxiv.org/abs/2105.03824")
 class NoMixing(nn.Module):
     """No token mixing (the control): the output is zero, the block keeps its residual and MLP paths."""
 

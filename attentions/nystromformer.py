@@ -86,10 +86,17 @@ def sequence_conv(v: Tensor, weight: Tensor) -> Tensor:
 
 # pads_to_multiple: a length off the multiple of m runs the masked-landmark path, which is exactly right-padding
 # to a multiple of m and masking the padding (see the class docstring).
+
+
+#: Why this variant has no causal form (``attnbench list``; a causal cell is ``unsupported`` with it).
+CAUSAL_NOTE = "its segment-mean landmarks average future positions into every row; the paper defines no causal form"
+
+
 @register(
     "nystromformer",
     NystromConfig,
-    Capabilities(approximates_softmax=True, complexity="n", seq_len_multiple_of=64, pads_to_multiple=True),
+    Capabilities(approximates_softmax=True, complexity="n", seq_len_multiple_of=64, pads_to_multiple=True,
+                 causal_note=CAUSAL_NOTE),
     paper="https://arxiv.org/abs/2102.03902",
 )
 class NystromAttention(ProjectedAttention):

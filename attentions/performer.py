@@ -138,7 +138,13 @@ def softmax_kernel_features(
     return _stabilised_exp(x, features, is_query, mask) + eps / math.sqrt(features.shape[0])
 
 
-@register("performer", PerformerConfig, Capabilities(approximates_softmax=True, complexity="n"), paper="https://arxiv.org/abs/2009.14794")
+#: Why this variant has no causal form (``attnbench list``; a causal cell is ``unsupported`` with it).
+CAUSAL_NOTE = "not implemented yet"
+
+
+@register("performer", PerformerConfig,
+          Capabilities(approximates_softmax=True, complexity="n", causal_note=CAUSAL_NOTE),
+          paper="https://arxiv.org/abs/2009.14794")
 class PerformerAttention(ProjectedAttention):
     """Performer (FAVOR+) attention with positive orthogonal random features; arxiv.org/abs/2009.14794.
 

@@ -84,7 +84,11 @@ def local_max_pool(x: Tensor, mask: Tensor | None, kernel: int) -> Tensor:
     return pooled.transpose(1, 2)  # [B, N, D]
 
 
-@register("ponet", PoNetConfig, Capabilities(complexity="n"), paper="https://arxiv.org/abs/2110.02442")
+#: Why this variant has no causal form (``attnbench list``; a causal cell is ``unsupported`` with it).
+CAUSAL_NOTE = "its global and segment poolings mix future positions; the paper defines an encoder only"
+
+
+@register("ponet", PoNetConfig, Capabilities(causal_note=CAUSAL_NOTE, complexity="n"), paper="https://arxiv.org/abs/2110.02442")
 class PoNetAttention(nn.Module):
     """PoNet multi-granularity pooling mixer (GA, SMP, LMP + pooling fusion); paper arxiv.org/abs/2110.02442.
 

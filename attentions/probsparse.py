@@ -41,10 +41,14 @@ def active_count(factor: int, length: int) -> int:
     return min(length, max(1, factor * math.ceil(math.log(length)))) if length > 1 else 1
 
 
+#: Why this variant has no causal form (``attnbench list``; a causal cell is ``unsupported`` with it).
+CAUSAL_NOTE = "not implemented yet"
+
+
 @register(
     "probsparse",
     ProbSparseConfig,
-    Capabilities(complexity="n log n", approximates_softmax=True),
+    Capabilities(causal_note=CAUSAL_NOTE, complexity="n log n", approximates_softmax=True),
     paper="https://arxiv.org/abs/2012.07436",
 )
 class ProbSparseAttention(ProjectedAttention):

@@ -286,10 +286,17 @@ class ReformerConfig(AttentionConfig):
 
 # pads_to_multiple: forward pads to a whole number of chunks (bucket_size) and hashes the padding past every
 # real bucket.
+
+
+#: Why this variant has no causal form (``attnbench list``; a causal cell is ``unsupported`` with it).
+CAUSAL_NOTE = "not implemented yet"
+
+
 @register(
     "reformer",
     ReformerConfig,
-    Capabilities(approximates_softmax=True, complexity="n log n", seq_len_multiple_of=64, pads_to_multiple=True),
+    Capabilities(approximates_softmax=True, complexity="n log n", seq_len_multiple_of=64, pads_to_multiple=True,
+                 causal_note=CAUSAL_NOTE),
     paper="https://arxiv.org/abs/2001.04451",
 )
 class ReformerAttention(LSHHashing, nn.Module):

@@ -37,6 +37,7 @@ __all__ = [
     "AttentionSpec",
     "Capabilities",
     "DuplicateNameError",
+    "NoCausalFormError",
     "RegistryError",
     "UnknownAttentionError",
     "UnknownConfigKeyError",
@@ -65,6 +66,10 @@ class DuplicateNameError(RegistryError):
     """A name registered twice."""
 
 
+class NoCausalFormError(RegistryError):
+    """``causal=True`` for a variant whose capabilities say it has no causal form."""
+
+
 @dataclass(frozen=True)
 class AttentionConfig:
     """Fields every variant shares.
@@ -75,12 +80,17 @@ class AttentionConfig:
         max_seq_len: longest sequence the layer accepts; variants with fixed-size parameters along the
             sequence (Linformer's E/F, S3Attention's Fourier weights and BatchNorm) size them by it.
         dropout: dropout probability on the attention weights (training only).
+        causal: the causal form (a decoder's self-attention: position i depends on positions ≤ i only), for a
+            variant whose capabilities say ``causal`` (its paper's or its authors' causal form); False is the
+            bidirectional (encoder) form every variant has. :func:`make_config` refuses it, with the reason, for a
+            variant without one.
     """
 
     dim: int = 64
     heads: int = 2
     max_seq_len: int = 1024
     dropout: float = 0.1
+    causal: bool = False
 
     def __post_init__(self) -> None:
         self._require_positive_ints("dim", "heads", "max_seq_len")
@@ -88,6 +98,8 @@ class AttentionConfig:
             raise ValueError(f"dim={self.dim} must be divisible by heads={self.heads}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
+        if not isinstance(self.causal, bool):
+            raise ValueError(f"causal must be true or false, got {self.causal!r}")
 
     @property
     def head_dim(self) -> int:
@@ -128,6 +140,13 @@ class Capabilities:
         mixes_tokens: an output position depends on other positions. False only for the ``none`` control, whose
             output is zero.
         devices: device types the variant can run on.
+        causal: the variant has a causal form (config ``causal=True``), faithful to its paper or its authors' code.
+        decode: the variant decodes: ``prefill(x, mask, capacity=C)`` runs the causal form over a prompt and returns
+            the state (KV cache, window ring buffer, recurrent sums, or both), ``step(x_t, state)`` adds one token
+            (:mod:`attentions.decoding`). Implies ``causal``.
+        causal_note: why there is no causal form (``causal`` False: e.g. Linformer projects the sequence axis), or
+            what the causal form follows where it is (the paper's pattern, a choice it leaves open).
+        decode_note: why it cannot decode (``decode`` False), or what its state is.
     """
 
     supports_mask: bool = True
@@ -139,6 +158,18 @@ class Capabilities:
     approximates_softmax: bool = False
     mixes_tokens: bool = True
     devices: tuple[str, ...] = ("cpu", "cuda")
+    causal: bool = False
+    decode: bool = False
+    causal_note: str = ""
+    decode_note: str = ""
+
+    def __post_init__(self) -> None:
+        if self.decode and not self.causal:
+            raise ValueError("a variant that decodes has a causal form: set causal=True too")
+        if not self.causal and not self.causal_note:
+            raise ValueError("causal=False needs causal_note: say why the variant has no causal form")
+        if self.causal and not self.decode and not self.decode_note:
+            raise ValueError("a causal variant that does not decode needs decode_note: say why")
 
 
 AvailabilityCheck = Callable[[torch.device], "str | None"]
@@ -193,22 +224,30 @@ class AttentionSpec:
     def available(self, device: torch.device | str = "cpu") -> bool:
         return self.unavailable_reason(device) is None
 
-    def cannot_run(self, seq_len: int, *, padded: bool, max_seq_len: int | None = None) -> str | None:
+    def cannot_run(self, seq_len: int, *, padded: bool, max_seq_len: int | None = None, causal: bool = False,
+                   decode: bool = False) -> str | None:
         """Why this variant cannot run on inputs of ``seq_len`` tokens (``padded``: they carry a padding mask), or None.
 
         Reads the capabilities only, so a runner can skip a cell with this reason before building anything.
         Rules: padded inputs need ``supports_mask``; a length off ``seq_len_multiple_of`` needs
-        ``pads_to_multiple``; with ``needs_fixed_length``, ``seq_len`` must not exceed ``max_seq_len``.
+        ``pads_to_multiple``; with ``needs_fixed_length``, ``seq_len`` must not exceed ``max_seq_len``; the causal
+        form needs ``causal``, decoding ``decode`` (each refusal says the variant's reason).
 
         Args:
             seq_len: length N of the inputs [B, N, D].
             padded: the inputs come with a key-padding mask that has False entries.
             max_seq_len: the ``max_seq_len`` the layer will be built with; None = not known (not checked).
+            causal: the cell runs the causal form.
+            decode: the cell decodes (prefill, then one token at a time).
 
         Returns:
             A human-readable reason naming the variant, or None when the capabilities allow these inputs.
         """
         caps = self.caps
+        if (causal or decode) and not caps.causal:
+            return f"{self.name} has no causal form: {caps.causal_note}"
+        if decode and not caps.decode:
+            return f"{self.name} does not decode: {caps.decode_note}"
         if padded and not caps.supports_mask:
             return f"{self.name} does not honour a padding mask, and these inputs are padded"
         if seq_len % caps.seq_len_multiple_of and not caps.pads_to_multiple:
@@ -346,8 +385,13 @@ def _replace_config(cfg: AttentionConfig, overrides: dict[str, Any], name: str) 
 
 
 def make_config(name: str, **overrides: Any) -> AttentionConfig:
-    """The resolved config of ``name`` with ``overrides`` applied (validated by the config itself)."""
-    return _replace_config(spec(name).config, overrides, name)
+    """The resolved config of ``name`` with ``overrides`` applied (validated by the config itself); ``causal=True``
+    for a variant without a causal form is refused with its reason."""
+    entry = spec(name)
+    cfg = _replace_config(entry.config, overrides, name)
+    if cfg.causal and not entry.caps.causal:
+        raise NoCausalFormError(f"{name} has no causal form: {entry.caps.causal_note}")
+    return cfg
 
 
 def build(name: str, **overrides: Any) -> nn.Module:

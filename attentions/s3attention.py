@@ -196,10 +196,14 @@ def _first_tokens(t: Tensor, n: int) -> Tensor:
     return t if t.shape[1] == n else t[:, :n]
 
 
+#: Why this variant has no causal form (``attnbench list``; a causal cell is ``unsupported`` with it).
+CAUSAL_NOTE = "the Fourier convolution and the column skeleton mix the whole sequence"
+
+
 @register(
     "s3attention",
     S3Config,
-    Capabilities(complexity="n log n", needs_fixed_length=True),
+    Capabilities(causal_note=CAUSAL_NOTE, complexity="n log n", needs_fixed_length=True),
     paper="https://arxiv.org/abs/2408.08567",
 )
 class S3Attention(nn.Module):

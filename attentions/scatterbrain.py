@@ -304,10 +304,17 @@ class ScatterbrainConfig(AttentionConfig):
 
 # complexity "n log n": the per-round sort of queries and keys, as Reformer; the chunked scores are
 # O(R·N·c·(d+m)) and the low-rank part O(N·m·d), linear. pads_to_multiple: forward pads to whole chunks.
+
+
+#: Why this variant has no causal form (``attnbench list``; a causal cell is ``unsupported`` with it).
+CAUSAL_NOTE = "not implemented yet"
+
+
 @register(
     "scatterbrain",
     ScatterbrainConfig,
-    Capabilities(approximates_softmax=True, complexity="n log n", seq_len_multiple_of=64, pads_to_multiple=True),
+    Capabilities(approximates_softmax=True, complexity="n log n", seq_len_multiple_of=64, pads_to_multiple=True,
+                 causal_note=CAUSAL_NOTE),
     paper="https://arxiv.org/abs/2110.15343",
 )
 class ScatterbrainAttention(LSHHashing, ProjectedAttention):

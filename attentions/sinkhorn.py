@@ -87,10 +87,14 @@ def block_sort_logits_mask(block_real: Tensor) -> tuple[Tensor, Tensor]:
     return real_u & real_v, eye & ~real_u
 
 
+#: Why this variant has no causal form (``attnbench list``; a causal cell is ``unsupported`` with it).
+CAUSAL_NOTE = "not implemented yet"
+
+
 @register(
     "sinkhorn",
     SinkhornConfig,
-    Capabilities(
+    Capabilities(causal_note=CAUSAL_NOTE,
         approximates_softmax=True, complexity="n^2", needs_fixed_length=True,
         seq_len_multiple_of=64, pads_to_multiple=True
     ),

@@ -71,10 +71,16 @@ def symmetric_iterative_inverse(w: Tensor, iterations: int) -> Tensor:
     return z
 
 
+#: Why this variant has no causal form (``attnbench list``; a causal cell is ``unsupported`` with it).
+CAUSAL_NOTE = (
+    "the Nyström landmarks of its Gaussian kernel average over the whole sequence; the paper defines no causal form"
+)
+
+
 @register(
     "skyformer",
     SkyformerConfig,
-    Capabilities(complexity="n"),
+    Capabilities(causal_note=CAUSAL_NOTE, complexity="n"),
     paper="https://arxiv.org/abs/2111.00035",
 )
 class SkyformerAttention(ProjectedAttention):

@@ -47,10 +47,15 @@ class SparseTransformerConfig(AttentionConfig):
             raise ValueError(f"summary c={self.summary} cannot exceed the block length l={self.stride}")
 
 
+#: Why this variant has no causal form (``attnbench list``; a causal cell is ``unsupported`` with it).
+CAUSAL_NOTE = "not implemented yet"
+
+
 @register(
     "sparse_transformer",
     SparseTransformerConfig,
-    Capabilities(approximates_softmax=True, complexity="n^2", seq_len_multiple_of=128, pads_to_multiple=True),
+    Capabilities(approximates_softmax=True, complexity="n^2", seq_len_multiple_of=128, pads_to_multiple=True,
+                 causal_note=CAUSAL_NOTE),
     paper="https://arxiv.org/abs/1904.10509",
 )
 class SparseTransformerAttention(ProjectedAttention):

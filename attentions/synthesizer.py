@@ -41,10 +41,14 @@ class SynthesizerConfig(AttentionConfig):
             raise ValueError(f"mode must be 'dense' or 'random', got {self.mode!r}")
 
 
+#: Why this variant has no causal form (``attnbench list``; a causal cell is ``unsupported`` with it).
+CAUSAL_NOTE = "not implemented yet"
+
+
 @register(
     "synthesizer",
     SynthesizerConfig,
-    Capabilities(complexity="n^2", needs_fixed_length=True),
+    Capabilities(causal_note=CAUSAL_NOTE, complexity="n^2", needs_fixed_length=True),
     paper="https://arxiv.org/abs/2005.00743",
 )
 class SynthesizerAttention(nn.Module):

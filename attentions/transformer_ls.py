@@ -50,10 +50,14 @@ def window_margin(window: int) -> int:
     return max(window // 2, 1)
 
 
+#: Why this variant has no causal form (``attnbench list``; a causal cell is ``unsupported`` with it).
+CAUSAL_NOTE = "not implemented yet"
+
+
 @register(
     "transformer_ls",
     TransformerLSConfig,
-    Capabilities(complexity="n", seq_len_multiple_of=8, pads_to_multiple=True),
+    Capabilities(causal_note=CAUSAL_NOTE, complexity="n", seq_len_multiple_of=8, pads_to_multiple=True),
     paper="https://arxiv.org/abs/2107.02192",
 )
 class TransformerLSAttention(ProjectedAttention):

@@ -17,7 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .base import ProjectedAttention, fill_masked, merge_heads
+from ._decode import KVCache, check_capacity
+from .base import ProjectedAttention, QKVProjection, fill_masked, key_bias_value, merge_heads
 from .registry import AttentionConfig, Capabilities, register, register_preset
 
 Backend = Literal["math", "sdpa", "xformers"]
@@ -29,14 +30,22 @@ class VanillaConfig(AttentionConfig):
 
     Attributes:
         backend: "math" (explicit softmax), "sdpa" (torch SDPA) or "xformers" (memory-efficient kernel).
+        kv_heads: key/value heads (grouped-query attention, Ainslie et al. 2023, https://arxiv.org/abs/2305.13245):
+            each serves ``heads / kv_heads`` query heads, so a KV cache holds ``kv_heads`` heads; None = ``heads``
+            (multi-head attention).
     """
 
     backend: Backend = "math"
+    kv_heads: int | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.backend not in ("math", "sdpa", "xformers"):
             raise ValueError(f"backend must be one of math, sdpa, xformers; got {self.backend!r}")
+        if self.kv_heads is not None:
+            self._require_positive_ints("kv_heads")
+            if self.heads % self.kv_heads:
+                raise ValueError(f"kv_heads={self.kv_heads} must divide heads={self.heads}")
 
 
 @functools.cache
@@ -73,8 +82,16 @@ def _xformers_check(device: torch.device) -> str | None:
     return _xformers_reason() or _xformers_kernel_reason(str(device))
 
 
+#: The causal form and the decoding state, in words (``attnbench list``).
+CAUSAL_NOTE = "each query attends to itself and the keys before it (the decoder's masked self-attention)"
+DECODE_NOTE = "a KV cache of every token (kv_heads heads under grouped-query attention)"
+
+
 @register(
-    "vanilla", VanillaConfig, Capabilities(complexity="n^2", exact=True), paper="https://arxiv.org/abs/1706.03762"
+    "vanilla", VanillaConfig,
+    Capabilities(complexity="n^2", exact=True, causal=True, decode=True, causal_note=CAUSAL_NOTE,
+                 decode_note=DECODE_NOTE),
+    paper="https://arxiv.org/abs/1706.03762",
 )
 class VanillaAttention(ProjectedAttention):
     """Exact multi-head softmax attention with fused Q/K/V and output projections.
@@ -82,41 +99,90 @@ class VanillaAttention(ProjectedAttention):
     Paper: Attention Is All You Need, https://arxiv.org/abs/1706.03762.
     The key-padding mask fills masked scores with the dtype's most negative finite value rather than −inf,
     so a sequence with no real token still gives finite (uniform) weights instead of NaN.
+
+    Causal (``causal=True``): query i attends to keys j ≤ i (§3.2.3's masked decoder self-attention): ``math``
+    fills the upper triangle of the scores, ``sdpa`` passes ``is_causal`` (or, with a padding mask, the mask's
+    lower triangle), ``xformers`` a lower-triangular bias. Decoding: ``prefill`` runs the causal form over the prompt
+    and fills a :class:`~attentions._decode.KVCache` preallocated for the whole context; ``step`` writes one token's
+    key and value in place and attends over the cache. Grouped-query attention (``kv_heads``): a query head reads the
+    keys of its group, broadcast, never copied.
     """
 
     cfg: VanillaConfig
 
     def __init__(self, cfg: VanillaConfig) -> None:
         super().__init__(cfg)
+        if cfg.kv_heads is not None:
+            self.proj = QKVProjection(cfg.dim, cfg.heads, kv_heads=cfg.kv_heads)
         self.scale = cfg.head_dim**-0.5
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
-        q, k, v = self.proj(x)  # each [B, H, N, d]
-        p = self.cfg.dropout if self.training else 0.0
-        backend = self.cfg.backend
-        if backend == "math":
-            scores = (q * self.scale) @ k.transpose(-1, -2)  # [B, H, N, N]
-            if mask is not None:
-                scores = fill_masked(scores, mask[:, None, None, :])
-            attn = F.dropout(scores.softmax(dim=-1), p=p, training=self.training)
-            y = attn @ v  # [B, H, N, d]
-        elif backend == "sdpa":
-            attn_mask = None if mask is None else mask[:, None, None, :]  # [B, 1, 1, N], True = attend
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=p)
-        else:
-            y = self._xformers(q, k, v, mask, p)
+        q, k, v = self.proj(x)  # [B, H, N, d], [B, H_kv, N, d] twice
+        y = self._attend(q, k, v, mask, causal=self.cfg.causal, offset=0)
         return self.out(merge_heads(y))
 
+    def prefill(self, x: Tensor, mask: Tensor | None = None, *, capacity: int) -> tuple[Tensor, KVCache]:
+        """The causal form over a prompt x [B, P, D] and the KV cache for ``capacity`` tokens (see ``_decode``)."""
+        check_capacity(capacity, x.shape[1])
+        q, k, v = self.proj(x)  # [B, H, P, d], [B, H_kv, P, d] twice
+        cache = KVCache.empty(k, self.proj.kv_heads, capacity, self.cfg.head_dim)
+        cache.append(k, v, mask)
+        y = self._attend(q, k, v, mask, causal=True, offset=0)
+        return self.out(merge_heads(y)), cache
+
+    def step(self, x: Tensor, cache: KVCache) -> tuple[Tensor, KVCache]:
+        """One token x [B, 1, D]: its key and value join the cache, its query attends over every token in it."""
+        q, k, v = self.proj(x)  # [B, H, 1, d], [B, H_kv, 1, d] twice
+        cache.append(k, v)
+        keys, values, real = cache.keys()  # [B, H_kv, L, d] twice, [B, L]
+        y = self._attend(q, keys, values, real, causal=False, offset=cache.length - 1)  # the cache is the past
+        return self.out(merge_heads(y)), cache
+
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, *, causal: bool, offset: int) -> Tensor:
+        """softmax(QKᵀ/√d)V per head over the keys ``mask`` allows (and j ≤ i where ``causal``) -> [B, H, Nq, d];
+        ``offset``: the queries' position past the first key (a decoding step's query is the last token)."""
+        p = self.cfg.dropout if self.training else 0.0
+        groups = q.shape[1] // k.shape[1]
+        backend = self.cfg.backend
+        if backend == "xformers":
+            return self._xformers(q, k, v, mask, p, causal)
+        allowed = None if mask is None else mask[:, None, None, :]  # [B, 1, 1, Nk]
+        if causal and q.shape[2] > 1:
+            nq, nk = q.shape[2], k.shape[2]
+            tril = torch.ones(1, 1, nq, nk, dtype=torch.bool, device=q.device).tril(offset)  # [1, 1, Nq, Nk]: j <= i
+            allowed = tril if allowed is None else allowed & tril  # [B or 1, 1, Nq, Nk]
+        if backend == "sdpa":
+            plain_causal = causal and mask is None and q.shape[2] > 1 and offset == 0
+            gqa = {"enable_gqa": True} if groups > 1 else {}  # torch >= 2.5; multi-head attention needs none
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=None if plain_causal else allowed,
+                                                  dropout_p=p, is_causal=plain_causal, **gqa)
+        b, h, nq, d = q.shape
+        qg = q.view(b, k.shape[1], groups, nq, d)  # [B, H_kv, G, Nq, d]: each group's queries
+        scores = (qg * self.scale) @ k[:, :, None].transpose(-1, -2)  # [B, H_kv, G, Nq, Nk]
+        if allowed is not None:
+            scores = fill_masked(scores, allowed.unsqueeze(1))  # [B or 1, 1, 1, Nq or 1, Nk]
+        attn = F.dropout(scores.softmax(dim=-1), p=p, training=self.training)
+        return (attn @ v[:, :, None]).view(b, h, nq, d)  # [B, H, Nq, d]
+
     @staticmethod
-    def _xformers(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, p: float) -> Tensor:
+    def _xformers(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, p: float, causal: bool) -> Tensor:
         import xformers.ops as xops
 
-        # xformers takes [B, N, H, d]; a key-padding mask becomes an additive bias broadcast over queries.
-        bias = None
+        b, h, nq, _ = q.shape
+        nk = k.shape[2]
+        if k.shape[1] != h:  # grouped-query attention: each key head repeated for its group's queries
+            k, v = (t.repeat_interleave(h // t.shape[1], dim=1) for t in (k, v))  # [B, H, Nk, d]
+        # xformers takes [B, N, H, d]; a key-padding mask (and the causal triangle with it) becomes an additive bias
+        bias: object = None
         if mask is not None:
-            b, h, n, _ = q.shape
-            bias = torch.zeros(b, 1, 1, n, dtype=q.dtype, device=q.device)
-            bias = bias.masked_fill(~mask[:, None, None, :], float("-inf")).expand(b, h, n, n)
+            keep = mask[:, None, None, :].expand(b, h, nq, nk)  # [B, H, Nq, Nk]
+            if causal:
+                keep = keep & torch.ones(nq, nk, dtype=torch.bool, device=q.device).tril()
+            # finite: a padded query whose keys are all padding stays finite instead of NaN
+            bias = torch.zeros(b, h, nq, nk, dtype=q.dtype, device=q.device).masked_fill(
+                ~keep, key_bias_value(q.dtype))
+        elif causal:
+            bias = xops.LowerTriangularMask()
         y = xops.memory_efficient_attention(
             q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_bias=bias, p=p
         )  # [B, N, H, d]

@@ -39,6 +39,8 @@ def build() -> list[dict[str, Any]]:
             "supports_mask": s.caps.supports_mask, "needs_fixed_length": s.caps.needs_fixed_length,
             "devices": list(s.caps.devices), "requires": s.backend if s.extra_check is not None else "",
             "paper": s.paper, "description": s.description, "benchmark": s.benchmark,
+            "causal": s.caps.causal, "decode": s.caps.decode, "causal_note": s.caps.causal_note,
+            "decode_note": s.caps.decode_note,
         })
     return out
 

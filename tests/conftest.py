@@ -238,6 +238,7 @@ def throwaway(request: pytest.FixtureRequest) -> Callable[..., attentions.Attent
     def make(**caps: object) -> attentions.AttentionSpec:
         name = f"_throwaway_{next(_throwaway_ids)}"
         names.append(name)
+        caps.setdefault("causal_note", "a throwaway test variant")
         attentions.register(
             name, attentions.AttentionConfig, attentions.Capabilities(**caps), paper="https://example.org/throwaway"
         )(_Passthrough)

@@ -54,7 +54,8 @@ def test_every_variant_links_its_paper(name: str) -> None:
 
 def test_register_requires_a_paper_link() -> None:
     with pytest.raises(attentions.RegistryError, match="paper must be an http"):
-        attentions.register("_no_paper", attentions.AttentionConfig, attentions.Capabilities(), paper="")
+        attentions.register("_no_paper", attentions.AttentionConfig, attentions.Capabilities(causal_note="a test"),
+                            paper="")
     assert "_no_paper" not in attentions.list_attentions()
 
 
@@ -88,7 +89,8 @@ def test_unknown_config_key_rejected_by_name() -> None:
 def test_duplicate_name_is_an_error() -> None:
     with pytest.raises(attentions.DuplicateNameError, match="already registered"):
         attentions.register(
-            "vanilla", attentions.AttentionConfig, attentions.Capabilities(), paper="https://example.org/toy"
+            "vanilla", attentions.AttentionConfig, attentions.Capabilities(causal_note="a test"),
+            paper="https://example.org/toy"
         )(nn.Identity)
     with pytest.raises(attentions.DuplicateNameError):
         attentions.register_preset("s3attention_released", "s3attention")
@@ -110,7 +112,8 @@ def test_register_and_preset_new_variant() -> None:
             return x * self.cfg.scale
 
     try:
-        attentions.register("_toy", ToyConfig, attentions.Capabilities(complexity="n"), paper="https://example.org/toy")(Toy)
+        attentions.register("_toy", ToyConfig, attentions.Capabilities(complexity="n", causal_note="a test"),
+                            paper="https://example.org/toy")(Toy)
         attentions.register_preset("_toy_s2", "_toy", scale=2.0)
         assert attentions.build("_toy_s2")(torch.ones(1, 2, 64)).sum().item() == 256.0
         assert attentions.build("_toy_s2", scale=3.0).cfg.scale == 3.0  # overrides beat the preset

@@ -6,6 +6,8 @@ import pytest
 import torch
 
 import attentions
+from tests.attentions.causal_reference import causal_allowed
+from tests.attentions.reference import masked_softmax_attention, merge_heads, split_heads
 
 
 def _reference(module: torch.nn.Module, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -58,3 +60,16 @@ def test_gradients_match_between_backends() -> None:
     b(xb).sum().backward()
     torch.testing.assert_close(xa.grad, xb.grad, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(a.proj.qkv.weight.grad, b.proj.qkv.weight.grad, rtol=1e-4, atol=1e-5)
+
+
+def causal_reference(module: torch.nn.Module, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """The causal form (tests/attentions/test_causal.py): softmax(QKᵀ/√d + causal mask)V written out, each query head
+    reading its group's key head under grouped-query attention (``kv_heads``)."""
+    cfg = module.cfg
+    kv_heads = cfg.kv_heads or cfg.heads
+    q, k, v = (x @ module.proj.qkv.weight.T + module.proj.qkv.bias).split(
+        (cfg.dim, cfg.head_dim * kv_heads, cfg.head_dim * kv_heads), dim=-1)
+    q, k, v = split_heads(q, cfg.heads), split_heads(k, kv_heads), split_heads(v, kv_heads)
+    k, v = (t.repeat_interleave(cfg.heads // kv_heads, dim=1) for t in (k, v))  # [B, H, N, d]
+    y = masked_softmax_attention(q, k, v, causal_allowed(x.shape[1], mask, x.device))
+    return module.out(merge_heads(y))
