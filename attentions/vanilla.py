@@ -82,6 +82,9 @@ def _xformers_check(device: torch.device) -> str | None:
     return _xformers_reason() or _xformers_kernel_reason(str(device))
 
 
+#: Scores a ``math`` prefill holds at once (its queries are taken in blocks that fit).
+PREFILL_SCORE_BYTES = 2**28
+
 #: The causal form and the decoding state, in words (``attnbench list``).
 CAUSAL_NOTE = "each query attends to itself and the keys before it (the decoder's masked self-attention)"
 DECODE_NOTE = "a KV cache of every token (kv_heads heads under grouped-query attention)"
@@ -122,12 +125,20 @@ class VanillaAttention(ProjectedAttention):
         return self.out(merge_heads(y))
 
     def prefill(self, x: Tensor, mask: Tensor | None = None, *, capacity: int) -> tuple[Tensor, KVCache]:
-        """The causal form over a prompt x [B, P, D] and the KV cache for ``capacity`` tokens (see ``_decode``)."""
+        """The causal form over a prompt x [B, P, D] and the KV cache for ``capacity`` tokens (see ``_decode``).
+
+        The ``math`` backend takes the prompt's queries in blocks (each block's scores against the keys up to its
+        last query), so that a long prompt's scores need not exist at once: the same function, with the memory of
+        :data:`PREFILL_SCORE_BYTES` instead of P² scores per head (a 32K-token prompt's would be gigabytes)."""
         check_capacity(capacity, x.shape[1])
         q, k, v = self.proj(x)  # [B, H, P, d], [B, H_kv, P, d] twice
         cache = KVCache.empty(k, self.proj.kv_heads, capacity, self.cfg.head_dim)
         cache.append(k, v, mask)
-        y = self._attend(q, k, v, mask, causal=True, offset=0)
+        b, h, n, _ = q.shape
+        rows = n if self.cfg.backend != "math" else max(1, PREFILL_SCORE_BYTES // max(1, b * h * n * q.element_size()))
+        y = torch.cat([self._attend(q[:, :, s : s + rows], k[:, :, : s + rows], v[:, :, : s + rows],
+                                    None if mask is None else mask[:, : s + rows], causal=True, offset=s)
+                       for s in range(0, n, rows)] or [q], dim=2)  # [B, H, P, d]
         return self.out(merge_heads(y)), cache
 
     def step(self, x: Tensor, cache: KVCache) -> tuple[Tensor, KVCache]:

@@ -11,10 +11,11 @@ from ..core.kinds import KINDS, register_kind
 from ..core.suite import Axis
 from .accuracy.kind import KIND as ACCURACY
 from .approximation.kind import KIND as APPROXIMATION
+from .decode.kind import KIND as DECODE
 from .forecasting.kind import KIND as FORECASTING
 from .speed.kind import KIND as SPEED
 
-for _kind in (SPEED, ACCURACY, APPROXIMATION, FORECASTING):  # one entry per kind
+for _kind in (SPEED, ACCURACY, APPROXIMATION, FORECASTING, DECODE):  # one entry per kind
     register_kind(_kind)
 DEFAULT_KIND = SPEED.name
 

@@ -42,22 +42,38 @@ def peak_memory_bytes(fn: Callable[[], object], device: torch.device, calls: int
         raise ValueError(f"peak_memory_bytes supports cpu and cuda devices, not {device}")
     if calls < 1:
         raise ValueError(f"calls must be at least 1, got {calls}")
-    measure = _peak_cpu if device.type == "cpu" else lambda f: _peak_cuda(f, device)
-    return min(measure(fn) for _ in range(calls))
+    return min(allocated_by(fn, device)[1] for _ in range(calls))
 
 
-def _peak_cuda(fn: Callable[[], object], device: torch.device) -> int:
-    """Peak net bytes of ``fn`` from the CUDA caching allocator's own counters."""
+def retained_memory_bytes(fn: Callable[[], object], device: torch.device) -> tuple[object, int]:
+    """(``fn()``'s result, the bytes allocated during the call and still allocated at its end): what the result
+    holds, as the allocator counts it (a decoding state: its caches and sums, with the allocator's rounding on CUDA).
+    The result is kept alive until the count is taken."""
+    result, _, retained = allocated_by(fn, device)
+    return result, retained
+
+
+def allocated_by(fn: Callable[[], object], device: torch.device) -> tuple[object, int, int]:
+    """(``fn()``'s result, the peak net bytes during the call, the net bytes still allocated at its end), both net
+    of what was allocated before the call (see :func:`peak_memory_bytes`)."""
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"memory is measured on cpu and cuda devices, not {device}")
+    return _allocated_cpu(fn) if device.type == "cpu" else _allocated_cuda(fn, device)
+
+
+def _allocated_cuda(fn: Callable[[], object], device: torch.device) -> tuple[object, int, int]:
+    """From the CUDA caching allocator's own counters."""
     torch.cuda.synchronize(device)
     torch.cuda.reset_peak_memory_stats(device)
     base = torch.cuda.memory_allocated(device)
-    fn()
+    result = fn()
     torch.cuda.synchronize(device)
-    return max(0, torch.cuda.max_memory_allocated(device) - base)
+    peak = max(0, torch.cuda.max_memory_allocated(device) - base)
+    return result, peak, max(0, torch.cuda.memory_allocated(device) - base)
 
 
-def _peak_cpu(fn: Callable[[], object]) -> int:
-    """Peak net bytes of ``fn`` replayed from the profiler's allocation records.
+def _allocated_cpu(fn: Callable[[], object]) -> tuple[object, int, int]:
+    """Replayed from the profiler's allocation records.
 
     tracemalloc sees nothing of torch's allocator and ru_maxrss cannot be reset, but the profiler
     records every CPU allocation (+bytes) and free (-bytes) with a timestamp, which is exact and
@@ -72,7 +88,7 @@ def _peak_cpu(fn: Callable[[], object]) -> int:
     torch.set_num_threads(1)
     try:
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=False) as prof:
-            fn()
+            result = fn()
     finally:
         torch.set_num_threads(threads)
     # The raw records are read from the kineto results: ``prof.events()`` folds each record into
@@ -89,4 +105,4 @@ def _peak_cpu(fn: Callable[[], object]) -> int:
     for _, nbytes in records:
         current += nbytes
         peak = max(peak, current)
-    return peak
+    return result, peak, max(0, current)

@@ -13,13 +13,11 @@ declared complexity (the registry's ``Capabilities.complexity``):
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
-import numpy as np
 import pandas as pd
 
 from ...report.format import length_label, md_table
-from ...report.stats import t_quantile
+from ...report.stats import fit_loglog_slope, slope_fit  # noqa: F401  (re-exported)
 from .scaling_fit import model_of
 
 SLOPE_METRICS: tuple[str, ...] = ("time_ms_median", "peak_mem_bytes")
@@ -31,47 +29,6 @@ CLASS_EXPONENT: dict[str, float] = {"n": 1.0, "n log n": 1.0, "n^2": 2.0}
 SUBLINEAR = 0.8
 ABOVE_CLASS = 0.3
 MIN_R2 = 0.9
-
-
-def fit_loglog_slope(seq_len: Sequence[float], values: Sequence[float]) -> float:
-    """Least-squares slope of log(values) against log(seq_len), i.e. the empirical scaling exponent.
-
-    Args:
-        seq_len: Sequence lengths (positive, at least two distinct).
-        values: Measured values at those lengths (positive).
-
-    Returns:
-        The exponent k of the best fit ``values ≈ c · seq_len**k``.
-
-    Raises:
-        ValueError: On mismatched lengths, non-positive inputs or fewer than two distinct lengths.
-    """
-    x = np.asarray(seq_len, dtype=float)
-    y = np.asarray(values, dtype=float)
-    if x.shape != y.shape or x.ndim != 1:
-        raise ValueError(f"seq_len and values must be 1-D of equal length, got {x.shape} and {y.shape}")
-    if not (np.all(x > 0) and np.all(y > 0)):
-        raise ValueError("log-log fit needs positive seq_len and values")
-    if np.unique(x).size < 2:
-        raise ValueError("log-log fit needs at least two distinct sequence lengths")
-    slope, _intercept = np.polyfit(np.log(x), np.log(y), deg=1)
-    return float(slope)
-
-
-def slope_fit(seq_len: Sequence[float], values: Sequence[float]) -> tuple[float, float, float, float]:
-    """(slope, 95% low, 95% high, R²) of the log-log least-squares fit; the interval is the t-interval of the slope
-    (NaN with two points: no residual to estimate it from), R² that of the log-log line (1 with two points)."""
-    slope = fit_loglog_slope(seq_len, values)
-    x, y = np.log(np.asarray(seq_len, dtype=float)), np.log(np.asarray(values, dtype=float))
-    intercept = float(np.mean(y) - slope * np.mean(x))
-    residual = y - (intercept + slope * x)
-    total = float(np.sum((y - y.mean()) ** 2))
-    r2 = 1.0 - float(np.sum(residual**2)) / total if total > 0 else 1.0
-    if len(x) < 3:
-        return slope, float("nan"), float("nan"), r2
-    se = math.sqrt(float(np.sum(residual**2)) / (len(x) - 2) / float(np.sum((x - x.mean()) ** 2)))
-    half = t_quantile(0.975, len(x) - 2) * se
-    return slope, slope - half, slope + half, r2
 
 
 def slope_flag(slope: float, lo: float, hi: float, r2: float, complexity: str | None) -> str:

@@ -1,0 +1,265 @@
+"""The decode suite's reports: ms per token and state bytes against the context, beside the KV cache.
+
+Files: ``results.csv`` (every cell, with ``bandwidth_bound_ms`` and ``bound_ratio``), and per group (device, dtype,
+batch, heads, head width, key/value heads):
+
+- ``decode_<slug>.{md,tex}``: Table 4's layout for decoding. Rows are the variants, columns the contexts; ms per
+  token with its multiplier against the baseline's KV cache (``×3.2``: the baseline's time over the variant's, the
+  median over the interleaved rounds they were timed in together, > 1 is faster), the state in MiB with its saving
+  (the baseline's bytes over the variant's), and the prefill in ms. The last column says from which context on the
+  variant decodes faster than the KV cache (every measured context from there on), so the crossover is one line.
+- ``decode_<slug>.{png,pdf}``: ms per token and state MiB against the context, log-log, one panel per family with
+  the baseline in every panel.
+- ``slopes.csv`` / ``slopes.md``: the log-log slope of ms per token and of the state against the context, with its
+  95% t-interval and R²: 0 is a state of fixed size (recurrent sums, a window), 1 a cache that grows with the
+  context.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from ...core.files import atomic_write_text
+from ...report.format import (
+    Fmt,
+    display_name,
+    env_summary,
+    escape,
+    format_value,
+    length_label,
+    md_table,
+    render_table,
+    write_csv,
+    write_raw,
+    write_table_files,
+)
+from ...report.groups import table_order
+from ...report.plots import (
+    grid_labels,
+    legend_handles,
+    line_styles,
+    panel_grid,
+    panel_legend,
+    panels,
+    paper_style,
+    plain_log_axis,
+    save_figure,
+)
+from ...report.stats import paired_ratio, slope_fit
+
+GROUP_COLUMNS = ("device", "dtype", "batch_size", "heads", "head_dim", "kv_heads")
+#: The columns a slope is fitted to, and their names in the slopes table.
+SLOPED = {"ms_per_token": "ms per token", "state_bytes": "state bytes"}
+
+
+def with_bounds(df: pd.DataFrame, bandwidth: Mapping[int, float | None]) -> pd.DataFrame:
+    """``bandwidth_bound_ms`` (the state's bytes at the copy bandwidth the cell's run measured: a step reads its whole
+    state) and ``bound_ratio`` (ms per token over it) for every ok cell."""
+    df = df.copy()
+    gbs = df["run_id"].map(lambda r: bandwidth.get(int(r)) or float("nan")).astype(float)
+    if "state_bytes" in df.columns:
+        df["memory_bandwidth_gbs"] = gbs
+        df["bandwidth_bound_ms"] = df["state_bytes"] / (gbs * 1e9) * 1e3
+        if "ms_per_token" in df.columns:
+            df["bound_ratio"] = df["ms_per_token"] / df["bandwidth_bound_ms"]
+    return df
+
+
+def _groups(df: pd.DataFrame) -> list[tuple[dict[str, object], pd.DataFrame]]:
+    columns = [c for c in GROUP_COLUMNS if c in df.columns]
+    keyed = df.assign(**{c: df[c].fillna(-1) for c in columns if df[c].isna().any()})
+    out = []
+    for key, sub in keyed.groupby(columns, sort=True):
+        group = dict(zip(columns, key if isinstance(key, tuple) else (key,), strict=True))
+        out.append(({k: v for k, v in group.items() if v != -1}, df.loc[sub.index]))
+    return out
+
+
+def _slug(group: Mapping[str, object]) -> str:
+    kv = f"_kv{group['kv_heads']}" if "kv_heads" in group else ""
+    return (f"{group['device']}_{group['dtype']}_b{group['batch_size']}_h{group['heads']}_d{group['head_dim']}{kv}")
+
+
+def _title(group: Mapping[str, object], suite: str) -> str:
+    kv = f" · kv heads {group['kv_heads']}" if "kv_heads" in group else ""
+    return (f"Decoding — {suite}: {str(group['device']).upper()} · {group['dtype']} · batch {group['batch_size']} · "
+            f"{group['heads']} heads of {group['head_dim']}{kv}")
+
+
+def _speedups(sub: pd.DataFrame, samples: Mapping[tuple[str, str], Sequence[float]], baseline: str
+              ) -> dict[tuple[str, int], float]:
+    """(attention, context) -> the baseline's ms per token over the variant's, paired over their rounds where both
+    were timed in one group (else the ratio of medians)."""
+    ok = sub[sub["status"] == "ok"]
+    base = ok[ok["attention"] == baseline].set_index("context")
+    out = {}
+    for row in ok.itertuples():
+        if row.context not in base.index or not getattr(row, "ms_per_token", None):
+            continue
+        b = base.loc[row.context]
+        group = getattr(row, "timing_group", None)
+        pair = samples.get((group, baseline)), samples.get((group, row.attention))
+        ratio = paired_ratio(pair[0], pair[1]) if group == b.get("timing_group") and all(pair) else None
+        out[(row.attention, int(row.context))] = ratio.value if ratio else b["ms_per_token"] / row.ms_per_token
+    return out
+
+
+def _faster_from(speedups: Mapping[tuple[str, int], float], name: str, contexts: Sequence[int]) -> int | None:
+    """The shortest context from which ``name`` decodes faster than the baseline at every measured context."""
+    measured = [(c, speedups[(name, c)]) for c in contexts if (name, c) in speedups]
+    if not measured or measured[-1][1] <= 1.0:
+        return None
+    start = measured[-1][0]
+    for c, r in reversed(measured):
+        if r <= 1.0:
+            break
+        start = c
+    return start
+
+
+def _cell_text(sub: pd.DataFrame, name: str, n: int, column: str, multiplier: float | None, fmt: Fmt) -> str:
+    row = sub[(sub["attention"] == name) & (sub["context"] == n)]
+    if row.empty:
+        return "—"
+    status = row["status"].iloc[0]
+    if status != "ok":
+        return "OOM" if status == "oom" else "—"
+    value = row[column].iloc[0] / (2**20 if column == "state_bytes" else 1)
+    text = format_value(value)
+    times = r"$\times$" if fmt == "tex" else "×"
+    if multiplier is not None and math.isfinite(multiplier):
+        text += f" ({times}{multiplier:.2g})"
+    if "noisy" in row.columns and bool(row["noisy"].fillna(False).iloc[0]):
+        text += r"$^\dagger$" if fmt == "tex" else "†"
+    return text
+
+
+def decode_table(sub: pd.DataFrame, samples: Mapping[tuple[str, str], Sequence[float]], *, baseline: str,
+                 fmt: Fmt, row_names: Mapping[str, str] | None = None) -> str:
+    """The group's table (see the module docstring), in Markdown or LaTeX."""
+    contexts = sorted(int(c) for c in sub["context"].unique())
+    names = table_order(sub["attention"].unique(), baseline)
+    speedups = _speedups(sub, samples, baseline)
+    base_state = sub[(sub["attention"] == baseline) & (sub["status"] == "ok")].set_index("context")["state_bytes"]
+    parts = []
+    for column, label in (("ms_per_token", "ms per token"), ("state_bytes", "state MiB"), ("prefill_ms", "prefill ms")):
+        if column not in sub.columns:
+            continue
+        rows = []
+        for name in names:
+            cells = []
+            for n in contexts:
+                mult = speedups.get((name, n)) if column == "ms_per_token" else None
+                if column == "state_bytes" and n in base_state.index:
+                    mine = sub[(sub["attention"] == name) & (sub["context"] == n) & (sub["status"] == "ok")]
+                    mult = float(base_state[n] / mine["state_bytes"].iloc[0]) if len(mine) else None
+                cells.append(_cell_text(sub, name, n, column, None if name == baseline else mult, fmt))
+            if column == "ms_per_token":
+                start = _faster_from(speedups, name, contexts)
+                cells.append("baseline" if name == baseline else "—" if start is None else length_label(start))
+            rows.append([escape(display_name(name, row_names), fmt), *cells])
+        header = [label, *(length_label(n) for n in contexts)] + (["faster from"] if column == "ms_per_token" else [])
+        parts.append(render_table(header, rows, fmt))
+    return "\n\n".join(parts)
+
+
+def _figure(sub: pd.DataFrame, out_dir: Path, stem: str, title: str, baseline: str) -> list[Path]:
+    """ms per token and state MiB against the context, log-log, a panel per family (the baseline in each)."""
+    ok = sub[sub["status"] == "ok"]
+    if ok.empty or ok["context"].nunique() < 2:
+        return []
+    baselines = [baseline] if baseline in set(ok["attention"]) else []
+    groups = panels(ok["attention"].unique(), baselines)
+    written = []
+    for column, label, suffix in (("ms_per_token", "ms per token", ""), ("state_bytes", "state (MiB)", "_state")):
+        with paper_style():
+            fig, axes = panel_grid(len(groups), entries=max(len(m) for _, m in groups) + len(baselines))
+            try:
+                for ax, (panel, members) in zip(axes, groups, strict=True):
+                    names = [*baselines, *members]
+                    styles = line_styles(names, baselines)
+                    for name in names:
+                        points = ok[ok["attention"] == name].sort_values("context")
+                        values = points[column] / (2**20 if column == "state_bytes" else 1)
+                        ax.plot(points["context"], values, label=display_name(name), **styles[name])
+                    ax.set_xscale("log")
+                    ax.set_yscale("log")
+                    plain_log_axis(ax.xaxis)
+                    plain_log_axis(ax.yaxis)
+                    ax.grid(True, which="major")
+                    if panel:
+                        ax.set_title(panel)
+                    panel_legend(ax, legend_handles(names, styles, display_name))
+                grid_labels(fig, axes, "context (tokens in the state)", label, f"{title}: {label}")
+                written += save_figure(fig, out_dir, f"{stem}{suffix}")
+            finally:
+                plt.close(fig)
+    return written
+
+
+def decode_slopes(df: pd.DataFrame) -> pd.DataFrame:
+    """Per group and attention, the log-log slope of ms per token and of the state against the context."""
+    ok = df[df["status"] == "ok"]
+    records = []
+    for group, sub in _groups(ok):
+        for name, points in sub.groupby("attention", sort=True):
+            for column, what in SLOPED.items():
+                good = points[points[column] > 0] if column in points.columns else points.iloc[0:0]
+                if good["context"].nunique() < 2:
+                    continue
+                slope, lo, hi, r2 = slope_fit(good["context"], good[column])
+                records.append({**group, "attention": name, "metric": what, "slope": slope, "slope_lo": lo,
+                                "slope_hi": hi, "r2": r2, "n_points": len(good),
+                                "context_min": int(good["context"].min()), "context_max": int(good["context"].max())})
+    return pd.DataFrame.from_records(records)
+
+
+def _slopes_md(slopes: pd.DataFrame) -> str:
+    title = "### Log-log slopes against the context"
+    if slopes.empty:
+        return f"{title}\n\nNo attention has ok cells at two contexts or more.\n"
+    group_columns = [c for c in GROUP_COLUMNS if c in slopes.columns]
+    rows = []
+    for r in slopes.to_dict("records"):
+        interval = (f"{r['slope']:.2f} [{r['slope_lo']:.2f}, {r['slope_hi']:.2f}]"
+                    if np.isfinite(r["slope_lo"]) else f"{r['slope']:.2f} (2 points)")
+        rows.append([*(str(r[c]) for c in group_columns), r["attention"], r["metric"], interval, f"{r['r2']:.3f}",
+                     f"{length_label(r['context_min'])}–{length_label(r['context_max'])}"])
+    note = ("0: a state of fixed size, read whole at every step (recurrent sums, a window); 1: a state that grows with "
+            "the context (a KV cache). The interval is the fit's 95% t-interval (from three contexts on).")
+    header = [*group_columns, "attention", "metric", "slope [95%]", "R²", "contexts"]
+    return f"{title}\n\n{md_table(header, rows, n_left=len(group_columns) + 2)}\n\n{note}\n"
+
+
+def write_decode_reports(df: pd.DataFrame, out_dir: Path, *, env: Mapping[str, object], suite: str, baseline: str,
+                         bandwidth: Mapping[int, float | None],
+                         samples: Mapping[tuple[str, str], Sequence[float]] | None = None,
+                         row_names: Mapping[str, str] | None = None) -> list[Path]:
+    """Every report of a decode suite's results into ``out_dir`` (see the module docstring)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    df = with_bounds(df, bandwidth)
+    written = write_raw(df, out_dir, env)
+    samples = samples or {}
+    note = (f"ms per token: the median of one decoding step of the batch at that context, timed in interleaved rounds "
+            f"with the other variants; (×k): `{baseline}`'s time over the variant's (> 1 is faster), its state's bytes "
+            f"over the variant's for the state; † timed on a busy machine; OOM out of memory; — not run (see "
+            f"results.csv). {env_summary(env)}")
+    for group, sub in _groups(df):
+        stem = f"decode_{_slug(group)}"
+        title = _title(group, suite)
+        written += write_table_files(out_dir, stem, title=title, note=note, env=env,
+                                     md_body=decode_table(sub, samples, baseline=baseline, fmt="md",
+                                                          row_names=row_names),
+                                     tex_body=decode_table(sub, samples, baseline=baseline, fmt="tex",
+                                                           row_names=row_names))
+        written += _figure(sub, out_dir, stem, title, baseline)
+    slopes = decode_slopes(df)
+    written.append(write_csv(slopes, out_dir / "slopes.csv"))
+    written.append(atomic_write_text(out_dir / "slopes.md", _slopes_md(slopes)))
+    return written
