@@ -1,7 +1,8 @@
 """``attnbench``: list | run SUITE | report DIR | report --rank DIR... | compare A B | show DIR | env.
 
 Bad input (missing file, YAML error, unknown key/attention/profile, bad value, unavailable device, unwritable
-output) exits with code 2 and one line naming what is wrong and how to fix it.
+output) exits with code 2 and one line naming what is wrong and how to fix it. Every error and warning line is
+printed through :func:`~harness.core.errors.printable`: the input it quotes cannot drive the terminal.
 
 This module imports nothing heavy: ``--help`` and argument errors answer at once, ``list``, ``show`` and ``env`` on a
 CPU build answer without torch (:mod:`harness.light`), and ``run`` re-executes itself with the timing malloc settings
@@ -17,9 +18,14 @@ import sqlite3
 import sys
 import tempfile
 import threading
+import warnings
 from collections.abc import Callable
+from pathlib import Path
+from typing import TextIO
 
-from .core.errors import RunFailed, Terminated, UserError
+from .core import faults
+from .core.errors import RunFailed, Terminated, UserError, printable
+from .core.files import CACHE, DATA_CACHE, refuse_links_outside
 from .core.tunables import GLIBC_TUNABLES_TIMING, timing_env_active
 
 
@@ -68,8 +74,12 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--out", default="results", help="output root (default: results)")
     run.add_argument("--only", action="append", help="attention patterns to keep, comma-separated")
     run.add_argument("--set", action="append", metavar="AXIS=V1,V2",
-                     help="override an axis, e.g. seq_len=1024,2048, or an attention config field: config.dropout=0.1")
-    run.add_argument("--fresh", action="store_true", help="redo cells that already have a result")
+                     help="override an axis, e.g. seq_len=1024,2048 (given twice: both sets of values), or an "
+                          "attention config field: config.dropout=0.1")
+    redo = run.add_mutually_exclusive_group()
+    redo.add_argument("--fresh", action="store_true", help="redo cells that already have a result")
+    redo.add_argument("--retry-failed", action="store_true",
+                      help="redo the cells whose latest result is error, oom, nan or timeout (keep the others)")
     run.add_argument("--isolate", action="store_true", help="one subprocess per cell")
     run.add_argument("--timeout", type=float, default=None, help="per-cell time limit in seconds")
     run.add_argument("--data-dir", default=None, help="accuracy suites: real LRA data instead of the generators")
@@ -140,6 +150,17 @@ def _terminate(signum: int, frame: object) -> None:
     raise Terminated
 
 
+def error(message: object) -> None:
+    """The one-line error of a command on stderr, its control characters escaped."""
+    print(f"attnbench: error: {printable(str(message))}", file=sys.stderr)
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: TextIO | None = None, line: str | None = None) -> None:
+    """Python's warning line, its message's control characters escaped (it may quote a file name or a label)."""
+    (file or sys.stderr).write(warnings.formatwarning(printable(str(message)), category, filename, lineno, line))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point. ``argv=None`` means the real command line (which may re-exec for timing settings)."""
     if argv is None:
@@ -149,12 +170,14 @@ def main(argv: list[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _terminate) if in_main else None
     # Ctrl-C is KeyboardInterrupt during a command, whatever a library (Ray's driver) or the caller left installed
     previous_int = signal.signal(signal.SIGINT, signal.default_int_handler) if in_main else None
+    show_warning, warnings.showwarning = warnings.showwarning, _show_warning
     try:
         args = build_parser().parse_args(argv)  # --help ends here, before anything heavy is imported
         args.argv = ["attnbench", *argv]  # the command as typed, for the store and the resume hint
+        faults.check_environment()
         return _dispatch(args)
     except UserError as exc:
-        print(f"attnbench: error: {exc}", file=sys.stderr)
+        error(exc)
         return exc.exit_code
     except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM outside a run's cells (start-up, a report): nothing is
         # half-written (every file is replaced atomically, every cell stored in one transaction)
@@ -162,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"attnbench: {how}; nothing was half-written; run the command again", file=sys.stderr)
         return getattr(exc, "exit_code", 130)
     finally:
+        warnings.showwarning = show_warning
         if in_main:
             signal.signal(signal.SIGTERM, previous)
             if previous_int is not None:  # None: a handler installed outside Python, which cannot be put back
@@ -199,7 +223,7 @@ def _caches_under_out(out: str) -> None:
     the system's temporary folder."""
     if not out.strip():
         return
-    cache = os.path.join(out, ".cache")
+    cache = os.path.join(out, CACHE)
     for variable, folder in CACHE_DIRS.items():
         os.environ.setdefault(variable, os.path.join(cache, folder))
     system_tmp = tempfile.gettempdir()
@@ -212,6 +236,8 @@ def _caches_under_out(out: str) -> None:
 def _dispatch(args: argparse.Namespace) -> int:
     """Run the parsed command; every expected failure is one line on stderr and an exit code."""
     if getattr(args, "out", None):
+        for folder in (CACHE, DATA_CACHE):  # before anything (a library reading the variables) writes there
+            refuse_links_outside(args.out, Path(args.out) / folder)
         _caches_under_out(args.out)
     from . import light
 
@@ -225,21 +251,21 @@ def _dispatch(args: argparse.Namespace) -> int:
     try:
         return _answer(lambda: getattr(commands, args.func)(args))
     except UserError as exc:
-        print(f"attnbench: error: {exc}", file=sys.stderr)
+        error(exc)
         return exc.exit_code
     except attentions.RegistryError as exc:
-        print(f"attnbench: error: {exc}", file=sys.stderr)
+        error(exc)
         return 2
     except RunFailed as exc:
-        print(f"attnbench: error: {exc}", file=sys.stderr)
+        error(exc)
         return exc.exit_code
     except sqlite3.DatabaseError as exc:  # the disk filled or failed while a run wrote its store
-        print(f"attnbench: error: {store_error('the results store', exc)}", file=sys.stderr)
+        error(store_error("the results store", exc))
         return 1
     except OSError as exc:  # the environment: a full disk, a read-only or vanished directory
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"attnbench: error: {where}{exc.strerror or exc}; free space or fix the permissions (or give another "
-              f"--out), then rerun: finished cells are kept and the run resumes", file=sys.stderr)
+        error(f"{where}{exc.strerror or exc}; free space or fix the permissions (or give another --out), then rerun: "
+              f"finished cells are kept and the run resumes")
         return 1
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import errno
 import json
 import os
 import shlex
@@ -16,10 +17,10 @@ import torch
 import attentions
 
 from .core.envinfo import collect_env
-from .core.errors import Terminated, UserError
+from .core.errors import Terminated, UserError, printable
 from .core.files import refuse_symlinks
 from .core.store import Store
-from .core.suite import expand_patterns
+from .core.suite import Suite, expand_patterns
 from .light import default_cpu_threads
 from .report.compare import compare, counts_as_regression, parse_side, render, suite_baseline
 from .report.export import write_suite_reports
@@ -28,9 +29,10 @@ from .report.rank import default_out_dir, load_suite_results, rank
 from .report.ranking import write_ranking
 from .run.execute import RunSummary
 from .run.progress import duration, files_line
-from .run.ray_executor import check_address, require_ray
+from .run.ray_executor import check_address, default_cpus_per_task, require_ray
 from .run.runner import run_suite, suite_dir
 from .run.suitefile import load_suite, parse_set
+from .show import stores_under
 
 #: The longest time limit a flag takes: a year (the kernel's interval timer refuses some longer ones; a cell stored
 #: as an OverflowError was the result).
@@ -60,19 +62,44 @@ def check_device(device: str) -> str:
 
 def check_out_dir(out: str | Path, flag: str = "--out") -> Path:
     """The output root, checked: not empty (which would write into the working directory), no dangling or looping
-    symlink on the way, and its nearest existing ancestor a writable directory."""
+    symlink on the way, its nearest existing ancestor a writable directory, and the folders missing below it
+    creatable (:func:`_creatable`)."""
     if not str(out).strip():
         raise UserError(f"{flag} '': empty; give an output directory such as results")
     path = Path(out)
     probe = path
-    while not probe.exists():
-        if probe.is_symlink():  # exists() follows links: a link to nowhere (or to itself) lands here
+    while not os.path.exists(probe):  # os.path: a name too long is "not there" here, and refused below
+        if os.path.islink(probe):  # exists() follows links: a link to nowhere (or to itself) lands here
             raise UserError(f"{flag} {out}: {probe} is a dangling or looping symlink; fix it or choose another "
                             f"output directory")
         probe = probe.parent
     if not probe.is_dir() or not os.access(probe, os.W_OK):
         raise UserError(f"{flag} {out}: {probe} is not a writable directory; choose another output directory")
+    if probe != path:
+        _creatable(path, probe, f"{flag} {out}")
     return path
+
+
+def _creatable(path: Path, probe: Path, flag: str) -> None:
+    """Refuse (exit 2) folders below the existing ``probe`` that cannot be made: a name longer than the file system
+    takes, or a place where nothing can be created (``/proc``), which ``os.access`` does not see for root. The first
+    missing folder is made and removed again, so that a run fails here rather than as a full disk after its checks."""
+    limit = os.pathconf(probe, "PC_NAME_MAX")
+    missing = path.relative_to(probe).parts
+    for name in missing:
+        if len(os.fsencode(name)) > limit:
+            raise UserError(f"{flag}: a folder name of {len(os.fsencode(name))} bytes, more than this file system's "
+                            f"{limit}; choose a shorter output directory")
+    first = probe / missing[0]
+    try:
+        first.mkdir()
+    except FileExistsError:  # made meanwhile (another run): a directory there is fine
+        return
+    except OSError as exc:
+        fix = "a shorter" if exc.errno == errno.ENAMETOOLONG else "another"
+        raise UserError(f"{flag}: {first} cannot be created or written ({exc.strerror}); choose {fix} output "
+                        f"directory") from None
+    first.rmdir()
 
 
 def check_executor(args: argparse.Namespace) -> None:
@@ -87,12 +114,48 @@ def check_executor(args: argparse.Namespace) -> None:
                         "process (drop --isolate)")
     if args.cpus_per_task is not None and args.cpus_per_task < 1:
         raise UserError(f"--cpus-per-task {args.cpus_per_task}: must be a positive number of CPUs")
+    cores = default_cpus_per_task()  # embedded Ray's node is this machine; a cluster's nodes are counted when it runs
+    if not args.address and args.cpus_per_task is not None and args.cpus_per_task > cores:
+        raise UserError(f"--cpus-per-task {args.cpus_per_task}: more than the {cores} CPUs of this machine, where Ray "
+                        f"runs without --address; lower it (or give a cluster's --address)")
     require_ray()
     if args.address:
         check_address(args.address)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    device, out = _check_run_flags(args)
+    suite = load_suite(args.suite, args.profile, parse_set(args.set or []), data_dir=args.data_dir)
+    only = _only(args.only, suite)
+    try:
+        with highlighting(highlight_patterns(args)):  # the run's reports draw the figures
+            summary = run_suite(
+                suite, out=out, device=device, fresh=args.fresh, isolate=args.isolate, timeout_s=args.timeout,
+                only=only or None, argv=args.argv, executor=args.executor, address=args.address,
+                cpus_per_task=args.cpus_per_task, quiet_limit_s=args.quiet_timeout if args.require_quiet else None,
+                retry_failed=args.retry_failed,
+            )
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (harness.cli): the run's end is recorded, say how to resume
+        db = suite_dir(out, suite) / "results.db"
+        if not db.is_file():
+            raise  # stopped before the run began: nothing stored (harness.cli says so)
+        stored = getattr(exc, "stored_cells", None)  # None: stopped before the first cell was measured
+        count = "the finished cells" if stored is None else f"{stored} cells"
+        resume = " ".join(shlex.quote(a) for a in args.argv)
+        how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+        print(printable(f"attnbench: {how}; {count} of {suite.name}/{suite.profile} are stored in "
+                        f"{suite_dir(out, suite)}; resume with: {resume}"), file=sys.stderr)
+        return getattr(exc, "exit_code", 130)
+    _print_summary(suite.name, suite.profile, summary)
+    if summary.statuses and "ok" not in summary.statuses:
+        print(printable(f"attnbench: error: no cell of this run finished ok ({', '.join(summary.statuses)}); see the "
+                        f"message column of {summary.out_dir / 'results.csv'}"), file=sys.stderr)
+        return 1
+    return 0
+
+
+def _check_run_flags(args: argparse.Namespace) -> tuple[str, Path]:
+    """``run``'s flags, checked before the suite is read: (the device, the output root); sets the thread count."""
     if args.timeout is not None and not 0 < args.timeout <= MAX_TIMEOUT_S:  # also rejects nan
         raise UserError(f"--timeout {args.timeout:g}: must be a positive number of seconds, at most {MAX_TIMEOUT_S:g} "
                         "(a year)")
@@ -115,35 +178,19 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UserError(f"--data-dir {args.data_dir}: no such directory; give the folder holding the LRA files (for "
                         f"a forecasting suite: the CSV files; for an approximation suite: an accuracy run's results "
                         f"directory)")
-    suite = load_suite(args.suite, args.profile, parse_set(args.set or []), data_dir=args.data_dir)
-    only = attention_patterns("--only", args.only, "'s3*,vanilla'")  # `--only ''` would otherwise run everything
-    if only and not set(expand_patterns(only)) & set(suite.attentions()):
-        names = ", ".join(suite.attentions())
-        raise UserError(f"--only {','.join(only)}: matches none of this suite's attentions ({names})")
-    try:
-        with highlighting(highlight_patterns(args)):  # the run's reports draw the figures
-            summary = run_suite(
-                suite, out=out, device=device, fresh=args.fresh, isolate=args.isolate, timeout_s=args.timeout,
-                only=only or None, argv=args.argv, executor=args.executor, address=args.address,
-                cpus_per_task=args.cpus_per_task, quiet_limit_s=args.quiet_timeout if args.require_quiet else None,
-            )
-    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (harness.cli): the run's end is recorded, say how to resume
-        db = suite_dir(out, suite) / "results.db"
-        if not db.is_file():
-            raise  # stopped before the run began: nothing stored (harness.cli says so)
-        stored = getattr(exc, "stored_cells", None)  # None: stopped before the first cell was measured
-        count = "the finished cells" if stored is None else f"{stored} cells"
-        resume = " ".join(shlex.quote(a) for a in args.argv)
-        how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
-        print(f"attnbench: {how}; {count} of {suite.name}/{suite.profile} are stored in "
-              f"{suite_dir(out, suite)}; resume with: {resume}", file=sys.stderr)
-        return getattr(exc, "exit_code", 130)
-    _print_summary(suite.name, suite.profile, summary)
-    if summary.statuses and "ok" not in summary.statuses:
-        print(f"attnbench: error: no cell of this run finished ok ({', '.join(summary.statuses)}); see the message "
-              f"column of {summary.out_dir / 'results.csv'}", file=sys.stderr)
-        return 1
-    return 0
+    return device, out
+
+
+def _only(values: list[str] | None, suite: Suite) -> list[str]:
+    """``--only``'s patterns, each matching an attention of the suite: one that matches none would be dropped without
+    a word (``--only vanilla,NAME`` running vanilla alone)."""
+    only = attention_patterns("--only", values, "'s3*,vanilla'")  # `--only ''` would otherwise run everything
+    names = suite.attentions()
+    for pattern in only:
+        if not set(expand_patterns([pattern])) & set(names):
+            raise UserError(f"--only {pattern}: matches none of this suite's attentions ({', '.join(names)}); drop it, "
+                            f"or add it to the suite (--set attention=...)")
+    return only
 
 
 def _print_summary(name: str, profile: str, summary: RunSummary) -> None:
@@ -153,9 +200,9 @@ def _print_summary(name: str, profile: str, summary: RunSummary) -> None:
           f"ran: {counts}{again}; {duration(summary.wall_s)}")
     print(files_line(summary.out_dir, summary.written))  # counted; `attnbench show` lists them
     if summary.noisy:
-        print(f"warning: {len(summary.noisy)} cells were timed while the machine was busy (column noisy_reason), "
-              f"e.g. {summary.noisy[0]}; rerun them on a quiet machine with --fresh, or use --require-quiet",
-              file=sys.stderr)
+        print(printable(f"warning: {len(summary.noisy)} cells were timed while the machine was busy (column "
+                        f"noisy_reason), e.g. {summary.noisy[0]}; rerun them on a quiet machine with --fresh, or use "
+                        f"--require-quiet"), file=sys.stderr)
 
 
 def default_threads(device: str) -> int:
@@ -175,10 +222,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.out_dir is not None:
         raise UserError("--out-dir is where --rank writes its ranking; add --rank DIR [DIR ...]")
     highlight = highlight_patterns(args)
-    directory = Path(args.dir)
-    dbs = [directory / "results.db"] if (directory / "results.db").is_file() else sorted(directory.rglob("results.db"))
-    if not dbs:
-        raise UserError(f"{directory}: no results.db here or below; give a directory written by `attnbench run`")
+    dbs = stores_under(Path(args.dir), "report")
+    directory = Path(args.dir) if Path(args.dir).is_dir() else Path(args.dir).parent
     refused = []
     for db in dbs:
         try:  # a damaged store among several is named at the end; the others are reported
@@ -223,7 +268,7 @@ def cmd_rank(args: argparse.Namespace) -> int:
     written = write_ranking(ranking, out_dir)
     print(f"ranked {len(ranking.table)} variants over {len(ranking.suites)} suites; wrote {len(written)} files:")
     for path in written:
-        print(f"  {path}")
+        print(printable(f"  {path}"))
     return 0
 
 

@@ -16,7 +16,7 @@ import re
 
 from .catalog import entries
 from .core.envinfo import collect_cpu_env, torch_build
-from .core.errors import UserError
+from .core.errors import UserError, printable
 from .show import show
 
 #: ``list`` stays within this many columns (a terminal, a paper's code listing).
@@ -70,7 +70,9 @@ def _machine() -> str:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    print(show(args.dir))
+    """What the stores under ``args.dir`` hold, line by line with control characters escaped: a stored command line
+    or path quotes input."""
+    print("\n".join(printable(line) for line in show(args.dir).splitlines()))
     return 0
 
 

@@ -21,14 +21,18 @@ from .core.schema import STATUSES, cell_column, loads_column, open_read_only
 LISTED_FILES = 12
 
 
-def stores_under(directory: Path) -> list[Path]:
-    """``directory/results.db``, or every ``results.db`` below it; a UserError when there is none."""
-    if not directory.is_dir():
-        raise UserError(f"show {directory}: no such directory; give a directory written by `attnbench run`")
-    own = directory / "results.db"
-    found = [own] if own.is_file() else sorted(directory.rglob("results.db"))
+def stores_under(path: Path, command: str = "show") -> list[Path]:
+    """``path`` itself when it is a file (a store named directly: ``show results/speed/quick/results.db``),
+    ``path/results.db``, or every ``results.db`` below ``path``; a UserError naming ``command`` when there is none."""
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        raise UserError(f"{command} {path}: no such file or directory; give a directory holding results.db (written "
+                        f"by `attnbench run`)")
+    own = path / "results.db"
+    found = [own] if own.is_file() else sorted(path.rglob("results.db"))
     if not found:
-        raise UserError(f"show {directory}: no results.db here or below; give a directory written by `attnbench run`")
+        raise UserError(f"{command} {path}: no results.db here or below; give a directory written by `attnbench run`")
     return found
 
 

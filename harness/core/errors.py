@@ -1,5 +1,5 @@
-"""Errors that mean "the user's input is wrong" (the CLI prints one line and exits with code 2), and how any
-exception is shown in one line."""
+"""Errors that mean "the user's input is wrong" (the CLI prints one line and exits with code 2), how any
+exception is shown in one line, and how text quoted from input is made safe to print on a terminal."""
 
 from __future__ import annotations
 
@@ -71,3 +71,27 @@ def first_line(exc: BaseException, limit: int = 500) -> str:
     progress line and a one-line CLI error keep only their first.
     """
     return (str(exc).strip().splitlines() or [""])[0][:limit]
+
+
+def printable(text: str) -> str:
+    """``text`` with every character a terminal would act on instead of showing written as an escape (ESC as ``\\x1b``,
+    a newline as ``\\x0a``, a right-to-left override as ``\\u202e``).
+
+    Messages quote input (a suite key, a file name, a cell label): raw, an ``ESC [ 2 J`` in one would clear the
+    user's screen, retitle the window or forge a line, and a newline would split a one-line error. The escapes are
+    Python's, so the text can be pasted back into a YAML double-quoted string.
+    """
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else _escape(c) for c in text)
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def has_control(text: str) -> bool:
+    """Whether ``text`` holds a character :func:`printable` would escape (a name must not: it is shown raw in
+    tables, figures and file contents)."""
+    return not text.isprintable()

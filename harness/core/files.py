@@ -122,7 +122,33 @@ def refuse_symlinks(out: str | Path, directory: str | Path) -> None:
     """Refuse (exit 2, naming it) a symbolic link between ``out`` and ``directory`` or anywhere below ``directory``:
     a link planted in an output directory would make a run write, truncate or lock a file outside it. ``out`` itself
     may be a link (where the user keeps results is the user's choice)."""
-    out, directory = Path(out), Path(directory)
+    for path in _down_to_and_below(Path(out), Path(directory)):
+        if os.path.islink(path):
+            raise UserError(f"{path} is a symbolic link inside --out; remove it (a run writes only into real files "
+                            f"and directories under {out})")
+
+
+#: What a run keeps under ``--out`` beside the suites' directories: the generated datasets (``Context.cache_dir``), and
+#: the libraries' caches and the run's temporary files (``harness.cli``).
+DATA_CACHE = ".data_cache"
+CACHE = ".cache"
+
+
+def refuse_links_outside(out: str | Path, folder: str | Path) -> None:
+    """Refuse (exit 2, naming it) a symbolic link that leads outside ``out``, on the way from ``out`` to ``folder`` or
+    anywhere below ``folder``: what writes there (the data cache, matplotlib, Inductor, Ray, ``tempfile``) follows
+    links, so a planted one would make a run write wherever it points. A link that stays inside ``out`` (Ray's
+    ``session_latest``) is the run's own; ``out`` itself may be a link, as in :func:`refuse_symlinks`."""
+    root = os.path.realpath(out)
+    for path in _down_to_and_below(Path(out), Path(folder)):
+        if os.path.islink(path) and os.path.commonpath([root, os.path.realpath(path)]) != root:
+            raise UserError(f"{path} is a symbolic link to {os.readlink(path)}, outside --out; remove it (a run "
+                            f"writes its caches only into real directories under {out})")
+
+
+def _down_to_and_below(out: Path, directory: Path) -> Iterator[str]:
+    """Each path from ``out`` (not included) down to ``directory``, then every path below ``directory``, without
+    following links; lazily, so that a check raising on a link stops before anything behind it is listed."""
     try:
         inside = directory.relative_to(out)
     except ValueError:
@@ -130,16 +156,12 @@ def refuse_symlinks(out: str | Path, directory: str | Path) -> None:
     path = out
     for part in inside.parts:
         path = path / part
-        if path.is_symlink():
-            raise UserError(f"{path} is a symbolic link inside --out; remove it (a run writes only into real "
-                            f"directories under {out})")
-    if not directory.is_dir():
+        yield str(path)
+    if not os.path.isdir(directory) or os.path.islink(directory):  # os.path: a name too long is "no", not an error
         return
-    for root, dirs, files in os.walk(directory, followlinks=False):
+    for top, dirs, files in os.walk(directory, followlinks=False):
         for name in dirs + files:
-            if os.path.islink(os.path.join(root, name)):
-                raise UserError(f"{os.path.join(root, name)} is a symbolic link inside --out; remove it (a run writes "
-                                f"only into real files under {out})")
+            yield os.path.join(top, name)
 
 
 @contextlib.contextmanager

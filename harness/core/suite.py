@@ -10,7 +10,6 @@ import dataclasses
 import fnmatch
 import itertools
 import math
-import operator
 import os
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,8 +22,12 @@ import attentions
 from attentions import RegistryError
 
 from .cell import Cell, CellResult, Context
-from .errors import SuiteError
+from .errors import SuiteError, has_control
 from .provenance import code_identity, software
+from .skip import (
+    SKIPPED_BY_RULE,  # noqa: F401  (re-exported: the reports leave such cells out)
+    skip_reason,
+)
 from .store import Store
 
 #: Fields of an attention's config that a cell's shape sets (see :attr:`harness.core.cell.Cell.config`).
@@ -65,6 +68,15 @@ NONNEG_INT: Rule = (lambda v: is_nonneg_int(v) and v <= INT_MAX, f"a non-negativ
 # finite: nan slips through `v < 0` and inf through `v > 0`, and either makes a timing loop that never ends
 POSITIVE_NUMBER: Rule = (lambda v: is_finite_number(v) and v > 0,
                          "a finite positive number (write 1.0e-2, not 1e-2, which YAML reads as text)")
+#: The most a ``timing`` setting may ask of one cell (:func:`validate_numbers`): a timing budget above an hour per cell,
+#: or more than ten thousand repeats or warm-up calls, is a mistake (a median and its spread are settled after a few
+#: hundred samples) that would hold a sweep for hours, or overflow the timer (1.0e+300 s).
+MAX_DURATION_S = 3600.0
+MAX_COUNT = 10_000
+DURATION: Rule = (lambda v: POSITIVE_NUMBER[0](v) and v <= MAX_DURATION_S,
+                  f"a finite positive number of seconds, at most {MAX_DURATION_S:g} (write 1.0e-2, not 1e-2, which "
+                  f"YAML reads as text)")
+COUNT: Rule = (lambda v: is_nonneg_int(v) and v <= MAX_COUNT, f"a non-negative integer, at most {MAX_COUNT}")
 BOOL: Rule = (lambda v: isinstance(v, bool), "true or false")
 TEXT: Rule = (lambda v: isinstance(v, str) and v != "", "a non-empty string")
 #: ``report``: the reports read these after the whole sweep, so a wrong type must fail before the first cell.
@@ -205,11 +217,8 @@ class Suite:
         return list(cells.values())
 
     def skip_reason(self, params: dict[str, Any]) -> str | None:
-        """The reason of the first skip rule that matches ``params``, or None."""
-        for rule in self.skip:
-            if all(_matches(params[k], cond) for k, cond in rule["when"].items()):
-                return f"{SKIPPED_BY_RULE}{rule['reason']}"
-        return None
+        """The reason of the first skip rule that matches ``params``, or None (:mod:`harness.core.skip`)."""
+        return skip_reason(self.skip, params)
 
 
 def apply_patterns(out: dict[str, Any], by_pattern: Mapping[str, Mapping[str, Any]], name: str) -> dict[str, Any]:
@@ -274,22 +283,6 @@ def expand_patterns(items: Iterable[str]) -> list[str]:
     return out
 
 
-# How a cell a suite's `skip` rule left out begins its message (status `unsupported`): reports leave such cells out.
-SKIPPED_BY_RULE = "skipped by suite rule: "
-
-_COMPARE = {"gt": operator.gt, "ge": operator.ge, "lt": operator.lt, "le": operator.le}
-
-
-def _matches(value: Any, cond: Any) -> bool:
-    if isinstance(cond, dict):
-        return all(_COMPARE[op](value, bound) for op, bound in cond.items())
-    if isinstance(cond, list):
-        return any(_matches(value, c) for c in cond)
-    if isinstance(value, str) and isinstance(cond, str):
-        return fnmatch.fnmatchcase(value, cond)
-    return value == cond
-
-
 # ---------------------------------------------------------------------------------------------------------------------
 # Checks of suite-file sections (each raises SuiteError naming the file, the key and the fix)
 
@@ -313,11 +306,11 @@ def mapping(path: Path, key: str, value: Any) -> dict[str, Any]:
 def validate_numbers(path: Path, key: str, value: Any, defaults: Mapping[str, Any]) -> dict[str, Any]:
     """A mapping of settings over ``defaults``, each checked by the type of its default.
 
-    A bool default makes its key true or false, an int default a non-negative integer (a count: repeats, warm-up
-    calls), a float default a finite positive number (a duration): what ``timing`` sections hold.
+    A bool default makes its key true or false, an int default a non-negative integer up to :data:`MAX_COUNT` (a
+    count: repeats, warm-up calls), a float default a finite positive number up to :data:`MAX_DURATION_S` (a
+    duration): what ``timing`` sections hold.
     """
-    rules = {k: BOOL if isinstance(d, bool) else NONNEG_INT if isinstance(d, int) else POSITIVE_NUMBER
-             for k, d in defaults.items()}
+    rules = {k: BOOL if isinstance(d, bool) else COUNT if isinstance(d, int) else DURATION for k, d in defaults.items()}
     return validate_fields(path, key, value, defaults, rules)
 
 
@@ -396,26 +389,6 @@ def check_fits(where: Path | str, key: str, nbytes: float, what: str) -> None:
                                      f"this machine's {total / 2**30:,.0f} GiB; make it smaller")
 
 
-def validate_skip(path: Path, rules: Any, kind: SuiteKind) -> list[dict[str, Any]]:
-    rules = rules or []
-    if not isinstance(rules, list):
-        raise SuiteError(path, "skip", "must be a list of {when: {axis: condition}, reason: text}")
-    valid = kind.all_axes()
-    for i, rule in enumerate(rules):
-        if not isinstance(rule, dict) or set(rule) != {"when", "reason"} or not isinstance(rule["when"], dict):
-            raise SuiteError(path, f"skip[{i}]", "each rule is {when: {axis: condition, ...}, reason: text}")
-        for axis, cond in rule["when"].items():
-            if axis not in valid:
-                raise SuiteError(path, f"skip[{i}].when.{axis}", f"unknown axis; valid axes: {', '.join(valid)}")
-            if isinstance(cond, dict) and (
-                not cond
-                or set(cond) - set(_COMPARE)
-                or any(isinstance(b, bool) or not isinstance(b, int | float) for b in cond.values())
-            ):
-                raise SuiteError(path, f"skip[{i}].when.{axis}", "comparisons are {gt|ge|lt|le: number}")
-    return rules
-
-
 def validate_attention_config(path: Path, value: Any, where: str = "attention_config") -> dict[str, dict[str, Any]]:
     value = mapping(path, where, value)
     for pattern, overrides in value.items():
@@ -427,7 +400,8 @@ def validate_attention_config(path: Path, value: Any, where: str = "attention_co
 
 
 def validate_tables(suite: Suite) -> None:
-    """``report.tables`` names tables of the suite's kind; ``report.row_names`` maps attention names to labels."""
+    """``report.tables`` names tables of the suite's kind; ``report.row_names`` maps attention names to one-line
+    labels; ``report.baseline`` and ``report.compare_reference`` are registered attentions."""
     tables, valid = suite.report["tables"], suite.kind.tables
     if tables is not None and (not isinstance(tables, list) or not tables or any(t not in valid for t in tables)):
         raise SuiteError(suite.path, "report.tables", f"must be a list of {', '.join(valid)}; got {tables!r}")
@@ -436,6 +410,14 @@ def validate_tables(suite: Suite) -> None:
             isinstance(k, str) and isinstance(v, str) for k, v in names.items())):
         raise SuiteError(suite.path, "report.row_names",
                          f"must map attention names to row names, e.g. {{vanilla: Transformer}}; got {names!r}")
+    for name, row in (names or {}).items():  # a newline would break a Markdown table, an escape the terminal
+        if has_control(row):
+            raise SuiteError(suite.path, f"report.row_names.{name}", f"{row!r} holds a control character; a row name "
+                                                                     f"is one line of plain text")
+    for key in ("baseline", "compare_reference"):  # the tables' ratios divide by it: a typo would show none
+        if suite.report[key] is not None:
+            name = suite.report[key]
+            resolve_or_fail(suite.path, f"report.{key}", name, lambda name=name: attentions.spec(name))
 
 
 def resolve_or_fail(path: Path, where: str, name: str, build: Callable[[], object]) -> None:

@@ -168,8 +168,11 @@ def format_value(value: float) -> str:
 
 
 def escape(text: str, fmt: Fmt) -> str:
-    """A label made safe for a Markdown table cell or LaTeX."""
-    return text.replace("|", r"\|") if fmt == "md" else tex_escape(text)
+    """A label made safe for a Markdown table cell (``|`` would end the cell; ``<`` and ``>`` as entities, so that no
+    raw HTML a suite's name holds reaches a page that renders the Markdown) or LaTeX."""
+    if fmt != "md":
+        return tex_escape(text)
+    return text.replace("|", r"\|").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def failed_text(statuses: set[str] | None, fmt: Fmt) -> str:

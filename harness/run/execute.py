@@ -15,9 +15,10 @@ import torch
 
 from ..core import faults
 from ..core.cell import Cell, CellResult, Context
-from ..core.errors import first_line
+from ..core.errors import first_line, printable
 from ..core.kinds import is_timed
 from ..core.store import Store
+from ..core.suite import SuiteKind
 from ..kinds import KINDS
 from .progress import Console
 
@@ -36,8 +37,7 @@ def execute_group(cells: list[Cell], ctx: Context) -> list[CellResult]:
         torch.set_num_threads(cells[0].threads)  # what the cell's key says it is measured with, in any worker
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("default")  # each distinct warning once per place, as Python shows them
-        results = (kind.run_group(cells, ctx) if kind.run_group is not None and len(cells) > 1
-                   else [kind.run(cell, ctx) for cell in cells])
+        results = _run(kind, cells, ctx)
     seen = list(dict.fromkeys(f"{w.category.__name__}: {first_line(w.message)}" for w in caught))
     if seen:
         text = "; ".join(seen[:MAX_WARNINGS]) + (f"; and {len(seen) - MAX_WARNINGS} more" if len(seen) > MAX_WARNINGS
@@ -45,6 +45,28 @@ def execute_group(cells: list[Cell], ctx: Context) -> list[CellResult]:
         for result in results:
             result.metrics["warnings"] = text
     return results
+
+
+def _run(kind: SuiteKind, cells: list[Cell], ctx: Context) -> list[CellResult]:
+    """The results of ``cells``: together if the kind runs groups, else in turn.
+
+    ``sys.exit()`` inside a cell raises SystemExit, which the kinds' ``except Exception`` lets through: it would end
+    the run with exit code 0 and nothing stored. It is the cell's ``error``; a group that raised it is run again one
+    cell at a time, so that it stays in the cell that called it.
+    """
+    if kind.run_group is not None and len(cells) > 1:
+        try:
+            return kind.run_group(cells, ctx)
+        except SystemExit:
+            pass
+    return [_run_one(kind, cell, ctx) for cell in cells]
+
+
+def _run_one(kind: SuiteKind, cell: Cell, ctx: Context) -> CellResult:
+    try:
+        return kind.run(cell, ctx)
+    except SystemExit as exc:
+        return CellResult("error", f"SystemExit: the cell called sys.exit({exc.code!r:.300})")
 
 
 def groups(todo: list[Cell], every_cell: list[Cell] = (), baseline: str | None = None) -> list[list[Cell]]:
@@ -103,7 +125,7 @@ class Recorder:
     console: Console
 
     def starting(self, cell: Cell) -> None:
-        self.console.bar.set_postfix_str(cell.label)
+        self.console.bar.set_postfix_str(printable(cell.label))  # a label quotes input: escaped, as Console.write
         self.console.starting(cell.label)
         faults.point("runner.before_cell", cell.label)
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core.errors import printable
+
 #: Statuses printed as they happen: a result a reader must see.
 NOTEWORTHY = ("error", "oom", "nan", "timeout")
 #: Without a terminal (a log, CI), a progress line at most this often.
@@ -50,7 +52,8 @@ def files_line(directory: Path, written: Sequence[Path]) -> str:
     """The files a run wrote, counted by kind: ``wrote 87 files: 22 .md, 21 .tex, ...``."""
     kinds = Counter(Path(p).suffix.lstrip(".") or "other" for p in written)
     counted = ", ".join(f"{n} .{k}" for k, n in sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0])))
-    return f"results: {directory} — wrote {len(written)} files ({counted}); `attnbench show {directory}` lists them"
+    return printable(f"results: {directory} — wrote {len(written)} files ({counted}); `attnbench show {directory}` "
+                     f"lists them")
 
 
 @dataclass
@@ -91,6 +94,9 @@ class Console:
         self.running[label] = time.perf_counter()
 
     def write(self, line: str) -> None:
+        """Print ``line`` (above the bar on a terminal), its control characters escaped: it quotes cell labels and
+        messages, which quote input."""
+        line = printable(line)
         if self.tty:
             self.bar.write(line, file=sys.stderr)  # above the bar, which redraws below it
         else:

@@ -179,12 +179,27 @@ HANDSHAKE_S = 1.0  # a GCS answers in milliseconds (across a network, well under
 
 
 def check_address(address: str) -> None:
-    """Refuse (exit 2, within :data:`HANDSHAKE_S` per step) a HOST:PORT where no Ray cluster answers: nobody
-    listens, or something that is not a gRPC server (Ray's GCS) does — ``ray.init`` would retry for minutes."""
-    host, _, port = address.rpartition(":")
-    if "://" in address or not host or not port.isdigit():
-        return  # "auto", a Ray Client address, ...: left to Ray
+    """Refuse (exit 2, within :data:`HANDSHAKE_S` per step) an ``--address`` where no Ray cluster answers, before
+    anything is written: ``HOST:PORT`` (the GCS) or ``ray://HOST:PORT`` (a Ray Client server, which needs Ray's
+    client extra) where nobody listens, or something that is not a gRPC server does; ``auto`` where Ray finds no
+    cluster on this machine; any other form.
+    ``ray.init`` would retry for minutes, or fail only once the run's store exists."""
     hint = "start a cluster with `ray start --head` and pass the address it prints"
+    if address.startswith("ray://"):
+        try:  # Ray's own check of its client extra (a private helper: an older or newer Ray may lack it)
+            from ray._private.utils import get_ray_client_dependency_error
+        except ImportError:
+            def get_ray_client_dependency_error() -> str | None:
+                return None
+
+        if get_ray_client_dependency_error() is not None:
+            raise UserError(f"--address {address}: a Ray Client address needs `pip install 'ray[client]'`; install "
+                            f"it, or give the cluster's HOST:PORT (the address `ray start --head` prints)")
+    target = _auto_address(hint) if address == "auto" else address.removeprefix("ray://")
+    host, _, port = target.rpartition(":")
+    if "://" in target or not host or not port.isdigit():
+        raise UserError(f"--address {address}: not a Ray address; give HOST:PORT (the address `ray start --head` "
+                        f"prints), ray://HOST:PORT or auto, or leave --address out to run Ray on this machine")
     try:
         with socket.create_connection((host.strip("[]"), int(port)), timeout=HANDSHAKE_S) as conn:
             conn.sendall(_HTTP2_PREFACE)
@@ -197,6 +212,18 @@ def check_address(address: str) -> None:
     if len(reply) < 4 or reply[3] != 4:  # frame type 4 = SETTINGS
         raise UserError(f"--address {address}: what answers there is not a Ray cluster (not a gRPC server: it "
                         f"replied {reply[:9]!r}); {hint}")
+
+
+def _auto_address(hint: str) -> str:
+    """The HOST:PORT ``--address auto`` means, found as ``ray.init`` finds it (``RAY_ADDRESS``, the cluster ``ray
+    start`` recorded, a GCS process on this machine), or the exit-2 error saying there is none."""
+    from ray._private.services import canonicalize_bootstrap_address_or_die
+
+    try:
+        return canonicalize_bootstrap_address_or_die("auto")
+    except (ConnectionError, ValueError) as exc:
+        raise UserError(f"--address auto: no Ray cluster found on this machine ({first_line(exc, 200)}); "
+                        f"{hint}") from None
 
 
 @contextlib.contextmanager

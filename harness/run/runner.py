@@ -29,8 +29,8 @@ from tqdm import tqdm
 from ..core import faults
 from ..core.cell import Cell, Context
 from ..core.envinfo import collect_env
-from ..core.errors import RunFailed, UserError
-from ..core.files import directory_lock, refuse_symlinks, remove_temporaries
+from ..core.errors import RunFailed, UserError, printable
+from ..core.files import DATA_CACHE, directory_lock, refuse_links_outside, refuse_symlinks, remove_temporaries
 from ..core.kinds import is_timed
 from ..core.store import Store
 from ..core.suite import Suite, expand_patterns
@@ -62,6 +62,7 @@ def run_suite(
     address: str | None = None,
     cpus_per_task: int | None = None,
     quiet_limit_s: float | None = None,
+    retry_failed: bool = False,
 ) -> RunSummary:
     """Expand, skip finished cells, measure the rest (one store transaction each), write reports.
 
@@ -80,6 +81,8 @@ def run_suite(
         cpus_per_task: CPUs each Ray task reserves on CPU (None = ``torch.get_num_threads()``); ray only.
         quiet_limit_s: wait before each timed group until the machine is quiet, up to this long, then stop
             (``--require-quiet``); None = measure whatever the load (cells are flagged ``noisy``).
+        retry_failed: measure again the cells whose latest result is a failure (:data:`RETRIED`), as ``fresh`` would
+            but leaving the rest (``--retry-failed``).
     """
     if executor not in ("local", "ray"):
         raise UserError(f"executor {executor!r}: use local or ray")
@@ -93,18 +96,17 @@ def run_suite(
     keyed = dict(zip([c.key for c in cells], cells := _with_data(suite, cells), strict=True))
     every_cell = [keyed.get(c.key, c) for c in every_cell]
     refuse_symlinks(out, directory)
+    refuse_links_outside(out, Path(out) / DATA_CACHE)
     with directory_lock(directory), Store(directory / "results.db", suite=suite.name, kind=suite.kind.name,
                                           source=suite.path.name) as store:
-        if suite.description:  # every input checked and the directory ours: the run begins
-            print(f"{suite.name}: {suite.description}", flush=True)
-        _begin(store, directory)
-        done = set() if fresh else store.finished_keys()
+        _begin(store, directory, suite)
+        done = set() if fresh else store.finished_keys() - (_failed(store, cells) if retry_failed else set())
         todo = [c for c in cells if c.key not in done]
         env = _run_env(suite, device, todo, "isolate" if isolate else "in-process", executor, address, cpus_per_task)
         run_id = store.start_run(suite.name, suite.profile, env, argv or [])
         summary = RunSummary(directory, len(cells), len(cells) - len(todo))
         tty = sys.stderr.isatty() if progress is None else progress
-        ctx = Context(directory, Path(out) / ".data_cache", env.get("gemm_peak_gflops"), timeout_s,
+        ctx = Context(directory, Path(out) / DATA_CACHE, env.get("gemm_peak_gflops"), timeout_s,
                       env.get("calibration_ms"), fresh=fresh)
         for cell in cells:  # a run killed between a cell's row and its clean-up left the clean-up to do
             if cell.key in done:
@@ -143,16 +145,30 @@ def run_suite(
     return summary
 
 
-def _begin(store: Store, directory: Path) -> None:
-    """What a run does once it owns its directory: its temporary folder, the removal of what a killed run left behind
-    (its workers' files, a report file whose writer was killed before its rename), a word on stale results."""
+def _begin(store: Store, directory: Path, suite: Suite) -> None:
+    """What a run does once it owns its directory: the suite's description, its temporary folder, the removal of what
+    a killed run left behind (its workers' files, a report file whose writer was killed before its rename), a word on
+    stale results."""
+    if suite.description:  # every input checked and the directory ours: the run begins
+        print(printable(f"{suite.name}: {suite.description}"), flush=True)
     _temporary_folder()
     shutil.rmtree(directory / WORKER_DIR, ignore_errors=True)
     remove_temporaries(directory)
     if stale := store.stale_cells():
-        print(f"attnbench: {store.path}: {stale} cell{'s' * (stale != 1)} stored by an earlier attnbench are stale "
-              f"(their keys did not cover code, data and settings); this run measures them again, and the tables "
-              f"show them only while nothing newer is stored", file=sys.stderr, flush=True)
+        print(printable(f"attnbench: {store.path}: {stale} cell{'s' * (stale != 1)} stored by an earlier attnbench "
+                        f"are stale (their keys did not cover code, data and settings); this run measures them again, "
+                        f"and the tables show them only while nothing newer is stored"), file=sys.stderr, flush=True)
+
+
+#: The statuses ``--retry-failed`` measures again: what the machine or a limit may have caused, unlike ``ok`` and
+#: ``unsupported``, which another try would give again.
+RETRIED = ("error", "oom", "nan", "timeout")
+
+
+def _failed(store: Store, cells: list[Cell]) -> set[str]:
+    """The keys of ``cells`` whose latest stored result has a status of :data:`RETRIED`."""
+    df = store.dataframe([c.key for c in cells])
+    return set() if df.empty else set(df.loc[df["status"].isin(RETRIED), "key"])
 
 
 def _with_data(suite: Suite, cells: list[Cell]) -> list[Cell]:

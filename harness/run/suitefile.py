@@ -34,8 +34,10 @@ A speed suite file::
 A suite file is UTF-8 YAML, loaded safely (no Python tags); a key may appear once per mapping. Anchors, aliases and
 merge keys (``timing: {<<: *base_timing, warmup: 0}``) work, within bounds that refuse alias bombs and deep nesting
 (:data:`MAX_VALUES`, :data:`MAX_DEPTH`). The suite's name and each profile's name are folders of the output path
-(``<out>/<suite>/<profile>``): letters, digits, '-' and '_', at most 255 bytes. Values given with ``--set`` replace
-the profile's axes and are checked like them; their errors name ``--set``.
+(``<out>/<suite>/<profile>``): letters, digits, '-' and '_', at most 255 bytes. An integer with a leading zero
+(``064``, which YAML 1.1 reads as octal 52) is refused: write ``64``, or ``"064"`` for text. Values given with
+``--set`` replace the profile's axes (an axis given twice takes the values of both) and are checked like them; their
+errors name ``--set``.
 
 An accuracy suite file::
 
@@ -81,6 +83,7 @@ from typing import Any
 import yaml
 
 from ..core.errors import SuiteError, first_line
+from ..core.skip import validate_skip
 from ..core.suite import (
     COMMON_KEYS,
     PROFILES_REQUIRED,
@@ -93,7 +96,6 @@ from ..core.suite import (
     validate_attention_config,
     validate_axes,
     validate_fields,
-    validate_skip,
     validate_tables,
 )
 from ..kinds import DEFAULT_KIND, KINDS, every_axis
@@ -173,12 +175,12 @@ def _resolve(path: Path, doc: dict[str, Any], profile: str, chosen: dict[str, An
         merged["data"] = {**mapping(path, "data", merged.get("data")), "dir": str(Path(data_dir).resolve())}
     settings = kind.parse(path, merged)  # before the axes: it may add default axes (every variant)
     report = validate_fields(path, "report", merged.get("report"), REPORT_DEFAULTS, REPORT_RULES)
+    axes = validate_axes(path, merged.get("axes"), kind, from_flag=set(overrides or ()))
     suite = Suite(
-        name=name, path=path, profile=profile, description=str(doc.get("description", "")), kind=kind,
-        axes=validate_axes(path, merged.get("axes"), kind, from_flag=set(overrides or ())),
+        name=name, path=path, profile=profile, description=str(doc.get("description", "")), kind=kind, axes=axes,
         config=mapping(path, "config", merged.get("config")),
         attention_config=validate_attention_config(path, merged.get("attention_config")),
-        skip=validate_skip(path, merged.get("skip"), kind), report=report, settings=settings,
+        skip=validate_skip(path, merged.get("skip"), kind.all_axes(), axes), report=report, settings=settings,
     )
     validate_tables(suite)
     kind.validate(suite)
@@ -265,7 +267,7 @@ def _check_name(path: Path, key: str, name: Any) -> None:
 
 def _kind(path: Path, doc: dict[str, Any]) -> SuiteKind:
     kind = doc.get("kind", DEFAULT_KIND)
-    if kind not in KINDS:
+    if not isinstance(kind, str) or kind not in KINDS:
         raise SuiteError(path, "kind", f"unknown kind {kind!r}; choose one of {', '.join(KINDS)}")
     return KINDS[kind]
 
@@ -346,6 +348,18 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        # YAML 1.1 (PyYAML's) reads 064 as octal 52: a seq_len or a seed silently other than the one written
+        digits = node.value.replace("_", "").lstrip("+-")
+        if len(digits) > 1 and digits[0] == "0" and digits[1] not in "xb":
+            raise _Refused(f"{node.value} is an integer with a leading zero, which YAML reads as octal "
+                           f"({super().construct_yaml_int(node)})", node.start_mark,
+                           f"write {int(node.value.replace('_', ''))} (or \"{node.value}\" for text)")
+        return super().construct_yaml_int(node)
+
+
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _UniqueKeyLoader.construct_yaml_int)
+
 
 def _merge(base: dict[str, Any], prof: dict[str, Any]) -> dict[str, Any]:
     """A profile over the top level: mappings merge key by key (recursively), anything else is replaced."""
@@ -360,8 +374,9 @@ CONFIG_PREFIX = "config."
 
 
 def parse_set(items: list[str]) -> dict[str, list[Any]]:
-    """``["seq_len=1024,2048", "mode=fwd"]`` -> {"seq_len": [1024, 2048], "mode": ["fwd"]} (YAML scalars); a
-    ``config.FIELD=VALUE`` item keeps its key and its one value (a config field is set, not swept)."""
+    """``["seq_len=1024,2048", "mode=fwd"]`` -> {"seq_len": [1024, 2048], "mode": ["fwd"]} (YAML scalars, read as in a
+    suite file); an axis given twice sweeps the values of both; a ``config.FIELD=VALUE`` item keeps its key and its
+    one value (a config field is set, not swept), and may be given once."""
     out: dict[str, list[Any]] = {}
     for item in items:
         axis, sep, raw = item.partition("=")
@@ -371,11 +386,21 @@ def parse_set(items: list[str]) -> dict[str, list[Any]]:
             if "," in raw:
                 raise SuiteError("--set", axis, "takes one value: a config field is set for the run, not swept "
                                                 "(sweep it with `variants` in a suite file)")
+            if axis in out:
+                raise SuiteError("--set", axis, f"given twice ({out[axis][0]!r} and {_scalar(item, raw)!r}): a "
+                                                f"config field takes one value; give it once")
         elif axis not in every_axis():
             raise SuiteError("--set", axis, f"unknown axis; valid axes: {', '.join(every_axis())} (or config.FIELD "
                                             f"for an attention config field, e.g. --set config.dropout=0.1)")
-        try:
-            out[axis] = [yaml.safe_load(v) for v in raw.split(",")]
-        except yaml.YAMLError:
-            raise SuiteError("--set", item, "values must be plain scalars, e.g. --set seq_len=1024,2048") from None
+        out.setdefault(axis, []).extend(_scalar(item, v) for v in raw.split(","))
     return out
+
+
+def _scalar(item: str, text: str) -> Any:
+    """One value of ``--set``, a YAML scalar read by the suite files' loader (so 064 is refused there too)."""
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
+    except _Refused as exc:
+        raise SuiteError("--set", item, f"{exc.problem}; {exc.fix}") from None
+    except yaml.YAMLError:
+        raise SuiteError("--set", item, "values must be plain scalars, e.g. --set seq_len=1024,2048") from None

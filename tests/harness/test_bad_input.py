@@ -17,12 +17,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
-from tests.conftest import CliResult, dump, tiny_doc
+from harness.core.errors import printable
+from tests.conftest import REPO_ROOT, CliResult, dump, tiny_doc
 from tests.harness.kinds.accuracy.test_kind import ACC
 from tests.harness.kinds.accuracy.test_loaders import BAD_DATA
+from tests.harness.kinds.accuracy.test_release import write_pathfinder
+from tests.harness.kinds.forecasting.test_kind import _exchange_like as exchange_like
+from tests.harness.kinds.forecasting.test_kind import _ili_like as ili_like
 
 # Every cell skipped: should a bad input slip through, the run costs nothing (and the test still fails).
 SKIP_ALL = [{"when": {"seq_len": {"ge": 1}}, "reason": "never measured in this test"}]
@@ -335,6 +340,47 @@ CASES = [
 ]
 
 
+# Numbers YAML reads otherwise, names that would break a table or drive the terminal, settings that would hold a sweep
+# for hours or fail in every cell, flags that would drop what they name, an --out no file system takes.
+ESCAPES = "\x1b[2J\x1b]0;owned\x07\x1b[31mFAKE: all cells ok"
+CASES += [
+    pytest.param(Bad(tiny_doc(axes={ESCAPES: [1]}), key=printable(f"axes.{ESCAPES}"), fix="unknown axis"),
+                 id="suite-key-with-terminal-escapes"),
+    pytest.param(Bad(dump(tiny_doc()).replace("  - 16\n", "  - 064\n", 1),
+                     key="064 is an integer with a leading zero, which YAML reads as octal (52)",
+                     fix='write 64 (or "064" for text)'), id="yaml-leading-zero-octal"),
+    pytest.param(Bad(tiny_doc(), ("--set", "seq_len=064"), where="--set: seq_len=064", key="reads as octal (52)",
+                     fix="write 64"), id="set-leading-zero-octal"),
+    pytest.param(Bad(tiny_doc(kind=["speed"]), key="kind: unknown kind ['speed']", fix="choose one of speed"),
+                 id="kind-a-list"),
+    pytest.param(Bad(tiny_doc(skip=[{"when": {"mode": {"gt": 3}}, "reason": "x"}]), key="skip[0].when.mode",
+                     fix="name the values to skip instead"), id="skip-number-compared-with-a-text-axis"),
+    pytest.param(Bad(tiny_doc(report={"baseline": "nosuchvariant"}), key="report.baseline",
+                     fix="unknown attention 'nosuchvariant'"), id="report-baseline-unregistered"),
+    pytest.param(Bad(tiny_doc(report={"row_names": {"vanilla": "Trans\nformer"}}), key="report.row_names.vanilla",
+                     fix="a row name is one line of plain text"), id="report-row-name-with-a-newline"),
+    pytest.param(Bad(tiny_doc(timing={"min_run_time_s": 1.0e300}), key="timing.min_run_time_s", fix="at most 3600"),
+                 id="timing-min-run-time-1e300"),
+    pytest.param(Bad(tiny_doc(timing={"min_repeats": 2147483647}), key="timing.min_repeats", fix="at most 10000"),
+                 id="timing-min-repeats-int-max"),
+    pytest.param(Bad(_acc(tasks={"text": {"seq_len": 64, "gen": {"content_rate": 2}}}), key="tasks.text.gen",
+                     fix="content_rate must be in (0, 1]"), id="task-generator-parameter-out-of-range"),
+    pytest.param(Bad(_acc(tasks={"listops": {"seq_len": 1048576}}), key="tasks.listops.seq_len",
+                     fix="lower seq_len"), id="listops-seq-len-its-generator-cannot-fill"),
+    pytest.param(Bad(tiny_doc(), ("--only", "vanilla,performer"), where="--only performer",
+                     key="matches none of this suite's attentions", fix="drop it"),
+                 id="only-a-registered-attention-the-suite-lacks"),
+    pytest.param(Bad(tiny_doc(), ("--set", "config.dropout=0.1", "--set", "config.dropout=0.2"),
+                     where="--set: config.dropout", key="given twice", fix="give it once"),
+                 id="set-a-config-field-twice"),
+    pytest.param(Bad(tiny_doc(), ("--out", "{tmp}/" + "o" * 300), where="--out {tmp}/o",
+                     key="a folder name of 300 bytes", fix="choose a shorter output directory"),
+                 id="out-name-of-300-characters"),
+    pytest.param(Bad(_acc(variants={"base": {}, f"v{ESCAPES}": {"dropout": 0.0}}),
+                     key=printable(f"variants.v{ESCAPES}"), fix="a non-empty line of text without commas"),
+                 id="variant-label-with-terminal-escapes"),
+]
+
 def _bad_data(make: Callable[[Path], tuple[str, Path]], problem: str) -> Bad:
     """A real dataset under ``{tmp}/data`` that ``make`` spoils (tests/harness/kinds/accuracy/test_loaders.py):
     refused before anything is written, naming the file and what is wrong, and never unpickling code."""
@@ -346,6 +392,45 @@ def _bad_data(make: Callable[[Path], tuple[str, Path]], problem: str) -> Bad:
 
 CASES += [pytest.param(_bad_data(make, problem), id=f"data-{make.__name__.replace('_', '-')}")
           for make, problem in BAD_DATA]
+
+
+# Data files that name what lies outside --data-dir, or hold values no model can learn from: one line before anything
+# is written (the readers' own tests hold more of each).
+def _pathfinder_metadata(line: str) -> Callable[[Path], None]:
+    """Pathfinder's release layout under ``{tmp}/data``, its second metadata file holding ``line`` only."""
+    def setup(tmp: Path) -> None:
+        folder = tmp / "data" / "pathfinder32" / "curv_contour_length_14"
+        write_pathfinder(folder)
+        (folder / "metadata" / "1.npy").write_text(line)
+
+    return setup
+
+
+def _forecasting_inf_in_a_training_row(tmp: Path) -> None:
+    (tmp / "data").mkdir()
+    frame = exchange_like(1000)
+    frame.loc[10, "OT"] = np.inf
+    frame.to_csv(tmp / "data" / "exchange_rate.csv", index=False)
+    ili_like(300).to_csv(tmp / "data" / "national_illness.csv", index=False)
+
+
+_PATHFINDER = {**ACC, "axes": {"attention": ["vanilla"], "task": ["pathfinder"], "seed": [0]},
+               "tasks": {"pathfinder": {"seq_len": 1024}}}
+_METADATA = "{tmp}/data/pathfinder32/curv_contour_length_14/metadata/1.npy:1: names "
+CASES += [
+    pytest.param(Bad(_PATHFINDER, ("--profile", "smoke", "--data-dir", "{tmp}/data"), where=_METADATA + "/etc/shadow",
+                     key="outside the data folder", fix="attnbench reads nothing outside --data-dir",
+                     setup=_pathfinder_metadata("/etc shadow 0 1\n")), id="data-pathfinder-metadata-names-etc-shadow"),
+    pytest.param(Bad(_PATHFINDER, ("--profile", "smoke", "--data-dir", "{tmp}/data"), where=_METADATA,
+                     key="resolves to /etc/passwd, outside the data folder",
+                     fix="attnbench reads nothing outside --data-dir",
+                     setup=_pathfinder_metadata("../../../../../../../../../../etc passwd 0 1\n")),
+                 id="data-pathfinder-metadata-dotdot-etc-passwd"),
+    pytest.param(Bad((REPO_ROOT / "suites" / "forecasting.yaml").read_text(),
+                     ("--profile", "smoke", "--data-dir", "{tmp}/data"), where="{tmp}/data/exchange_rate.csv",
+                     key="value inf in data row 11, column 'OT' is not finite", fix="replace it with a number",
+                     setup=_forecasting_inf_in_a_training_row), id="data-forecasting-inf-in-a-training-row"),
+]
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -380,7 +465,7 @@ def test_bad_input_exits_2_with_one_line(cli: Callable[..., CliResult], write_ya
     assert result.code == 2, (result.out, result.err)
     assert len(result.err_lines) == 1 and result.err.count("\n") == 1, result.err  # one line, no traceback
     line = result.err_lines[0]
-    assert line.startswith("attnbench: error: ")
+    assert line.startswith("attnbench: error: ") and line.isprintable()  # what it quotes cannot drive the terminal
     assert sub(case.where) in line, "the line must name the file or flag"
     if case.key is not None:
         assert sub(case.key) in line, "the line must name the key"

@@ -347,3 +347,67 @@ def test_a_runs_temporary_files_go_under_out(tmp_path: Path) -> None:
         temp, ray, system = proc.stdout.split()
         assert Path(temp) == out / ".cache" / "tmp" and Path(temp).is_dir(), proc.stderr
         assert (Path(ray) == out / ".cache" / "ray") is ray_here and (ray_here or ray == system)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Hostile input that reaches the terminal, odd paths, the fault hook
+
+#: Clears the screen, retitles the window and prints a forged line in red, if printed raw.
+ESCAPES = "\x1b[2J\x1b]0;owned\x07\x1b[31mFAKE: all cells ok"
+
+
+def test_an_error_quoting_terminal_escapes_prints_them_escaped(cli: Callable[..., CliResult],
+                                                               write_yaml: Callable[..., Path], tmp_path: Path) -> None:
+    result = cli("run", write_yaml(tiny_doc(axes={ESCAPES: [1]})), "--out", tmp_path / "o", "--device", "cpu")
+    line = _one_error_line(result, r"axes.\x1b[2J\x1b]0;owned\x07\x1b[31mFAKE: all cells ok", "unknown axis")
+    assert "\x1b" not in result.err and "\x07" not in result.err and line.isprintable()
+
+
+def test_a_warning_quoting_terminal_escapes_prints_them_escaped(cli: Callable[..., CliResult],
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    import warnings
+
+    from harness import light
+
+    def warn(args: object) -> int:
+        warnings.warn(f"a file named {ESCAPES}", UserWarning, stacklevel=1)
+        return 0
+
+    monkeypatch.setitem(light.COMMANDS, "cmd_list", warn)
+    result = cli("list")
+    assert result.code == 0 and r"a file named \x1b[2J\x1b]0;owned" in result.err and "\x1b" not in result.err
+
+
+def test_show_and_report_take_the_store_file_itself(cli: Callable[..., CliResult], results_dir: Path) -> None:
+    by_file = cli("show", results_dir / "results.db")
+    assert by_file.code == 0, by_file.err
+    assert by_file.out == cli("show", results_dir).out
+    report = cli("report", results_dir / "results.db")
+    assert report.code == 0 and (results_dir / "results.csv").is_file(), report.err
+    _one_error_line(cli("show", results_dir / "nosuch.db"), "no such file or directory")
+
+
+def test_show_prints_a_stored_command_line_escaped(cli: Callable[..., CliResult], tmp_path: Path) -> None:
+    with Store(tmp_path / "s" / "results.db") as store:
+        store.finish_run(store.start_run("tiny", "smoke", {}, ["attnbench", "run", f"{ESCAPES}.yaml"]), {})
+    result = cli("show", tmp_path / "s")
+    assert result.code == 0 and r"\x1b[2J\x1b]0;owned\x07" in result.out and "\x1b" not in result.out
+
+
+@pytest.mark.parametrize("spec", ["runner.before_cell:x", "runner.before_cell:0", "runner.before_cell:1:kil",
+                                  ":1:kill"])
+def test_a_malformed_fault_hook_is_one_line_before_anything_runs(cli: Callable[..., CliResult], tiny_suite: Path,
+                                                                  tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  spec: str) -> None:
+    monkeypatch.setenv("ATTNBENCH_FAULT", spec)
+    result = cli("run", tiny_suite, "--out", tmp_path / "o", "--device", "cpu", "--profile", "smoke")
+    _one_error_line(result, f"ATTNBENCH_FAULT={spec!r}", "a test hook", "unset it")
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir() or not hasattr(os, "geteuid") or os.geteuid() != 0,
+                    reason="root on Linux: os.access says /proc is writable")
+def test_rank_into_proc_is_bad_input_not_a_full_disk(cli: Callable[..., CliResult], results_dir: Path) -> None:
+    result = cli("report", "--rank", results_dir, "--out-dir", "/proc/attnbench-nowhere")
+    _one_error_line(result, "--out-dir /proc/attnbench-nowhere", "cannot be created or written",
+                    "choose another output directory")

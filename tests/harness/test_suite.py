@@ -99,7 +99,7 @@ def test_parse_set_values() -> None:
         "dtype": ["float32"],
     }
     assert parse_set([]) == {}
-    assert parse_set(["seq_len=16", "seq_len=64"]) == {"seq_len": [64]}  # the last one wins
+    assert parse_set(["seq_len=16", "seq_len=64"]) == {"seq_len": [16, 64]}  # both: none is dropped without a word
 
 
 @pytest.mark.parametrize("item", ["seq_len", "=16", "seq_len=", "nosuch=1", "seq-len=16"])
@@ -372,6 +372,23 @@ def test_skip_rule_with_float_bound(write_yaml: Callable[..., Path]) -> None:
 def test_skip_rule_with_string_bound_is_refused(write_yaml: Callable[..., Path]) -> None:
     with pytest.raises(SuiteError, match=r"skip\[0\]"):
         _skipped(write_yaml, [{"when": {"seq_len": {"gt": "big"}}, "reason": "x"}])
+
+
+@pytest.mark.parametrize(("when", "where"), [
+    pytest.param({"mode": {"gt": 3}}, "skip[0].when.mode: a comparison needs a numeric axis", id="number-on-text"),
+    pytest.param({"seq_len": [16, {"gt": "big"}]}, "skip[0].when.seq_len: comparisons are", id="in-a-list"),
+    pytest.param({"seq_len": [{"gt": 16}, {"over": 1}]}, "skip[0].when.seq_len: comparisons are", id="after-a-match"),
+])
+def test_a_skip_condition_that_would_fail_in_a_cell_is_refused_when_the_suite_loads(
+        write_yaml: Callable[..., Path], when: dict[str, Any], where: str) -> None:
+    """Each would raise (TypeError, KeyError) while the cells expand, after the first condition of a list matched."""
+    with pytest.raises(SuiteError, match=re.escape(where)):
+        _skipped(write_yaml, [{"when": when, "reason": "x"}])
+
+
+def test_a_skip_rule_on_an_optional_axis_the_suite_lacks_skips_nothing(write_yaml: Callable[..., Path]) -> None:
+    reasons = _skipped(write_yaml, [{"when": {"sdpa_backend": "math"}, "reason": "x"}])  # was a KeyError
+    assert reasons and not any(reasons.values())
 
 
 # ---------------------------------------------------------------------------------------------------

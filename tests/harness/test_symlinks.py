@@ -58,3 +58,38 @@ def test_report_refuses_a_planted_link_too(cli: Callable[..., CliResult], tiny_s
     table.symlink_to(victim)
     result = cli("report", tmp_path / "out")
     assert result.code == 2 and table.name in result.err and victim.read_text() == "mine\n"
+
+
+@pytest.mark.parametrize("planted", [".data_cache", ".cache", ".cache/matplotlib", ".cache/tmp"])
+def test_a_cache_folder_linking_outside_out_is_refused_before_anything_is_written(
+        cli: Callable[..., CliResult], tiny_suite: Path, tmp_path: Path, planted: str) -> None:
+    """The data cache, TMPDIR, Ray's session, Inductor and matplotlib would write wherever such a link points."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    link = tmp_path / "out" / planted
+    link.parent.mkdir(parents=True)
+    link.symlink_to(elsewhere, target_is_directory=True)
+    result = _run(cli, tiny_suite, tmp_path / "out")
+    assert result.code == 2 and len(result.err_lines) == 1, result.err
+    assert str(link) in result.err and "outside --out" in result.err
+    assert list(elsewhere.iterdir()) == [] and not (tmp_path / "out" / "tiny").exists()
+
+
+def test_a_link_deep_in_the_cache_to_a_file_outside_out_is_refused(cli: Callable[..., CliResult], tiny_suite: Path,
+                                                                    tmp_path: Path) -> None:
+    victim = tmp_path / "victim.json"
+    victim.write_text("precious\n")
+    fonts = tmp_path / "out" / ".cache" / "matplotlib"
+    fonts.mkdir(parents=True)
+    (fonts / "fontlist-v390.json").symlink_to(victim)
+    result = _run(cli, tiny_suite, tmp_path / "out")
+    assert result.code == 2 and "fontlist-v390.json" in result.err and victim.read_text() == "precious\n"
+
+
+def test_a_link_that_stays_inside_out_is_the_runs_own(cli: Callable[..., CliResult], tiny_suite: Path,
+                                                      tmp_path: Path) -> None:
+    """Ray leaves ``session_latest`` pointing at its newest session folder, under ``<out>/.cache/ray``."""
+    ray = tmp_path / "out" / ".cache" / "ray"
+    (ray / "session_1").mkdir(parents=True)
+    (ray / "session_latest").symlink_to(ray / "session_1", target_is_directory=True)
+    assert _run(cli, tiny_suite, tmp_path / "out").code == 0

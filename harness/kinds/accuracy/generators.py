@@ -12,8 +12,8 @@ small profiles can shrink them. Every random draw comes from one ``numpy.random.
   bracket ``]`` is kept as a token (LRA's tfds tokenizer keeps only alphanumeric tokens, which drops it and makes
   the expression ambiguous); the parentheses that LRA's ``to_string`` writes are never emitted, so the token count
   is exactly LRA's ``length``. The root operator (the first token) alone predicts the value far above the majority
-  class, as in LRA: the most frequent value per root operator scores 34.5% on 800 held-out expressions of 129-511
-  tokens against a 16% majority class (MIN is mostly 0, MAX mostly 9).
+  class, as in LRA: MIN is mostly 0, MAX mostly 9, so the most frequent value per root operator is a baseline every
+  ListOps score must beat (measured: docs/lra.md, and the results files it links).
 * **Pathfinder** (:func:`harness.kinds.accuracy.pixels.generate_pathfinder`): LRA's 32x32 ``curv_contour_length_14``
   parameters on a pixel grid. Connectivity rule: lit pixels (value > 0) are linked when their Chebyshev distance is
   <= 2, i.e. 8-connectivity after closing dash gaps of one pixel. Label 1 iff the two marker dots are in the same
@@ -39,6 +39,7 @@ of 10 for Image), so a split of the stream that starts at a multiple of the bloc
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -136,17 +137,11 @@ def generate_listops(
     Raises:
         UserError: impossible parameters, or too few expressions within the bounds after many trees.
     """
-    if max_args < 2 or max_depth < 1 or min_length + 1 >= max_length:
-        raise UserError(
-            f"listops: need max_args >= 2, max_depth >= 1 and min_length + 1 < max_length, got max_args={max_args}, "
-            f"max_depth={max_depth}, min_length={min_length}, max_length={max_length}"
-        )
+    max_trees = check_listops(n, min_length=min_length, max_length=max_length, max_depth=max_depth, max_args=max_args)
     u = _Uniforms(np.random.default_rng(seed))
     seen: set[tuple[int, ...]] = set()
     seqs: list[list[int]] = []
     labels: list[int] = []
-    # Generous cap: with LRA's parameters about one tree in ten is kept; a cap only stops hopeless settings.
-    max_trees = 2000 * n + 100_000
     for _ in range(max_trees):
         if len(seqs) == n:
             break
@@ -166,6 +161,39 @@ def generate_listops(
             f"{max_trees} trees (max_depth={max_depth}, max_args={max_args}); widen min_length/max_length"
         )
     return seqs, np.asarray(labels, dtype=np.int64)
+
+
+def check_listops(n: int, *, min_length: int, max_length: int, max_depth: int, max_args: int) -> int:
+    """How many trees :func:`generate_listops` may draw for ``n`` expressions; a UserError at once for parameters that
+    are impossible, or that make expressions longer than ``min_length`` so rare that even a bound on their chance
+    expects fewer than ``n`` in that many trees (else the generator draws them all, for minutes, before it says so)."""
+    if max_args < 2 or max_depth < 1 or min_length + 1 >= max_length:
+        raise UserError(
+            f"listops: need max_args >= 2, max_depth >= 1 and min_length + 1 < max_length, got max_args={max_args}, "
+            f"max_depth={max_depth}, min_length={min_length}, max_length={max_length}"
+        )
+    # Generous cap: with LRA's parameters about one tree in ten is kept; a cap only stops hopeless settings.
+    max_trees = 2000 * n + 100_000
+    expected = max_trees * math.exp(_log_tail_bound(min_length, max_depth, max_args))
+    if expected < n:
+        raise UserError(f"listops: expressions of more than min_length={min_length} tokens are too rare with "
+                        f"max_depth={max_depth}, max_args={max_args}: at most {expected:.3g} of the {n} needed are "
+                        f"expected in {max_trees} trees; lower seq_len (min_length is seq_len / 4) or min_length")
+    return max_trees
+
+
+def _log_tail_bound(length: int, max_depth: int, max_args: int) -> float:
+    """log of a bound on P(a tree has more than ``length`` tokens): Chernoff's E[z^X] / z^(length+1), E[z^X] exact over
+    the levels (a value: one token; an operator: two and 2..max_args subtrees), the best z of a grid; in logs."""
+    best, log_value, log_op = 0.0, math.log(1 - LISTOPS_VALUE_P), math.log(LISTOPS_VALUE_P)
+    for c in (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0):
+        log_z = math.log1p(c / (length + 1))
+        log_g = log_z  # at max_depth every node is a value
+        for _ in range(max_depth - 1):
+            log_mean = np.logaddexp.reduce([k * log_g for k in range(2, max_args + 1)]) - math.log(max_args - 1)
+            log_g = np.logaddexp(log_value + log_z, log_op + 2 * log_z + log_mean)
+        best = min(best, float(log_g) - (length + 1) * log_z)
+    return best
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -277,8 +305,8 @@ def _dialect_document(rng: np.random.Generator, dialect: Sequence[bytes], length
     length-biased draw) and the window starts uniformly inside it, so the byte at every position (the first and the
     last included) has the same distribution in both dialects (every word has the same letters in each). Documents
     that end on a word's last letter, as before, leak the dialect: that letter is a word's highest in the alphabet in
-    one dialect and its lowest in the other (total variation 0.49 between Text's labels at the last byte). A model
-    without token mixing read it (54.75% on Text, 54.00% on Retrieval, README).
+    one dialect and its lowest in the other, and a model without token mixing read it (measured: docs/results/
+    2026-11-25-amd-epyc-2core.md, "Generator leaks found and removed").
     """
     words, lens = _document_words(tuple(dialect))
     n_neutral = len(words) - len(dialect)
@@ -318,10 +346,9 @@ def generate_text(
     token mixing cannot.
 
     Why every word is a content word by default (``content_rate`` 1): the more words carry the dialect, the sooner
-    vanilla attention (learned absolute positions) finds the bigrams. Measured at 64 bytes, 4,500 steps, seed 0:
-    vanilla stays at chance with content_rate 0.5 or 1 (49.2, 49.0 test); at 48 bytes with content_rate 1 it leaves
-    chance at step 2,250 and reaches 100, while the no-mixing control stays at 51.0 (README, "What the quick
-    stand-ins show").
+    vanilla attention (learned absolute positions) finds the bigrams: at the quick profile's short lengths vanilla
+    leaves chance only with every word a content word (probes: docs/results/2026-11-25-amd-epyc-2core.md, "From the
+    code: the generators").
 
     Args:
         n: number of documents, balanced in consecutive pairs.
@@ -362,18 +389,19 @@ def generate_retrieval(
 
     Why related pairs favour one dialect: with every dialect equally likely, the label is an XOR of two per-document
     features, and a dual encoder gets no gradient towards either feature until the other tower already encodes it.
-    On this project's CPU budget no model left chance on that relation (S3Attention: 47% after 6,000 steps), so the
-    column measured nothing. With ``related_dialect_p`` = 0.8 (2 dialects), a first document in dialect 1 is related
-    to its partner 62% of the time (0.4 / 0.65) and one in dialect 0 29% (0.1 / 0.35), against 50% each under a
-    uniform prior: a cue each tower can learn on its own, after which the match itself is one product away in the dual
-    head. Reading both dialects without matching them ("related iff both are in dialect 1") scores 90%; the last 10%
-    needs the match. ``related_dialect_p`` = 1 / ``num_dialects`` restores the pure relation.
+    On this project's CPU budget no model left chance on that relation (probe: docs/results/
+    2026-11-25-amd-epyc-2core.md, "From the code: the generators"), so the column measured nothing. With
+    ``related_dialect_p`` = 0.8 (2 dialects), a first document in dialect 1 is related to its partner 62% of the time
+    (0.4 / 0.65) and one in dialect 0 29% (0.1 / 0.35), against 50% each under a uniform prior: a cue each tower can
+    learn on its own, after which the match itself is one product away in the dual head. Reading both dialects without
+    matching them ("related iff both are in dialect 1") scores 90%; the last 10% needs the match.
+    ``related_dialect_p`` = 1 / ``num_dialects`` restores the pure relation.
 
     Why every word is a content word by default (``content_rate`` 1, as in Text): the cue above reaches each tower
     through the label only weakly, and vanilla attention (learned absolute positions) needs every word's evidence to
-    find it within the CPU budget. Measured with 2 x 48-byte windows (quick settings, 9,000 steps): vanilla leaves
-    chance after 5,250 steps (seed 0, 99.8 test), the no-mixing control stays at 50% dev; with 2 x 64 bytes vanilla
-    stayed at chance for 6,000 steps (51.0); with 2 x 32 the control read both documents' dialects (89%).
+    find it within the CPU budget; the window length sets how soon vanilla leaves chance and whether the no-mixing
+    control can read both documents' dialects (probes: docs/results/2026-11-25-amd-epyc-2core.md, "From the code:
+    the generators").
 
     Args:
         n: number of pairs, balanced in consecutive pairs.

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ...core.cell import Cell
-from ...core.errors import SuiteError
+from ...core.errors import SuiteError, UserError, first_line, has_control
 from ...core.store import Store
 from ...core.suite import (
     Axis,
@@ -44,6 +44,8 @@ from ...models.tasks import LRA_SEQ_LEN, TASKS
 from ...report.claims import is_smoke
 from ...report.format import shown_env, with_data
 from .cells import data_identity, describe, prepare_data, read_user_data, run_accuracy_cell
+from .data import generate_task, resolve_gen_params
+from .generators import check_listops
 from .noise import NOISE_ON, cell_noise, noise_problem
 from .options import DATA_OPTIONS, check_options, task_options
 from .summary import axis_text, only_noisy, with_axis_defaults
@@ -102,9 +104,32 @@ def parse(path: Path, doc: dict[str, Any]) -> AccuracySettings:
         # int64 ids, two documents a row for Retrieval, and the generators' intermediates about as large again
         check_fits(path, f"tasks.{task}.sizes" if "sizes" in tdoc else "data.sizes", sum(sizes) * seq_len * 8 * 2 * 2,
                    f"{sum(sizes):,} {task} examples of {seq_len:,} tokens")
+        if data["dir"] is None:
+            _check_generator(path, task, tdoc, seq_len, sum(sizes), data["seed"])
     return AccuracySettings(data=data, train=_train(path, "train", doc.get("train")), tasks=tasks, variants=variants,
                             incoherence=_incoherence(path, doc.get("incoherence")),
                             probes=_probes(path, doc.get("probes")))
+
+
+#: The examples per split the generator makes when a suite loads, so that every check of its parameters runs before
+#: anything is written (the data itself is generated once the run's store exists); three take milliseconds.
+DRY_RUN_SIZES = (1, 1, 1)
+
+
+def _check_generator(path: Path, task: str, tdoc: dict[str, Any], seq_len: int, n: int, seed: int) -> None:
+    """A task's generator parameters (``tasks.T.gen`` over those ``seq_len`` implies), checked by a dry run of the
+    generator and, for ListOps, the budget of its ``n`` expressions: one line naming the file and the key."""
+    where = f"tasks.{task}" + next((f".{k}" for k in ("gen", "seq_len") if k in tdoc), "")
+    try:
+        params = resolve_gen_params(task, seq_len, tdoc.get("gen") or {})
+        if task == "listops":
+            check_listops(n, **params)
+        generate_task(task, seq_len=seq_len, seed=seed, sizes=DRY_RUN_SIZES, params=params)
+    except UserError as exc:
+        raise SuiteError(path, where, str(exc)) from None
+    except (TypeError, ValueError) as exc:  # a text where a number belongs, ...
+        raise SuiteError(path, where, f"{task}: a generator parameter of the wrong type ({first_line(exc)}); give "
+                                      f"numbers as numbers (1.0e-2, not 1e-2, which YAML reads as text)") from None
 
 
 def _data(path: Path, value: Any) -> dict[str, Any]:
@@ -166,8 +191,8 @@ def _variants(path: Path, value: Any) -> dict[str, dict[str, Any]]:
         return one_at_a_time(mapping(path, "variants.one_at_a_time.base", grid.get("base")),
                              _vary(path, grid.get("vary")))
     for label, overrides in doc.items():
-        if not isinstance(label, str) or not label or "," in label:
-            raise SuiteError(path, f"variants.{label}", "a variant label is a non-empty string without commas")
+        if not isinstance(label, str) or not label or "," in label or has_control(label):  # a label names table rows
+            raise SuiteError(path, f"variants.{label}", "a variant label is a non-empty line of text without commas")
         doc[label] = mapping(path, f"variants.{label}", overrides)
     return doc
 

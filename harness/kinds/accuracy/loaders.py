@@ -23,14 +23,19 @@ Every missing or malformed file raises :class:`~harness.core.errors.UserError` n
 expected format, before any training: an empty split, a label that is not a class of the task (ListOps and Image 10,
 Text, Retrieval and Pathfinder 2), or a token id beyond :data:`MAX_TOKEN_ID` (pixels: beyond 255).
 
-Pickles are data, not code: :class:`LraUnpickler` builds only Python containers and numpy arrays, dtypes and scalars,
-and refuses any other name a file asks for (``pickle.load`` would call it, ``os.system`` included).
+Pickles are data, not code (:mod:`harness.kinds.accuracy.pickles`). Files are data too, and only the user's
+(:func:`~harness.kinds.accuracy.datafiles.open_data_file`): every file is opened by its real path, which must lie
+under the data folder the user gave (``--data-dir``), whatever a symlink says; only a regular file is read (a FIFO
+would block forever, ``/dev/zero`` never ends); a review above :data:`MAX_REVIEW_BYTES` is refused unread. Memory is
+bounded before it is taken: a pickle's records are counted, each as often as the file lists it, against
+:data:`MAX_SPLIT_IDS` before any array is built; each record is cut to ``seq_len`` before it is copied; a value's type
+is checked before numpy converts it (a label True, "3" or a 2x2 array is no class); and a split that still does not
+fit in memory is an exit-2 error naming its file (:func:`~harness.kinds.accuracy.datafiles.memory_refusal`).
 """
 
 from __future__ import annotations
 
-import pickle
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +43,7 @@ import numpy as np
 import torch
 
 from ...core import datasource
-from ...core.errors import UserError, first_line
+from ...core.errors import UserError
 from ...models.tasks import (
     BYTE_VOCAB,
     NUM_CLASSES,
@@ -50,6 +55,8 @@ from ...models.tasks import (
     pad_or_truncate,
     pixels_to_tokens,
 )
+from .datafiles import memory_refusal, open_data_file, read_data_file
+from .pickles import unpickle
 
 #: File-name prefix of each task's LRA pickles.
 PICKLE_PREFIX: dict[str, str] = {
@@ -79,122 +86,14 @@ MAX_TOKEN_ID = 2**20 - 1
 MAX_PIXEL = 255  # Image and Pathfinder pickles hold 8-bit intensities (shifted to ids 1..256 here)
 #: Training examples needed for a dev split of DEV_FRACTION to hold one: round(0.1 * 5) = 0, round(0.1 * 6) = 1.
 MIN_TRAIN_FOR_DEV = 6
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# Pickles: data only
-
-
-class RefusedGlobal(pickle.UnpicklingError):
-    """A pickle asked for a callable or class outside :data:`ALLOWED_GLOBALS`; ``name`` is "module.name"."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(name)
-        self.name = name
-
-
-#: The most elements (items of a container, bytes, array elements) one call of a pickle may build: far above any LRA
-#: record or CIFAR batch (10,000 x 3,072 bytes), far below what would exhaust memory or a core for minutes (a 64-byte
-#: pickle calling ``frozenset(bytes(3e9))`` took 63 s before its error).
-MAX_UNPICKLED_ELEMENTS = 2**28
-
-
-def _bounded(n: int, what: str) -> int:
-    if not 0 <= n <= MAX_UNPICKLED_ELEMENTS:
-        raise RefusedGlobal(f"{what} of {n} elements (more than {MAX_UNPICKLED_ELEMENTS})")
-    return n
-
-
-def _container(kind: type) -> Callable[..., Any]:
-    """``kind`` (set, frozenset, bytes, bytearray) as pickle protocols before 4 call it: from a list, tuple or
-    text of bounded length; never from a count (``bytes(3e9)``) or a stream of unknown length."""
-    def build(*args: Any) -> Any:
-        if not args:
-            return kind()
-        (items, *rest) = args
-        if rest and kind not in (bytes, bytearray) or not isinstance(items, list | tuple | set | frozenset | str |
-                                                                        bytes | bytearray):
-            raise RefusedGlobal(f"{kind.__name__}() of a {type(items).__name__}")
-        _bounded(len(items), kind.__name__)
-        return kind(items, *rest)
-
-    build.__name__ = kind.__name__
-    return build
-
-
-def _array(reconstruct: Callable[..., Any]) -> Callable[..., Any]:
-    """numpy's array reconstructor with the array's size bounded before anything is allocated."""
-    def build(*args: Any) -> Any:
-        shape = next((a for a in args if isinstance(a, tuple) and all(isinstance(s, int) for s in a)), ())
-        size = 1
-        for s in shape:
-            size *= max(s, 0)
-        _bounded(size, "an array")
-        return reconstruct(*args)
-
-    return build
-
-
-def _latin1(text: str, encoding: str) -> bytes:
-    """``_codecs.encode`` as pickle protocols 0-2 use it (to write bytes: ``encode(text, "latin1")``), and no other."""
-    if encoding != "latin1":
-        raise RefusedGlobal(f"_codecs.encode(..., {encoding!r})")
-    _bounded(len(text), "bytes")
-    return text.encode("latin1")
-
-
-def _allowed_globals() -> dict[tuple[str, str], Callable[..., Any]]:
-    """What an LRA pickle or a CIFAR-10 batch may name: plain containers, numpy arrays, dtypes and scalars.
-
-    numpy's reconstructors are taken from what this numpy pickles, so that files written under numpy 1
-    (``numpy.core``) and numpy 2 (``numpy._core``) resolve to the same functions without the deprecated
-    ``numpy.core``. Each builds an array or scalar from its arguments and calls nothing named by the file.
-    """
-    allowed: dict[tuple[str, str], Callable[..., Any]] = {
-        ("numpy", "ndarray"): np.ndarray, ("numpy", "dtype"): np.dtype, ("_codecs", "encode"): _latin1,
-    }
-    for core in ("numpy.core", "numpy._core"):
-        allowed[f"{core}.multiarray", "_reconstruct"] = _array(np.zeros(1).__reduce__()[0])  # arrays, protocols 0-4
-        allowed[f"{core}.numeric", "_frombuffer"] = np.zeros(1).__reduce_ex__(5)[0]  # arrays, protocol 5
-        allowed[f"{core}.multiarray", "scalar"] = np.int64(0).__reduce__()[0]  # np.int32(1) and the like
-    # Protocols before 4 (bytearray: 5) write these as calls; Python 2 and protocols 0-2 name them __builtin__.
-    for module in ("builtins", "__builtin__"):
-        for kind in (set, frozenset, bytes, bytearray):
-            allowed[module, kind.__name__] = _container(kind)
-    return allowed
-
-
-ALLOWED_GLOBALS = _allowed_globals()
-
-
-class LraUnpickler(pickle.Unpickler):
-    """``pickle.Unpickler`` that resolves only :data:`ALLOWED_GLOBALS`; any other name raises :class:`RefusedGlobal`.
-
-    A pickle runs whatever callable it names, so a hostile file given as LRA data would run code as the user.
-    The restriction is the one the Python docs recommend ("Restricting Globals", docs.python.org/3/library/pickle).
-    """
-
-    def find_class(self, module: str, name: str) -> Any:
-        """The allowed object ``module.name``, never an import."""
-        try:
-            return ALLOWED_GLOBALS[module, name]
-        except KeyError:
-            raise RefusedGlobal(f"{module}.{name}") from None
-
-
-def _unpickle(path: Path, expected: str, **kwargs: Any) -> Any:
-    if not path.is_file():
-        raise UserError(f"{path}: file not found; expected {expected}")
-    try:
-        with open(path, "rb") as f:
-            return LraUnpickler(f, **kwargs).load()
-    except RefusedGlobal as exc:
-        raise UserError(f"{path}: attnbench refuses to unpickle {exc.name}: only Python containers and numpy arrays, "
-                        f"dtypes and scalars are allowed; this file is not an LRA pickle or was tampered with; "
-                        f"replace it with the original (expected {expected})") from None
-    except Exception as exc:
-        problem = first_line(exc) or type(exc).__name__
-        raise UserError(f"{path}: cannot be unpickled ({problem}); expected {expected}") from None
+#: The most token ids (pixels) one pickled split may hold: over all its records as the file lists them (a record the
+#: pickle references 20,000 times counts 20,000 times: copied, it costs that much memory), and again once each record
+#: is cut or padded to seq_len. LRA's largest split, Retrieval's training pickle, holds 147,086 pairs of 4,096 ids
+#: (1.2e9); twice that is no LRA file.
+MAX_SPLIT_IDS = 2**31
+#: The largest aclImdb review file read: the longest review of aclImdb is under 14 KB, so 1 MiB holds any review and
+#: refuses a file that is something else (a log, a disk image) before it is read whole.
+MAX_REVIEW_BYTES = 2**20
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -228,46 +127,108 @@ def _dev_size(n: int, where: Path, expected: str) -> int:
     return n_dev
 
 
-def _ids(path: Path, i: int, record: dict[Any, Any], key: str, task: str, expected: str) -> np.ndarray:
-    if key not in record:
-        raise UserError(f"{path}: record {i} has no {key!r}; expected {expected}")
-    try:
-        ids = np.asarray(record[key]).reshape(-1)
-    except (TypeError, ValueError):  # ragged nested lists
-        ids = np.asarray([None])
-    if ids.dtype.kind not in "iu" or (ids.size and ids.min() < 0):
-        raise UserError(f"{path}: record {i} {key!r} is not an array of non-negative ints; expected {expected}")
-    bound, what = (MAX_PIXEL, "8-bit intensity") if task in PIXEL_TASKS else (MAX_TOKEN_ID, "token id accepted")
-    if ids.size and ids.max() > bound:
-        raise UserError(f"{path}: record {i} {key!r} holds {ids.max()}, above {bound}, the largest {what}; "
+def _count_ids(path: Path, records: list[Any], keys: Sequence[str], seq_len: int, expected: str) -> None:
+    """Refuse a split whose ids exceed :data:`MAX_SPLIT_IDS`, before any array is built: the ids its records hold,
+    each record counted as often as the file lists it, and the ids once each is cut or padded to ``seq_len``."""
+    held = 0
+    for i, record in enumerate(records):
+        if not isinstance(record, dict):
+            raise UserError(f"{path}: not a list of dicts (record {i} is a {type(record).__name__}); "
+                            f"expected {expected}")
+        for key in keys:
+            if key not in record:
+                raise UserError(f"{path}: record {i} has no {key!r}; expected {expected}")
+            value = record[key]
+            if not isinstance(value, np.ndarray | list | tuple):
+                raise UserError(f"{path}: record {i} {key!r} is a {type(value).__name__}, not an array of "
+                                f"non-negative ints; expected {expected}")
+            held += value.size if isinstance(value, np.ndarray) else len(value)
+    padded = len(records) * len(keys) * seq_len
+    if max(held, padded) > MAX_SPLIT_IDS:
+        what = (f"its records hold {held:,} ids (a record counts each time the file lists it)" if held > padded else
+                f"its {len(records):,} records, each cut or padded to seq_len {seq_len:,}, would hold {padded:,} ids")
+        raise UserError(f"{path}: {what}, more than the {MAX_SPLIT_IDS:,} of a split attnbench reads (LRA's largest "
+                        f"holds 1.2e9); use a smaller seq_len, or replace the file with the original; "
                         f"expected {expected}")
-    return ids
+
+
+def _is_int(value: object) -> bool:
+    """A Python or numpy integer, not a bool (True would be read as the id or class 1)."""
+    return isinstance(value, int | np.integer) and not isinstance(value, bool)
+
+
+def _ids(path: Path, i: int, record: dict[Any, Any], key: str, task: str, seq_len: int, expected: str) -> np.ndarray:
+    """The first ``seq_len`` ids of one record (int64), checked: the rest are never read, so never copied.
+
+    :func:`_count_ids` has checked that the value is an array, list or tuple; a list's kept items must be ints before
+    numpy sees them (a nested list, referenced many times, would make numpy build an array of all it references).
+    """
+    value = record[key]
+    bad = UserError(f"{path}: record {i} {key!r} is not an array of non-negative ints; expected {expected}")
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in "iu":
+            raise bad
+        kept = np.asarray(value.flat[:seq_len], dtype=np.int64)  # copies at most seq_len ids, in row-major order
+    else:
+        head = value[:seq_len]
+        if not all(_is_int(v) for v in head):
+            raise bad
+        try:
+            kept = np.asarray(head, dtype=np.int64)
+        except OverflowError:  # a Python int beyond int64: no id
+            raise bad from None
+    if kept.size and kept.min() < 0:
+        raise bad
+    bound, what = (MAX_PIXEL, "8-bit intensity") if task in PIXEL_TASKS else (MAX_TOKEN_ID, "token id accepted")
+    if kept.size and kept.max() > bound:
+        raise UserError(f"{path}: record {i} {key!r} holds {kept.max()}, above {bound}, the largest {what}; "
+                        f"expected {expected}")
+    return kept
+
+
+def _shown(value: object) -> str:
+    """A value as a message shows it: text quoted and cut, an array by its shape and dtype, else its type."""
+    if isinstance(value, str | bytes):
+        return f"{value[:40]!r} (text)"
+    if isinstance(value, np.ndarray):
+        return f"a {'x'.join(map(str, value.shape)) or '0-d'} {value.dtype} array"
+    if isinstance(value, bool | np.bool_):
+        return f"{value} (a bool)"
+    return f"a {type(value).__name__}"
 
 
 def _label(path: Path, i: int, record: dict[Any, Any], task: str, expected: str) -> int:
+    """The record's class: a number (numpy scalar or Python int or float; an array of one number), checked by
+    :func:`class_index`. A bool, text or an array of several values is no class, whatever its first element is."""
     if "label" not in record:
         raise UserError(f"{path}: record {i} has no 'label'; expected {expected}")
-    try:
-        value = np.asarray(record["label"]).reshape(-1)[0]  # a scalar, or the one value of an array
-    except (TypeError, ValueError, IndexError):
-        value = record["label"]
+    value = record["label"]
+    if isinstance(value, np.ndarray) and value.size == 1 and value.dtype.kind in "iuf":
+        value = value.reshape(-1)[0]  # the one value of an array (its size is 1)
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.integer | np.floating):
+        classes = NUM_CLASSES[task]
+        raise UserError(f"{path}: record {i} 'label' is {_shown(value)}, not a class of {task} (an integer in "
+                        f"0..{classes - 1}); expected {expected}")
     return class_index(f"{path}: record {i} 'label'", value, task, expected)
 
 
-def _read_pickle_split(path: Path, task: str, seq_len: int, offset: int) -> Split:
+def _read_pickle_split(path: Path, within: Path, task: str, seq_len: int, offset: int) -> Split:
     dual = task == "retrieval"
     expected = PICKLE_FORMAT + (" and 'input_ids_1'" if dual else "")
-    records = _unpickle(path, expected)
-    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
-        raise UserError(f"{path}: not a list of dicts; expected {expected}")
-    if not records:
-        raise UserError(f"{path}: no records (an empty list); every split needs examples; expected {expected}")
-    # Pixel pickles hold intensities 0..255 where 0 is black: shift them like every pixel (see module docstring).
-    shift = offset if task in PIXEL_TASKS else 0
-    x0 = [_ids(path, i, r, "input_ids_0", task, expected) + shift for i, r in enumerate(records)]
-    x1 = [_ids(path, i, r, "input_ids_1", task, expected) + shift for i, r in enumerate(records)] if dual else None
-    y = torch.tensor([_label(path, i, r, task, expected) for i, r in enumerate(records)], dtype=torch.int64)
-    return Split(x0=pad_or_truncate(x0, seq_len), y=y, x1=None if x1 is None else pad_or_truncate(x1, seq_len))
+    keys = ("input_ids_0", "input_ids_1") if dual else ("input_ids_0",)
+    with memory_refusal(path, expected):
+        records = unpickle(path, within, expected)
+        if not isinstance(records, list):
+            raise UserError(f"{path}: not a list of dicts (a {type(records).__name__}); expected {expected}")
+        if not records:
+            raise UserError(f"{path}: no records (an empty list); every split needs examples; expected {expected}")
+        _count_ids(path, records, keys, seq_len, expected)
+        # Pixel pickles hold intensities 0..255 where 0 is black: shift them like every pixel (see module docstring).
+        shift = offset if task in PIXEL_TASKS else 0
+        x = [pad_or_truncate([_ids(path, i, r, key, task, seq_len, expected) + shift for i, r in enumerate(records)],
+                             seq_len) for key in keys]
+        y = torch.tensor([_label(path, i, r, task, expected) for i, r in enumerate(records)], dtype=torch.int64)
+    return Split(x0=x[0], y=y, x1=x[1] if dual else None)
 
 
 def task_data(task: str, splits: dict[str, Split], seq_len: int, root: Path, files: Sequence[Path],
@@ -286,38 +247,61 @@ def task_data(task: str, splits: dict[str, Split], seq_len: int, root: Path, fil
 
 
 def load_lra_pickles(task: str, data_dir: str | Path, *, seq_len: int, prefix: str | None = None, offset: int = 1,
-                     note: str = "") -> TaskData:
-    """The ``{prefix}.{train,dev,test}.pickle`` files of one task (default prefix: :data:`PICKLE_PREFIX`)."""
+                     note: str = "", within: str | Path | None = None) -> TaskData:
+    """The ``{prefix}.{train,dev,test}.pickle`` files of one task (default prefix: :data:`PICKLE_PREFIX`), read only
+    from under ``within`` (the user's data folder; default ``data_dir``)."""
     root = Path(data_dir)
     paths = {name: root / f"{prefix or PICKLE_PREFIX[task]}.{name}.pickle" for name in SPLITS}
-    splits = {name: _read_pickle_split(path, task, seq_len, offset) for name, path in paths.items()}
+    folder = Path(within or root)
+    splits = {name: _read_pickle_split(path, folder, task, seq_len, offset) for name, path in paths.items()}
     return task_data(task, splits, seq_len, root, list(paths.values()), offset=offset, note=note)
 
 
-def _read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """One batch: grayscale uint8 [N, 32, 32] and int64 labels [N]."""
-    batch = _unpickle(path, CIFAR_FORMAT, encoding="bytes")  # the batches are Python 2 pickles with bytes keys
-    if not isinstance(batch, dict):
-        raise UserError(f"{path}: not a dict; expected {CIFAR_FORMAT}")
-    for key in (b"data", b"labels"):
-        if key not in batch:
-            raise UserError(f"{path}: no {key!r} entry; expected {CIFAR_FORMAT}")
-    try:
-        data, labels = np.asarray(batch[b"data"]), np.asarray(batch[b"labels"]).reshape(-1)
-    except (TypeError, ValueError):  # ragged nested lists
-        raise UserError(f"{path}: b'data' or b'labels' is not an array; expected {CIFAR_FORMAT}") from None
-    if labels.size and labels.dtype.kind not in "iu":  # also ints beyond int64, which numpy keeps as objects
-        raise UserError(f"{path}: b'labels' is not a list of ints ({labels.dtype}); expected {CIFAR_FORMAT}")
-    if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3 * 32 * 32 or len(labels) != len(data):
-        raise UserError(f"{path}: b'data' is {data.dtype} {data.shape} with {len(labels)} labels; "
+#: The image rows of one CIFAR-10 batch: 32 x 32 pixels of 3 colour planes.
+CIFAR_ROW = 3 * 32 * 32
+
+
+def _cifar_labels(path: Path, labels: object, rows: int) -> np.ndarray:
+    """b'labels' as int64 [rows]: a list (the batches' own form) or 1-D array of ints, each a class of image; checked
+    item by item before numpy converts it (its length is the image count, which the array's size bounds)."""
+    classes = NUM_CLASSES["image"]
+    if isinstance(labels, np.ndarray) and labels.ndim == 1 and labels.dtype.kind in "iu":
+        items: Sequence[Any] = labels
+    elif isinstance(labels, list | tuple) and all(_is_int(v) for v in labels):
+        items = labels
+    else:
+        raise UserError(f"{path}: b'labels' is {_shown(labels)}, not a list of ints; expected {CIFAR_FORMAT}")
+    if len(items) != rows:
+        raise UserError(f"{path}: b'labels' holds {len(items)} labels for {rows} images; expected {CIFAR_FORMAT}")
+    outside = next((v for v in items if not 0 <= v < classes), None)
+    if outside is not None:
+        raise UserError(f"{path}: b'labels' holds {outside}, not a class of image (an integer in 0..{classes - 1}); "
                         f"expected {CIFAR_FORMAT}")
-    if not len(data):
-        raise UserError(f"{path}: b'data' holds no images; expected {CIFAR_FORMAT}")
-    outside = labels[(labels < 0) | (labels >= NUM_CLASSES["image"])]
-    if outside.size:
-        raise UserError(f"{path}: b'labels' holds {outside[0]}, not a class of image (an integer in "
-                        f"0..{NUM_CLASSES['image'] - 1}); expected {CIFAR_FORMAT}")
-    return rgb_to_grayscale(data.reshape(-1, 3, 32, 32)), labels.astype(np.int64)  # [N, 3072] -> [N, 3, 32, 32]
+    return np.asarray(items, dtype=np.int64)
+
+
+def _read_cifar_batch(path: Path, within: Path) -> tuple[np.ndarray, np.ndarray]:
+    """One batch: grayscale uint8 [N, 32, 32] and int64 labels [N].
+
+    b'data' must be what the batches hold, a uint8 [N, 3072] array, checked before anything is converted: numpy
+    would first turn a small list that references one row many times into an array of every row it lists.
+    """
+    with memory_refusal(path, CIFAR_FORMAT):
+        batch = unpickle(path, within, CIFAR_FORMAT, encoding="bytes")  # Python 2 pickles with bytes keys
+        if not isinstance(batch, dict):
+            raise UserError(f"{path}: not a dict; expected {CIFAR_FORMAT}")
+        for key in (b"data", b"labels"):
+            if key not in batch:
+                raise UserError(f"{path}: no {key!r} entry; expected {CIFAR_FORMAT}")
+        data = batch[b"data"]
+        if not isinstance(data, np.ndarray) or data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != CIFAR_ROW:
+            shown = f"{data.dtype} {data.shape}" if isinstance(data, np.ndarray) else _shown(data)
+            raise UserError(f"{path}: b'data' is {shown}, not a uint8 array [N, {CIFAR_ROW}]; "
+                            f"expected {CIFAR_FORMAT}")
+        if not len(data):
+            raise UserError(f"{path}: b'data' holds no images; expected {CIFAR_FORMAT}")
+        labels = _cifar_labels(path, batch[b"labels"], len(data))
+        return rgb_to_grayscale(data.reshape(-1, 3, 32, 32)), labels  # [N, 3072] -> [N, 3, 32, 32]
 
 
 #: ``tf.image.rgb_to_grayscale``'s weights of R, G and B, as float32 (TensorFlow converts the Python list to float32).
@@ -342,42 +326,51 @@ def rgb_to_grayscale(rgb: np.ndarray) -> np.ndarray:
     return (gray * np.float32(255.5)).astype(np.uint8)  # convert_image_dtype(float32 -> uint8): scale, truncate
 
 
-def read_cifar10(data_dir: str | Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Grayscale CIFAR-10 by split: uint8 [S, 32, 32] and int64 labels [S] (dev = last 10% of train).
+def read_cifar10(data_dir: str | Path, *, within: str | Path | None = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Grayscale CIFAR-10 by split: uint8 [S, 32, 32] and int64 labels [S] (dev = last 10% of train), read only from
+    under ``within`` (the user's data folder; default ``data_dir``).
 
     The raw pixels are exposed so that the noise-robustness suite can perturb intensities before
     :func:`harness.models.tasks.pixels_to_tokens`.
     """
     root = Path(data_dir)
-    parts = [_read_cifar_batch(root / name) for name in CIFAR_TRAIN_BATCHES]
+    folder = Path(within or root)
+    parts = [_read_cifar_batch(root / name, folder) for name in CIFAR_TRAIN_BATCHES]
     pixels = np.concatenate([p for p, _ in parts])
     labels = np.concatenate([y for _, y in parts])
     n_train = len(pixels) - _dev_size(len(pixels), root, CIFAR_FORMAT)
     return {
         "train": (pixels[:n_train], labels[:n_train]),
         "dev": (pixels[n_train:], labels[n_train:]),
-        "test": _read_cifar_batch(root / "test_batch"),
+        "test": _read_cifar_batch(root / "test_batch", folder),
     }
 
 
-def load_cifar10(data_dir: str | Path, *, seq_len: int, offset: int = 1, note: str = "") -> TaskData:
+def load_cifar10(data_dir: str | Path, *, seq_len: int, offset: int = 1, note: str = "",
+                 within: str | Path | None = None) -> TaskData:
     """The Image task from CIFAR-10 python batches: 1024 grayscale pixel tokens per image."""
     splits = {name: Split(x0=pad_or_truncate(pixels_to_tokens(pixels, offset), seq_len), y=torch.from_numpy(labels))
-              for name, (pixels, labels) in read_cifar10(data_dir).items()}
+              for name, (pixels, labels) in read_cifar10(data_dir, within=within).items()}
     root = Path(data_dir)
     return task_data("image", splits, seq_len, root, [root / n for n in (*CIFAR_TRAIN_BATCHES, "test_batch")],
                      offset=offset, note=note)
 
 
-def load_imdb(data_dir: str | Path, *, seq_len: int, seed: int, dev: str = "test", note: str = "") -> TaskData:
+def load_imdb(data_dir: str | Path, *, seq_len: int, seed: int, dev: str = "test", note: str = "",
+              within: str | Path | None = None) -> TaskData:
     """The Text task from aclImdb: byte-level reviews, pos = 1; dev = the test set (``dev="test"``, LRA's) or a
     seeded 10% of train (``"heldout"``).
+
+    Every ``*.txt`` match is read as a review only if it is a regular file under ``within`` (the user's data folder;
+    default ``data_dir``) of at most :data:`MAX_REVIEW_BYTES`; anything else is refused by name
+    (:func:`read_data_file`), never skipped: a folder missing one review is not aclImdb.
 
     Each review is encoded as tfds' ``imdb_reviews`` builder yields it to LRA's byte encoder: the file's bytes with
     leading and trailing ASCII whitespace stripped (``bytes.strip()``), so that a review's first tokens are its
     words, as in LRA, and not a newline. The data source's checksums are those of the files as they are on disk.
     """
     root = Path(data_dir)
+    allowed = Path(within or root)
     docs: dict[str, list[bytes]] = {}
     labels: dict[str, list[int]] = {}
     read: list[Path] = []
@@ -390,7 +383,8 @@ def load_imdb(data_dir: str | Path, *, seq_len: int, seed: int, dev: str = "test
             files = sorted(folder.glob("*.txt"))
             if not files:
                 raise UserError(f"{folder}: no *.txt files; expected {IMDB_FORMAT}")
-            docs[part] += [f.read_bytes() for f in files]
+            docs[part] += [read_data_file(f, allowed, IMDB_FORMAT, max_bytes=MAX_REVIEW_BYTES,
+                                          what="a review (aclImdb's longest is under 14 KB)") for f in files]
             read += files
             labels[part] += [label] * len(files)
     raw = docs["train"] + docs["test"]  # the files' bytes, for their checksums
@@ -414,13 +408,11 @@ def load_imdb(data_dir: str | Path, *, seq_len: int, seed: int, dev: str = "test
     return task_data("text", splits, seq_len, root, read, raw, note=note)
 
 
-def _read_aan(path: Path, seq_len: int) -> Split:
-    if not path.is_file():
-        raise UserError(f"{path}: file not found; expected {AAN_FORMAT}")
+def _read_aan(path: Path, within: Path, seq_len: int) -> Split:
     first: list[bytes] = []
     second: list[bytes] = []
     labels: list[int] = []
-    with open(path, "rb") as f:
+    with open_data_file(path, within, AAN_FORMAT) as f:
         for lineno, line in enumerate(f, start=1):
             line = line.rstrip(b"\r\n")
             if not line:
@@ -443,8 +435,9 @@ def _read_aan(path: Path, seq_len: int) -> Split:
                  x1=encode_documents(second, seq_len))
 
 
-def load_aan(data_dir: str | Path, *, seq_len: int) -> TaskData:
-    """The Retrieval task from LRA's AAN tsv files: byte-level document pairs."""
+def load_aan(data_dir: str | Path, *, seq_len: int, within: str | Path | None = None) -> TaskData:
+    """The Retrieval task from LRA's AAN tsv files: byte-level document pairs, read only from under ``within`` (the
+    user's data folder; default ``data_dir``)."""
     root = Path(data_dir)
-    splits = {name: _read_aan(root / file, seq_len) for name, file in AAN_FILES.items()}
+    splits = {name: _read_aan(root / file, Path(within or root), seq_len) for name, file in AAN_FILES.items()}
     return task_data("retrieval", splits, seq_len, root, [root / file for file in AAN_FILES.values()])

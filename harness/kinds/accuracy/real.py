@@ -16,17 +16,23 @@ pathfinder ``pathfinder32-<difficulty>.*.pickle``; ``pathfinderR/<difficulty>/{m
 
 Each layout is looked for in the directory itself, in ``lra_release/`` and in ``lra_release/lra_release/`` under
 it, and a layout's own folder (``listops-1000``, ``aclImdb``, ...) may be the directory given.
+
+Nothing outside the directory given is read: every reader gets it as ``within``, and a file whose real path lies
+elsewhere (a symlink, a Pathfinder metadata line naming ``../../etc/passwd``) is an error naming it
+(:func:`~harness.kinds.accuracy.datafiles.open_data_file`); running out of memory while reading is one too
+(:func:`~harness.kinds.accuracy.datafiles.memory_refusal`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from ...core.errors import UserError
 from ...models.tasks import PIXEL_OFFSET, PIXEL_TASKS, TaskData
 from . import loaders, release
+from .datafiles import memory_refusal
 from .options import DATA_OPTIONS, options_text
 
 RELEASE_NESTING = ("", "lra_release", "lra_release/lra_release")
@@ -82,7 +88,8 @@ def load_real(task: str, data_dir: str | Path, *, seq_len: int, seed: int = 0,
         options: the task's data options (:mod:`harness.kinds.accuracy.options`); their defaults where absent.
 
     Raises:
-        UserError: the directory, a split file, or a record is missing or malformed.
+        UserError: the directory, a split file, or a record is missing or malformed; a file lies outside
+            ``data_dir`` or is no regular file; the data does not fit in memory.
     """
     options = dict(options or {})
     root = Path(data_dir)
@@ -95,25 +102,33 @@ def load_real(task: str, data_dir: str | Path, *, seq_len: int, seed: int = 0,
     def note(*names: str) -> str:  # the options that shaped what was read, for the source line
         return options_text({n: v for n, v in options.items() if n in names})
 
+    with memory_refusal(root, _expected(task, prefix, seq_len, options)):
+        return _read(task, root, prefix, seq_len, seed, offset, options, note)
+
+
+def _read(task: str, root: Path, prefix: str, seq_len: int, seed: int, offset: int, options: Mapping[str, str],
+          note: Callable[..., str]) -> TaskData:
+    """The first layout found under ``root`` (see :func:`load_real`), every file read from under ``root``."""
     if found := _find(root, f"{prefix}.train.pickle", ""):
         return loaders.load_lra_pickles(task, found, seq_len=seq_len, prefix=prefix, offset=offset,
-                                         note=note("pixel_ids", "pathfinder"))
+                                         note=note("pixel_ids", "pathfinder"), within=root)
     if task == "listops" and (found := _find(root, release.LISTOPS_FILES["train"], release.LISTOPS_DIR)):
-        splits, vocab_size, files = release.read_listops(found, seq_len=seq_len,
+        splits, vocab_size, files = release.read_listops(found, seq_len=seq_len, within=root,
                                                          tokens=_option(options, "listops_tokens"))
         data = loaders.task_data(task, splits, seq_len, found, files, note=note("listops_tokens"))
         return dataclasses.replace(data, vocab_size=max(data.vocab_size, vocab_size))  # the unseen token's id too
     if task == "image" and (found := _find(root, loaders.CIFAR_TRAIN_BATCHES[0], "cifar-10-batches-py")):
-        return loaders.load_cifar10(found, seq_len=seq_len, offset=offset, note=note("pixel_ids"))
+        return loaders.load_cifar10(found, seq_len=seq_len, offset=offset, note=note("pixel_ids"), within=root)
     if task == "text" and (found := _find(root, "train", "aclImdb")):
         return loaders.load_imdb(found, seq_len=seq_len, seed=seed, dev=_option(options, "imdb_dev"),
-                                 note=note("imdb_dev"))
+                                 note=note("imdb_dev"), within=root)
     if task == "retrieval" and (found := _find(root, loaders.AAN_FILES["train"], "tsv_data")):
-        return loaders.load_aan(found, seq_len=seq_len)
+        return loaders.load_aan(found, seq_len=seq_len, within=root)
     if task == "pathfinder" and any(s * s == seq_len for s in release.PATHFINDER_RESOLUTIONS):
         folder = release.pathfinder_folder(Path(), seq_len, _option(options, "pathfinder"))
         if found := _find(root, "metadata", str(folder)):
-            splits, files, contents = release.read_pathfinder(found, seq_len=seq_len, seed=seed, offset=offset)
+            splits, files, contents = release.read_pathfinder(found, seq_len=seq_len, seed=seed, offset=offset,
+                                                              within=root)
             return loaders.task_data(task, splits, seq_len, found, files, contents, offset=offset,
                                      note=note("pixel_ids", "pathfinder"))
     raise UserError(f"{root}: no {task} data found; expected {_expected(task, prefix, seq_len, options)}")

@@ -18,19 +18,29 @@ PNG images with their metadata, following LRA's ``input_pipeline.py`` files (goo
   images, in metadata file order (numeric) and line order, are permuted with ``data.seed`` and cut 80/10/10 into
   train/dev/test, as the released pipeline (which shuffles unseeded) and LRA's ``[:80%]``, ``[80%:90%]``,
   ``[90%:]`` splits. Pixels are grayscale intensities (a colour PNG is converted with ITU-R 601 weights).
+
+Every file is read through :func:`~harness.kinds.accuracy.datafiles.open_data_file`: a regular file whose real path lies
+under the user's data folder, whatever a symlink or a metadata line (``../../etc passwd``, ``/etc shadow``) says. A
+ListOps file must be UTF-8 text without NUL bytes (a replaced byte would become a token silently). A PNG must be one
+(only Pillow's PNG reader runs), at most :data:`MAX_PNG_BYTES`, of the resolution's size and at most 8 bits per sample,
+all read from its header before anything is decoded (a 30000x30000 header would ask Pillow for 900 MB; 16-bit samples
+would be clipped to 8 bits); a metadata file is at most :data:`MAX_METADATA_BYTES`.
 """
 
 from __future__ import annotations
 
 import io
 import re
+import struct
+import warnings
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from ...core.errors import UserError
+from ...core.errors import UserError, first_line
 from ...models.tasks import PAD_ID, Split, pad_or_truncate, pixels_to_tokens
+from .datafiles import open_data_file, read_data_file
 from .loaders import class_index
 
 LISTOPS_DIR = "listops-1000"
@@ -46,6 +56,13 @@ PATHFINDER_FORMAT = ("the LRA release's Pathfinder layout: metadata/*.npy text f
 #: LRA's ``[:80%]``, ``[80%:90%]``, ``[90%:]`` splits (the released pipeline cuts at int(0.8 n) and int(0.9 n)).
 SPLIT_AT = (0.8, 0.9)
 _ALPHANUMERIC_RUNS = re.compile(r"\W+")  # tfds Tokenizer(alphanum_only=True) splits on this
+#: The largest Pathfinder image file read: a real 32x32 sample is about 1 KB, and an uncompressed 8-bit image of the
+#: largest resolution (256x256) 64 KB; a larger file is no image of the release (a link to a disk image, say).
+MAX_PNG_BYTES = 2**20
+#: The largest metadata file read: the release's list their images one per line of about 40 bytes, and 16 MiB would be
+#: 400,000 lines, more than the 200,000 images of a whole difficulty folder.
+MAX_METADATA_BYTES = 2**24
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -59,11 +76,25 @@ def listops_tokens(source: str, mode: str) -> list[str]:
     return [t for t in _ALPHANUMERIC_RUNS.split(source) if t]
 
 
-def _read_listops_tsv(path: Path) -> tuple[list[str], list[int]]:
+def _utf8_text(path: Path, data: bytes) -> str:
+    """``data`` as UTF-8 text without NUL bytes; else a UserError naming the file, the line and the byte."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise UserError(f"{path}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x}); save it as UTF-8; "
+                        f"expected {LISTOPS_FORMAT}") from None
+    if "\0" in text:
+        line = text.count("\n", 0, text.index("\0")) + 1
+        raise UserError(f"{path}:{line}: a NUL byte, which no ListOps expression holds; remove it; "
+                        f"expected {LISTOPS_FORMAT}")
+    return text
+
+
+def _read_listops_tsv(path: Path, within: Path) -> tuple[list[str], list[int]]:
     """(expressions, values) of one file; a UserError naming the file and line for anything else."""
-    if not path.is_file():
-        raise UserError(f"{path}: file not found; expected {LISTOPS_FORMAT}")
-    text = path.read_bytes().decode("utf-8", errors="replace")
+    with open_data_file(path, within, LISTOPS_FORMAT) as f:
+        text = _utf8_text(path, f.read())
     lines = [line for line in text.splitlines() if line.strip()]
     header = lines[0].split("\t") if lines else []
     if "Source" not in header or "Target" not in header:
@@ -82,10 +113,12 @@ def _read_listops_tsv(path: Path) -> tuple[list[str], list[int]]:
     return sources, values
 
 
-def read_listops(folder: Path, *, seq_len: int, tokens: str) -> tuple[dict[str, Split], int, list[Path]]:
-    """(splits, vocabulary size, files read) of the ListOps tsv files in ``folder``."""
+def read_listops(folder: Path, *, seq_len: int, tokens: str, within: Path | None = None
+                 ) -> tuple[dict[str, Split], int, list[Path]]:
+    """(splits, vocabulary size, files read) of the ListOps tsv files in ``folder``, read only from under ``within``
+    (the user's data folder; default ``folder``)."""
     paths = {name: folder / file for name, file in LISTOPS_FILES.items()}
-    raw = {name: _read_listops_tsv(path) for name, path in paths.items()}
+    raw = {name: _read_listops_tsv(path, within or folder) for name, path in paths.items()}
     tokenised = {name: [listops_tokens(s, tokens) for s in sources] for name, (sources, _) in raw.items()}
     vocab = {t: i for i, t in enumerate(sorted({t for seq in tokenised["train"] for t in seq}), start=PAD_ID + 1)}
     unknown = len(vocab) + 1  # one out-of-vocabulary id after the vocabulary, as TokenTextEncoder's
@@ -118,36 +151,57 @@ def pathfinder_folder(root: Path, seq_len: int, difficulty: str) -> Path:
 
 
 def _metadata_files(folder: Path) -> list[Path]:
-    files = [p for p in (folder / "metadata").glob("*.npy") if p.is_file()]
+    """Every ``metadata/*.npy`` (whatever each is: :func:`read_pathfinder` refuses what is not a regular file)."""
+    files = list((folder / "metadata").glob("*.npy"))
     if not files:
         raise UserError(f"{folder / 'metadata'}: no *.npy metadata files; expected {PATHFINDER_FORMAT}")
     # numeric order (0, 1, ..., 10, ...), the order the generator wrote them in; other names after, by name
     return sorted(files, key=lambda p: (not p.stem.isdigit(), int(p.stem) if p.stem.isdigit() else 0, p.name))
 
 
+def _check_png_header(path: Path, data: bytes, side: int) -> None:
+    """The PNG's size and bit depth, from its header (IHDR, the first chunk the PNG format allows), checked before
+    Pillow decodes anything: a UserError naming the file if it is not an 8-bit image of ``side`` x ``side``."""
+    if len(data) < 33 or not data.startswith(_PNG_SIGNATURE) or data[12:16] != b"IHDR":
+        raise UserError(f"{path}: not a readable PNG (no PNG header); expected {PATHFINDER_FORMAT}")
+    width, height, depth = struct.unpack(">IIB", data[16:25])  # big-endian, as PNG writes them
+    if (width, height) != (side, side):
+        raise UserError(f"{path}: image of {width}x{height} pixels in pathfinder{side}; expected {side}x{side}")
+    if depth > 8:
+        raise UserError(f"{path}: a {depth}-bit PNG, which 8-bit tokens 0..255 cannot hold without clipping; save it "
+                        f"with 8 bits per sample; expected {PATHFINDER_FORMAT}")
+
+
 def _decode_png(path: Path, data: bytes, side: int) -> np.ndarray:
     """uint8 [side, side] grayscale pixels of one PNG; a UserError naming it if it is not one of that size."""
     from PIL import Image, UnidentifiedImageError  # Pillow comes with matplotlib; loaded only for Pathfinder
 
+    _check_png_header(path, data, side)
     try:
-        with Image.open(io.BytesIO(data)) as image:
-            image.load()
-            pixels = np.asarray(image if image.mode == "L" else image.convert("L"))
-    except (UnidentifiedImageError, OSError, ValueError) as exc:
-        raise UserError(f"{path}: not a readable PNG ({exc}); expected {PATHFINDER_FORMAT}") from None
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)  # not a line on stderr: the error below
+            with Image.open(io.BytesIO(data), formats=["PNG"]) as image:  # only the PNG reader, never another's
+                image.load()
+                pixels = np.asarray(image if image.mode == "L" else image.convert("L"))
+    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError,
+            Image.DecompressionBombWarning) as exc:
+        raise UserError(f"{path}: not a readable PNG ({first_line(exc, 200)}); expected {PATHFINDER_FORMAT}") from None
     if pixels.shape != (side, side):
         raise UserError(f"{path}: image of {pixels.shape[1]}x{pixels.shape[0]} pixels in pathfinder{side}; "
                         f"expected {side}x{side}")
     return pixels
 
 
-def read_pathfinder(folder: Path, *, seq_len: int, seed: int, offset: int
+def read_pathfinder(folder: Path, *, seq_len: int, seed: int, offset: int, within: Path | None = None
                     ) -> tuple[dict[str, Split], list[Path], list[bytes]]:
-    """(splits, files read, their bytes) of the Pathfinder images listed in ``folder``'s metadata."""
+    """(splits, files read, their bytes) of the Pathfinder images listed in ``folder``'s metadata, every file read
+    only from under ``within`` (the user's data folder; default ``folder``)."""
     side = pathfinder_resolution(seq_len)
+    root = within or folder
     images, labels, files, contents = [], [], [], []
     for meta in _metadata_files(folder):
-        data = meta.read_bytes()
+        data = read_data_file(meta, root, PATHFINDER_FORMAT, max_bytes=MAX_METADATA_BYTES,
+                              what="a metadata file")
         files.append(meta)
         contents.append(data)
         for lineno, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), start=1):
@@ -157,9 +211,8 @@ def read_pathfinder(folder: Path, *, seq_len: int, seed: int, offset: int
             if len(fields) < 4:
                 raise UserError(f"{meta}:{lineno}: {len(fields)} space-separated fields; expected {PATHFINDER_FORMAT}")
             path = folder / fields[0] / fields[1]
-            if not path.is_file():
-                raise UserError(f"{meta}:{lineno}: names {path}, which is not a file; expected {PATHFINDER_FORMAT}")
-            png = path.read_bytes()
+            png = read_data_file(path, root, PATHFINDER_FORMAT, max_bytes=MAX_PNG_BYTES, named_by=f"{meta}:{lineno}",
+                                 what="a Pathfinder image (a real 32x32 sample is about 1 KB)")
             if not png:  # the release has a few empty images; LRA filters them out
                 continue
             images.append(_decode_png(path, png, side))

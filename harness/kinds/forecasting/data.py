@@ -2,10 +2,14 @@
 their chronological splits with a scaler fitted on the training rows only, (history, future) windows, and offline
 generators that write the same CSV layout for the ``smoke`` and ``quick`` profiles.
 
-File layout, as the files are distributed with the Informer/Autoformer/FEDformer code: a header row, a ``date``
-column (any format pandas parses, strictly increasing) and one numeric column per variable, no missing values.
-Every check runs when a file is read, before any training, and a failure is a :class:`~harness.core.errors.UserError`
-(exit code 2) naming the file, what is wrong and what the file should hold.
+File layout, as the files are distributed with the Informer/Autoformer/FEDformer code: a header row naming each
+column once, a ``date`` column (any format pandas parses, one UTC offset or none, strictly increasing) and one numeric
+column per variable, every value finite (no missing value, no ``inf``; no True/False column, which pandas would read
+as 0/1). Every check runs when a file is read, before any training, and a failure is a
+:class:`~harness.core.errors.UserError` (exit code 2) naming the file, what is wrong (the row and column of a bad
+value) and what the file should hold. Scaling is checked too: a column whose training mean or standard deviation
+overflows float64 (values near 1e308), or whose scaled values overflow float32, is refused by name rather than
+zeroed or made infinite.
 
 Splits, as the released code cuts them (``data_loader.py``, ``Dataset_ETT_minute`` and ``Dataset_Custom``), which is
 what Table 2's numbers were computed on:
@@ -95,11 +99,16 @@ class Scaler:
 
     @classmethod
     def fit(cls, values: np.ndarray) -> Scaler:
-        std = values.std(axis=0)
-        return cls(values.mean(axis=0), np.where(std > 0, std, 1.0))  # a constant variable is left unscaled
+        """Mean and standard deviation of ``values`` [T, C]; either may be inf where values near float64's limit
+        overflow (no warning: :func:`split_series` names the column)."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            mean, std = values.mean(axis=0), values.std(axis=0)
+        return cls(mean, np.where(std > 0, std, 1.0))  # a constant variable is left unscaled
 
     def transform(self, values: np.ndarray) -> np.ndarray:
-        return ((values - self.mean) / self.std).astype(np.float32)
+        """``values`` standardised, as float32 (inf where they overflow it: :func:`split_series` names them)."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            return ((values - self.mean) / self.std).astype(np.float32)
 
 
 def time_features(dates: pd.DatetimeIndex, freq: str) -> np.ndarray:
@@ -113,6 +122,54 @@ def time_features(dates: pd.DatetimeIndex, freq: str) -> np.ndarray:
     return np.stack([np.asarray(fields[k][0], dtype=np.float32) / fields[k][1] - 0.5 for k in used], axis=1)
 
 
+#: A UTC offset at the end of a date ("+01:00", "-0500", "Z"), to name the row where a file's offsets change.
+_OFFSET = r"(Z|[+-]\d\d:?\d\d)\s*$"
+
+
+def _header(path: Path) -> list[str]:
+    """The header's names as written: pandas renames a second ``a`` to ``a.1``, which would read as a variable."""
+    try:
+        return list(pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False).iloc[0])
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, IndexError):
+        return []  # the full read below names the problem
+
+
+def _non_finite(values: np.ndarray) -> tuple[int, int] | None:
+    """(row, column) of the first value of ``values`` [T, C] that is not finite, or None."""
+    bad = np.argwhere(~np.isfinite(values))  # [K, 2]
+    return (int(bad[0, 0]), int(bad[0, 1])) if len(bad) else None
+
+
+def _first_non_finite(path: Path, values: np.ndarray, columns: list[str]) -> None:
+    """A UserError naming the first value of ``values`` [T, C] that is not finite, by data row and column."""
+    if (at := _non_finite(values)) is not None:
+        row, col = at
+        value = values[row, col]
+        if np.isnan(value):
+            raise UserError(f"{path}: missing value in data row {row + 1}, column {columns[col]!r}; fill or drop it "
+                            "first (the benchmarks' files have none)")
+        raise UserError(f"{path}: value {value} in data row {row + 1}, column {columns[col]!r} is not finite; "
+                        "replace it with a number (the benchmarks' files hold none)")
+
+
+def _dates(path: Path, column: pd.Series) -> pd.Series:
+    """The ``date`` column parsed; a UserError naming the row of a date that is none, or where the UTC offset
+    changes (pandas cannot hold several offsets in one column, and a change of clock is no step of the series)."""
+    try:
+        dates = pd.to_datetime(column, errors="coerce")
+    except (ValueError, TypeError):  # pandas: "Mixed timezones detected"
+        offsets = column.astype(str).str.extract(_OFFSET, expand=False).fillna("")
+        changed = offsets.ne(offsets.iloc[0]).to_numpy()
+        row = int(np.argmax(changed))
+        where = f" (data row {row + 1}: {column.iloc[row]!r}, data row 1: {column.iloc[0]!r})" if changed.any() else ""
+        raise UserError(f"{path}: the dates mix time zones or UTC offsets{where}; write every date with the same "
+                        "offset, or none") from None
+    if dates.isna().any():
+        row = int(np.argmax(dates.isna().to_numpy()))
+        raise UserError(f"{path}: date {column.iloc[row]!r} in data row {row + 1} is not a date")
+    return dates
+
+
 def read_series(path: str | Path, freq: str) -> Series:
     """Read and check one CSV file (layout in the module docstring)."""
     path = Path(path)
@@ -123,6 +180,11 @@ def read_series(path: str | Path, freq: str) -> Series:
         frame = pd.read_csv(path)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: not readable as CSV ({str(exc).splitlines()[0]}); expected {expected}") from None
+    header = _header(path)
+    twice = next((name for i, name in enumerate(header) if name and name in header[:i]), None)
+    if twice is not None:
+        raise UserError(f"{path}: column {twice!r} appears twice in the header (pandas would read the second as "
+                        f"{twice + '.1'!r}); give each variable its own name; expected {expected}")
     if frame.empty:
         raise UserError(f"{path}: no data rows; expected {expected}")
     if "date" not in frame.columns:
@@ -131,20 +193,15 @@ def read_series(path: str | Path, freq: str) -> Series:
     variables = [c for c in frame.columns if c != "date"]
     if not variables:
         raise UserError(f"{path}: only a 'date' column; expected {expected}")
-    bad = [c for c in variables if not pd.api.types.is_numeric_dtype(frame[c])]
+    bad = [c for c in variables if not pd.api.types.is_numeric_dtype(frame[c]) or pd.api.types.is_bool_dtype(frame[c])]
     if bad:
-        raise UserError(f"{path}: column {bad[0]!r} is not numeric; expected {expected}")
-    missing = frame[variables].isna().any(axis=1)
-    if missing.any():
-        raise UserError(f"{path}: missing value in data row {int(np.argmax(missing.to_numpy())) + 1}; "
-                        "fill or drop it first (the benchmarks' files have none)")
-    dates = pd.to_datetime(frame["date"], errors="coerce")
-    if dates.isna().any():
-        row = int(np.argmax(dates.isna().to_numpy()))
-        raise UserError(f"{path}: date {frame['date'].iloc[row]!r} in data row {row + 1} is not a date")
+        what = "holds True/False, not numbers" if pd.api.types.is_bool_dtype(frame[bad[0]]) else "is not numeric"
+        raise UserError(f"{path}: column {bad[0]!r} {what}; expected {expected}")
+    values = frame[variables].to_numpy(dtype=np.float64)
+    _first_non_finite(path, values, [str(c) for c in variables])
+    dates = _dates(path, frame["date"])
     if not dates.is_monotonic_increasing or dates.duplicated().any():
         raise UserError(f"{path}: the dates are not strictly increasing; the splits are chronological")
-    values = frame[variables].to_numpy(dtype=np.float64)
     return Series(values, time_features(pd.DatetimeIndex(dates), freq), tuple(map(str, variables)), str(path))
 
 
@@ -168,7 +225,21 @@ def split_series(series: Series, spec: DatasetSpec) -> dict[str, Split]:
     window of the longest horizon."""
     ranges = borders(spec, len(series.values))
     scaler = Scaler.fit(series.values[slice(*ranges["train"])])
+    scale = np.isfinite(scaler.mean) & np.isfinite(scaler.std)
+    if not scale.all():
+        col = int(np.argmin(scale))
+        row = int(np.argmax(np.abs(series.values[slice(*ranges["train"]), col])))
+        raise UserError(f"{series.source}: column {series.columns[col]!r}: the mean or standard deviation of its "
+                        f"training rows overflows float64 (its largest value: {series.values[row, col]} in data row "
+                        f"{row + 1}); fix the value, or rescale the column so that its values stay far below 1e154")
     splits = {name: Split(scaler.transform(series.values[a:b]), series.marks[a:b]) for name, (a, b) in ranges.items()}
+    for name, (a, _) in ranges.items():
+        if (at := _non_finite(splits[name].values)) is not None:
+            row, col = at
+            raise UserError(f"{series.source}: value {series.values[a + row, col]} in data row {a + row + 1}, column "
+                            f"{series.columns[col]!r} lies beyond float32 once scaled by the training rows' mean "
+                            f"{scaler.mean[col]:g} and standard deviation {scaler.std[col]:g}; fix the value or "
+                            "rescale the column")
     check_windows(splits, spec.input_len, max(spec.horizons), series.source)
     return splits
 

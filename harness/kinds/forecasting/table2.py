@@ -117,7 +117,8 @@ def table2_rows(s: pd.DataFrame, order: Sequence[str], fmt: str) -> tuple[list[l
             texts: dict[tuple[str, str], str] = {}
             for metric in METRICS:
                 cells = {a: _cell(stats, (a, dataset, horizon), metric, fmt) for a in order}
-                best = min((v for _, v in cells.values() if v is not None), default=None)
+                # a non-finite mean (inf: a run that diverged) is never the best, even where it stands alone
+                best = min((v for _, v in cells.values() if v is not None and np.isfinite(v)), default=None)
                 floor = min((round(float(here[f"{p}{metric[4:]}"]), 3) for p in naive), default=None)
                 for a, (text, value) in cells.items():
                     first = value is not None and value == best

@@ -12,9 +12,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.report.format import csv_safe, tex_escape, write_csv
+from harness.kinds.speed.report import table4
+from harness.report.format import csv_safe, escape, tex_escape, write_csv
 from tests.conftest import CliResult
 from tests.harness.kinds.accuracy.test_kind import ACC
+from tests.harness.kinds.speed.test_speed import make_results
 
 #: Every LaTeX special character and a formula, in one label.
 HOSTILE = "=cmd|' /C calc'!A0 \\input secret.tex \\relax & 50% #1 x_y {z} ~ ^ $"
@@ -83,3 +85,12 @@ def test_a_hostile_row_name_keeps_table_2s_columns(cli: Callable[..., CliResult]
     body = next(line for line in tex.splitlines() if line.strip() and line[0].isalpha() and line != header
                 and "&" in line and not line.startswith("\\"))
     assert header.count(" & ") == body.count(" & ")  # the name added no column
+
+
+def test_no_raw_html_or_cell_break_reaches_a_markdown_table() -> None:
+    """A row name is shown as text in a rendered .md: its ``<script>`` as entities, its ``|`` escaped (LaTeX has its
+    own escaper, above)."""
+    assert escape("<script>alert(1)</script> a|b", "md") == r"&lt;script&gt;alert(1)&lt;/script&gt; a\|b"
+    md = table4(make_results(), baseline="vanilla", fmt="md", row_names={"s3attention": "<script>x</script>|y"})
+    assert "<script>" not in md and r"&lt;script&gt;x&lt;/script&gt;\|y" in md
+    assert len({line.count(" | ") for line in md.splitlines() if line.startswith("| ")}) == 1  # the columns hold

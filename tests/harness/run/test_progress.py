@@ -75,3 +75,14 @@ def test_a_group_is_named_as_one(monkeypatch: pytest.MonkeyPatch, capsys: pytest
         time.sleep(0.02)
     console.close()
     assert "still measuring 3 cells together (from a n=1024): " in said
+
+
+def test_a_line_quoting_terminal_escapes_prints_them_escaped(capsys: pytest.CaptureFixture[str]) -> None:
+    """A cell label (an accuracy variant's name) and a cell's message quote input: neither may drive the terminal."""
+    console = Console(total=1, tty=False, bar=Bar())
+    console.finished("variant=\x1b[2J\x1b]0;owned\x07", "error", "", "error \x1b[31mFAKE: all cells ok\nforged")
+    console.close()
+    err = capsys.readouterr().err
+    assert r"variant=\x1b[2J\x1b]0;owned\x07: error \x1b[31mFAKE: all cells ok\x0aforged" in err
+    assert "\x1b" not in err and "\x07" not in err
+    assert "\x1b" not in files_line(Path("/r/\x1b[2J"), [])

@@ -8,6 +8,7 @@ directory); the runs reuse it, as they reuse a cluster that is already initialis
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import subprocess
 import sys
@@ -187,6 +188,28 @@ def test_an_address_where_nothing_listens_is_an_exit_2_error(
     result = cli("run", tiny_suite, "--out", tmp_path, "--executor", "ray", "--address", "127.0.0.1:1")
     assert result.code == 2 and len(result.err_lines) == 1, result.err
     assert "--address 127.0.0.1:1: nothing answers there" in result.err and "ray start --head" in result.err
+    assert not (tmp_path / "tiny").exists()
+
+
+@pytest.mark.parametrize(("flags", "needle"), [
+    pytest.param(["--address", "auto"], "--address auto: no Ray cluster found on this machine", id="auto-no-cluster"),
+    pytest.param(["--address", "ray://127.0.0.1:1"], "--address ray://127.0.0.1:1: ", id="ray-client-address"),
+    pytest.param(["--address", "http://127.0.0.1:8265"], "not a Ray address", id="not-an-address"),
+    pytest.param(["--cpus-per-task", str((os.cpu_count() or 1) + 2), "--threads", "1"],
+                 f"more than the {os.cpu_count()} CPUs of this machine", id="cpus-per-task-beyond-this-machine"),
+])
+def test_ray_refusals_come_before_anything_is_written(cli: Callable[..., CliResult], tiny_suite: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch, flags: list[str],
+                                                      needle: str) -> None:
+    """Refused in a second, one line, no store and no run row: not after Ray started and the run began."""
+    pytest.importorskip("ray")
+    from ray._private import services
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)  # `auto` finds no cluster, whatever else runs on this machine
+    monkeypatch.setattr(services, "find_gcs_addresses", functools.lru_cache(lambda: []))  # Ray clears its cache
+    monkeypatch.setattr(services, "find_bootstrap_address", lambda temp_dir=None: None)
+    result = cli("run", tiny_suite, "--out", tmp_path, "--device", "cpu", "--executor", "ray", *ONE_CELL, *flags)
+    assert result.code == 2 and len(result.err_lines) == 1 and needle in result.err, result.err
     assert not (tmp_path / "tiny").exists()
 
 

@@ -87,9 +87,13 @@ def test_an_http2_server_passes(server: Callable[[bytes | None], str]) -> None:
     check_address(server(SETTINGS))  # what Ray's GCS (gRPC) answers; a real one is checked in the Ray tests
 
 
-def test_other_address_forms_are_left_to_ray() -> None:
-    for address in ("auto", "ray://head:10001"):
-        check_address(address)
+def test_auto_and_client_addresses_are_checked_before_anything_is_written() -> None:
+    """``auto`` where no cluster runs, and a Ray Client address where nothing answers (or without Ray's client extra),
+    are one line each, not minutes of ray.init retrying after the store exists."""
+    pytest.importorskip("ray")
+    for address in ("auto", "ray://head.invalid:10001"):
+        with pytest.raises(UserError, match=f"--address {address}"):
+            check_address(address)
 
 
 def test_run_with_a_silent_address_writes_nothing(cli: Callable[..., CliResult], tiny_suite: Path, tmp_path: Path,

@@ -418,7 +418,7 @@ def _gone(pid: int) -> bool:
 def test_hung_worker_and_its_children_are_killed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                  one_cell: Suite) -> None:
     pidfile = tmp_path / "child.pid"
-    _fake_python(monkeypatch, tmp_path, f"sleep 30 &\necho $! > {pidfile}\nwait")
+    _fake_python(monkeypatch, tmp_path, f"echo ready\nsleep 30 &\necho $! > {pidfile}\nwait")
     start = time.perf_counter()
     result = run_isolated(_cell(one_cell), Context(tmp_path, timeout_s=1))
     assert time.perf_counter() - start < 10
@@ -442,3 +442,74 @@ def test_only_runs_a_subset_but_reports_the_whole_suite(tiny_suite: Path, tmp_pa
     assert sum(summary.statuses.values()) == 8 and summary.references == 4 and summary.total == 4
     csv = pd.read_csv(suite_dir(tmp_path, suite) / "results.csv")
     assert set(csv["attention"]) == {"vanilla", "s3attention"} and len(csv) == 8
+
+
+def test_the_time_limit_starts_when_the_worker_is_ready(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                         one_cell: Suite) -> None:
+    """A worker that takes 6 s to start (a loaded machine importing torch) and a cell well within its 4 s: ok, not a
+    timeout; the clock starts when the worker says it is ready."""
+    paths = [str(REPO_ROOT), os.environ.get("PYTHONPATH")]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in paths if p))
+    _fake_python(monkeypatch, tmp_path, f'sleep 6\nexec {sys.executable} "$@"')
+    result = run_isolated(_cell(one_cell), Context(tmp_path, timeout_s=4))
+    assert result.status == "ok", result.message
+
+
+def test_a_worker_that_never_gets_ready_is_killed_after_the_start_up_limit(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, one_cell: Suite) -> None:
+    monkeypatch.setattr(harness.run.worker, "STARTUP_LIMIT_S", 1.0)
+    _fake_python(monkeypatch, tmp_path, "sleep 30")
+    start = time.perf_counter()
+    result = run_isolated(_cell(one_cell), Context(tmp_path, timeout_s=1))
+    assert time.perf_counter() - start < 10
+    assert result.status == "timeout" and "not ready after 1 s" in result.message
+
+
+# ---------------------------------------------------------------------------------------------------
+# sys.exit() inside a cell, --retry-failed
+
+
+def _exits(cell: Cell, ctx: Any = None) -> CellResult:
+    if cell.params["seq_len"] == 32 and not cell.skip_reason:
+        sys.exit(0)  # what a variant's code or a library may do
+    return _fake_result(cell)
+
+
+@pytest.mark.parametrize("grouped", [False, True])
+def test_sys_exit_inside_a_cell_is_that_cells_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                    resume_suite: Suite, reports: list[Any], grouped: bool) -> None:
+    """SystemExit passes the kinds' ``except Exception``: it would end the run with exit code 0 and nothing stored. A
+    group that raised it is measured again one cell at a time, so the error stays in its cell."""
+    def group(cells: list[Cell], ctx: Any) -> list[CellResult]:
+        return [_exits(cell) for cell in cells]
+
+    patch_kind(monkeypatch, "speed", run=_exits, **({"run_group": group} if grouped else {}))
+    summary = run_suite(resume_suite, out=tmp_path, progress=False)
+    rows = _rows(suite_dir(tmp_path, resume_suite))
+    assert len(rows) == 8 and summary.statuses["error"] == 3  # the n=32 cells a skip rule leaves run
+    with Store(suite_dir(tmp_path, resume_suite) / "results.db") as store:
+        messages = set(store.dataframe().query("status == 'error'")["message"])
+    assert messages == {"SystemExit: the cell called sys.exit(0)"}
+
+
+def test_retry_failed_measures_only_the_failed_cells_again(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                           resume_suite: Suite, reports: list[Any]) -> None:
+    patch_kind(monkeypatch, "speed", run=Recorder())
+    run_suite(resume_suite, out=tmp_path, progress=False)
+    rows = _rows(suite_dir(tmp_path, resume_suite))
+    failed = sorted(k for k, status in rows.items() if status == "oom")
+    assert failed and len(failed) < len(rows)
+    again = Recorder()
+    patch_kind(monkeypatch, "speed", run=again)
+    summary = run_suite(resume_suite, out=tmp_path, progress=False, retry_failed=True)
+    assert sorted(again.keys) == failed and summary.skipped_done == len(rows) - len(failed)
+    nothing = Recorder()
+    patch_kind(monkeypatch, "speed", run=nothing)
+    run_suite(resume_suite, out=tmp_path, progress=False)
+    assert nothing.keys == []  # a plain resume keeps a failure as final
+
+
+def test_retry_failed_and_fresh_are_one_or_the_other(cli: Callable[..., Any], tiny_suite: Path,
+                                                     tmp_path: Path) -> None:
+    result = cli("run", tiny_suite, "--out", tmp_path / "o", "--device", "cpu", "--fresh", "--retry-failed")
+    assert result.code == 2 and "not allowed with argument" in result.err and not (tmp_path / "o").exists()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import time
 from collections import deque
 
 import numpy as np
@@ -478,3 +479,25 @@ def test_short_documents_are_never_empty_and_too_short_lengths_are_refused() -> 
         g.generate_text(4, length=20)
     with pytest.raises(UserError, match="content_rate"):
         g.generate_retrieval(4, length=64, content_rate=0.0)
+
+
+def test_a_listops_length_its_generator_cannot_reach_is_refused_at_once() -> None:
+    """At seq_len 1,048,576 (expressions of more than 262,144 tokens) the generator drew its whole budget of trees
+    before giving up; the bound on their chance refuses it at once."""
+    start = time.perf_counter()
+    with pytest.raises(UserError, match="too rare .* lower seq_len"):
+        g.check_listops(2400, min_length=262_144, max_length=1_048_577, max_depth=10, max_args=10)
+    assert time.perf_counter() - start < 1.0
+    assert g.check_listops(2400, min_length=500, max_length=2001, max_depth=10, max_args=10) > 2400  # LRA's
+
+
+@pytest.mark.parametrize("length", [16, 125, 500, 2000])
+def test_the_listops_tail_bound_bounds_the_generators_trees(length: int) -> None:
+    """The bound may be loose but never below what the generator draws: no setting that can succeed is refused."""
+    u = g._Uniforms(np.random.default_rng(0))
+    longer = 0
+    for _ in range(4000):
+        out: list[int] = []
+        g._listops_tree(u, 1, 10, 10, 10**9, out)
+        longer += len(out) > length
+    assert longer / 4000 <= np.exp(g._log_tail_bound(length, 10, 10))

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import codecs
+import contextlib
 import io
 import os
 import pickle
+import resource
+import signal
 import struct
-from collections.abc import Callable
+import time
+import tracemalloc
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +23,7 @@ import torch
 
 from harness.core.errors import UserError
 from harness.core.files import sha256_file
-from harness.kinds.accuracy import loaders
+from harness.kinds.accuracy import loaders, pickles
 from harness.kinds.accuracy.data import load_task
 from harness.kinds.accuracy.data import load_task as load_data
 from harness.models.tasks import PAD_ID
@@ -316,8 +321,8 @@ def test_unpickler_refuses_any_other_callable(tmp_path: Path, monkeypatch: pytes
                                               name: str) -> None:
     monkeypatch.chdir(tmp_path)
     raw = pickle.dumps([{"input_ids_0": call, "label": 0}], protocol=4)
-    with pytest.raises(loaders.RefusedGlobal) as info:
-        loaders.LraUnpickler(io.BytesIO(raw)).load()
+    with pytest.raises(pickles.RefusedGlobal) as info:
+        pickles.LraUnpickler(io.BytesIO(raw)).load()
     assert info.value.name == name and not (tmp_path / "pwned").exists()
     if call.func is os.system:  # the control: plain pickle runs the command
         pickle.loads(raw)
@@ -485,6 +490,61 @@ def cifar_too_few_for_dev(root: Path) -> tuple[str, Path]:
     return "image", root
 
 
+def label_true(root: Path) -> tuple[str, Path]:
+    write_lra_pickles(root, "text")
+    return "text", write_pickle(root / "text.dev.pickle", [{"input_ids_0": np.arange(1, 4), "label": True}])
+
+
+def label_text(root: Path) -> tuple[str, Path]:
+    write_lra_pickles(root, "listops")
+    return "listops", write_pickle(root / "listops.train.pickle", [{"input_ids_0": np.arange(1, 4), "label": "3"}])
+
+
+def label_2x2_array(root: Path) -> tuple[str, Path]:
+    write_lra_pickles(root, "listops")
+    return "listops", write_pickle(root / "listops.test.pickle", [{"input_ids_0": np.arange(1, 4),
+                                                                   "label": np.eye(2, dtype=np.int64)}])
+
+
+def cifar_data_a_list(root: Path) -> tuple[str, Path]:
+    """b'data' as a list referencing one row (a list of ints) many times: a small file numpy would turn into an
+    int64 array of every row before the dtype check (the issue's case: 400,000 references, 9.8 GB)."""
+    write_cifar(root)
+    row = [7] * 3072
+    return "image", write_pickle(root / "data_batch_1", {b"data": [row] * 20, b"labels": [0] * 20})
+
+
+def outside(root: Path, name: str, content: bytes) -> Path:
+    """A file beside ``root``, outside the data folder the test points the loader at."""
+    path = root.parent / f"{root.name}-outside" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content)
+    return path
+
+
+def imdb_review_a_directory(root: Path) -> tuple[str, Path]:
+    write_imdb(root)
+    (root / "train" / "pos" / "zz.txt").mkdir()
+    return "text", root / "train" / "pos" / "zz.txt"
+
+
+def imdb_review_outside(root: Path) -> tuple[str, Path]:
+    write_imdb(root)
+    link = root / "test" / "neg" / "zz.txt"
+    link.symlink_to(outside(root, "secret.txt", b"not a review of this data set"))
+    return "text", link
+
+
+def pickle_outside(root: Path) -> tuple[str, Path]:
+    write_lra_pickles(root, "listops")
+    elsewhere = root.parent / f"{root.name}-outside"
+    write_lra_pickles(elsewhere, "listops")
+    link = root / "listops.dev.pickle"
+    link.unlink()
+    link.symlink_to(elsewhere / "listops.dev.pickle")
+    return "listops", link
+
+
 BAD_DATA = [
     (hostile_pickle, f"attnbench refuses to unpickle {os.system.__module__}.system: only Python containers and "
                      "numpy arrays, dtypes and scalars are allowed; this file is not an LRA pickle or was tampered"),
@@ -503,6 +563,15 @@ BAD_DATA = [
     (cifar_label_10, "b'labels' holds 10, not a class of image (an integer in 0..9)"),
     (cifar_empty_test_batch, "b'data' holds no images"),
     (cifar_too_few_for_dev, "5 training examples leave the dev split (10% of them) empty"),
+    # values accepted without a word: a bool, text or a 2x2 array is no class (not 1, 3 or the first element)
+    (label_true, "record 0 'label' is True (a bool), not a class of text"),
+    (label_text, "record 0 'label' is '3' (text), not a class of listops"),
+    (label_2x2_array, "record 0 'label' is a 2x2 int64 array, not a class of listops"),
+    (cifar_data_a_list, "b'data' is a list, not a uint8 array [N, 3072]"),
+    # what a *.txt match or a pickle's name may be besides a file of the data folder
+    (imdb_review_a_directory, "zz.txt: a directory, not a regular file; remove it"),
+    (imdb_review_outside, "-outside/secret.txt, outside the data folder"),
+    (pickle_outside, "-outside/listops.dev.pickle, outside the data folder"),
 ]
 
 
@@ -548,7 +617,7 @@ def test_a_tiny_pickle_that_would_build_gigabytes_is_refused_at_once() -> None:
     import io
     import time
 
-    from harness.kinds.accuracy.loaders import LraUnpickler, RefusedGlobal
+    from harness.kinds.accuracy.pickles import LraUnpickler, RefusedGlobal
 
     bomb = b"\x80\x02cbuiltins\nfrozenset\ncbuiltins\nbytes\n\x8a\x05\x00^\xd0\xb2\x00\x85R\x85R."
     started = time.perf_counter()
@@ -559,3 +628,168 @@ def test_a_tiny_pickle_that_would_build_gigabytes_is_refused_at_once() -> None:
                  b'y\nJ\x00\xe1\xf5\x05J\x00\xe1\xf5\x05\x86c_codecs\nencode\nX\x01\x00\x00\x00bX\x06\x00\x00\x00latin1\x86R\x87R.')
     with pytest.raises(RefusedGlobal, match="array"):
         LraUnpickler(io.BytesIO(big_array)).load()
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Resources: memory bounded before it is taken, no read that never ends
+
+
+@contextlib.contextmanager
+def memory_ceiling(extra: int = 2**30) -> Iterator[None]:
+    """This process's address space capped at its size now + ``extra`` bytes inside: should a fix regress, the old
+    behaviour (gigabytes asked for) fails at once with a MemoryError instead of exhausting the machine."""
+    with open("/proc/self/status") as f:
+        size = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+    before = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (size + extra, before[1]))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, before)
+
+
+@contextlib.contextmanager
+def deadline(seconds: int = 5) -> Iterator[None]:
+    """A TimeoutError after ``seconds`` (SIGALRM interrupts a blocking open): a hang fails the test, not the suite."""
+    def expire(signum: int, frame: object) -> None:
+        raise TimeoutError(f"still reading after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+LINUX = pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux's /proc")
+
+
+def shared_record_pickle(root: Path, ids: int, times: int) -> Path:
+    """The listops pickles, the train split replaced by ``times`` references to one record of ``ids`` ids: a small
+    file (one array, then a memo reference per record) whose records hold ``ids * times`` ids."""
+    write_lra_pickles(root, "listops")
+    record = {"input_ids_0": np.arange(ids, dtype=np.int32) % 17, "label": np.int32(1)}
+    return write_pickle(root / "listops.train.pickle", [record] * times)
+
+
+@LINUX
+def test_a_pickle_that_lists_one_huge_record_many_times_is_refused_at_once(tmp_path: Path) -> None:
+    """The issue's file: one 200,000-id record referenced 20,000 times, 840 KB, asked for 16 GB (each record copied
+    whole by ``+ shift``) before a numpy traceback. Its records hold 4e9 ids, above MAX_SPLIT_IDS: refused before
+    any array is built."""
+    path = shared_record_pickle(tmp_path, 200_000, 20_000)
+    assert path.stat().st_size < 2**20
+    with memory_ceiling(), pytest.raises(UserError) as info:
+        load_task("listops", data_dir=tmp_path, seq_len=16)
+    assert f"{path}: its records hold 4,000,000,000 ids (a record counts each time the file lists it), more than " \
+           f"the {loaders.MAX_SPLIT_IDS:,}" in str(info.value)
+
+
+def test_records_are_cut_to_seq_len_before_they_are_copied(tmp_path: Path) -> None:
+    """200 references to one 200,000-id record (800 KB): copied whole, 160 MB; cut to 16 ids first, a few KB."""
+    shared_record_pickle(tmp_path, 200_000, 200)
+    tracemalloc.start()
+    try:
+        td = load_task("listops", data_dir=tmp_path, seq_len=16)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * 2**20, f"{peak:,} bytes"
+    assert td.train.x0.shape == (200, 16) and td.train.x0[0].tolist() == list(range(16))
+
+
+@pytest.mark.parametrize(("ids", "times", "seq_len", "problem"), [
+    (1_000, 50, 16, "its records hold 50,000 ids (a record counts each time the file lists it)"),
+    (1, 50, 1_000, "its 50 records, each cut or padded to seq_len 1,000, would hold 50,000 ids"),
+])
+def test_the_id_cap_counts_every_reference_and_the_padding(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           ids: int, times: int, seq_len: int, problem: str) -> None:
+    path = shared_record_pickle(tmp_path, ids, times)
+    monkeypatch.setattr(loaders, "MAX_SPLIT_IDS", 10_000)
+    with pytest.raises(UserError, match="more than the 10,000 of a split attnbench reads") as info:
+        load_task("listops", data_dir=tmp_path, seq_len=seq_len)
+    assert f"{path}: {problem}" in str(info.value)
+
+
+@LINUX
+def test_a_cifar_batch_of_one_row_listed_400000_times_is_refused_before_numpy_converts_it(tmp_path: Path) -> None:
+    """The issue's 1.6 MB batch ``{b"data": [row] * 400000}`` held a 9.8 GB array for a minute before the dtype
+    check; its type is checked first now."""
+    write_cifar(tmp_path)
+    path = write_pickle(tmp_path / "data_batch_2", {b"data": [[7] * 3072] * 400_000, b"labels": [0] * 400_000})
+    started = time.perf_counter()
+    with memory_ceiling(), pytest.raises(UserError, match="b'data' is a list, not a uint8 array"):
+        loaders.read_cifar10(tmp_path)
+    assert time.perf_counter() - started < 5 and path.stat().st_size < 2 * 2**20
+
+
+@pytest.mark.parametrize("error", [MemoryError(), RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. "
+                                                                "DefaultCPUAllocator: can't allocate memory: you tried "
+                                                                "to allocate 17179869184 bytes.")])
+def test_running_out_of_memory_while_reading_is_one_line_naming_the_file(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch,
+                                                                         error: Exception) -> None:
+    write_lra_pickles(tmp_path, "text")
+
+    def no_memory(*args: object, **kwargs: object) -> None:
+        raise error
+
+    monkeypatch.setattr(loaders, "pad_or_truncate", no_memory)
+    with pytest.raises(UserError) as info:
+        load_task("text", data_dir=tmp_path, seq_len=16)
+    message = str(info.value)
+    assert message.startswith(f"{tmp_path / 'text.train.pickle'}: does not fit in this machine's memory")
+    assert "use a machine with more memory, a smaller seq_len or a smaller file" in message and "\n" not in message
+
+
+def test_an_imdb_review_that_is_a_fifo_is_refused_not_waited_on(tmp_path: Path) -> None:
+    """A FIFO named zz.txt hung the run forever with no output (open() waits for a writer)."""
+    write_imdb(tmp_path)
+    fifo = tmp_path / "train" / "pos" / "zz.txt"
+    os.mkfifo(fifo)
+    with deadline(5), pytest.raises(UserError) as info:
+        load_task("text", data_dir=tmp_path, seq_len=16)
+    assert str(info.value).startswith(f"{fifo}: a FIFO (named pipe), not a regular file; remove it")
+
+
+@LINUX
+def test_an_imdb_review_linked_to_dev_zero_is_refused_not_read(tmp_path: Path) -> None:
+    """A link to /dev/zero read without bound; it lies outside the data folder (and is no regular file)."""
+    write_imdb(tmp_path)
+    link = tmp_path / "test" / "pos" / "zz.txt"
+    link.symlink_to("/dev/zero")
+    with deadline(5), memory_ceiling(), pytest.raises(UserError) as info:
+        load_task("text", data_dir=tmp_path, seq_len=16)
+    assert str(info.value).startswith(f"{link}: resolves to /dev/zero, outside the data folder {tmp_path}")
+
+
+def test_an_imdb_review_above_the_cap_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    write_imdb(tmp_path)
+    big = tmp_path / "train" / "neg" / "zz.txt"
+    with open(big, "wb") as f:
+        f.truncate(loaders.MAX_REVIEW_BYTES + 1)  # sparse: nothing written
+    with pytest.raises(UserError) as info:
+        load_task("text", data_dir=tmp_path, seq_len=16)
+    assert str(info.value).startswith(f"{big}: 1,048,577 bytes, above the cap of 1,048,576 bytes for a review")
+
+
+def test_files_under_the_data_folder_may_be_links_within_it(tmp_path: Path) -> None:
+    """The rule is where a file really is, not whether it is a link: a review linked to another file of the folder,
+    and a data folder given through a link, still load."""
+    write_imdb(tmp_path / "real")
+    review = tmp_path / "real" / "train" / "pos" / "zz.txt"
+    review.symlink_to(tmp_path / "real" / "train" / "neg" / "0_7.txt")
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    td = load_task("text", data_dir=tmp_path / "link", seq_len=16)
+    assert len(td.train) == 21
+
+
+def test_uint8_pixels_are_shifted_without_wrapping(tmp_path: Path) -> None:
+    """A pixel pickle of uint8 arrays: under ``shifted`` 255 is id 256, not 0 (uint8 arithmetic wraps)."""
+    for split in ("train", "dev", "test"):
+        records = [{"input_ids_0": np.full(4, 255, np.uint8), "label": np.int32(i % 2)} for i in range(6)]
+        write_pickle(tmp_path / f"{loaders.PICKLE_PREFIX['image']}.{split}.pickle", records)
+    td = load_task("image", data_dir=tmp_path, seq_len=4, options={"pixel_ids": "shifted"})
+    assert td.train.x0.unique().tolist() == [256] and td.vocab_size == 257

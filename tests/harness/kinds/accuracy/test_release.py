@@ -7,6 +7,8 @@ from __future__ import annotations
 import csv
 import io
 import random
+import struct
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -138,6 +140,9 @@ def test_listops_unseen_token_and_truncation(tmp_path: Path) -> None:
     (b"Source\tTarget\r\n( [MAX 1 ] )\t12\r\n", ":2: Target '12' is not a class of listops"),
     (b"Source\tTarget\r\n( [MAX 1 ] )\r\n", ":2: 1 tab-separated columns, the header has 2"),
     (b"Source\tTarget\r\n", ": no rows"),
+    # decoded with errors="replace", these became tokens without a word
+    (b"Source\tTarget\r\n( [MAX 1 ] )\t1\r\n( [MAX \xff ] )\t1\r\n", ":3: not UTF-8 text (byte 0xff); save it"),
+    (b"Source\tTarget\r\n( [MAX 1\x00 ] )\t1\r\n", ":2: a NUL byte, which no ListOps expression holds"),
 ])
 def test_malformed_listops_file(tmp_path: Path, content: bytes, problem: str) -> None:
     write_listops(tmp_path)
@@ -177,17 +182,79 @@ def test_pathfinder_difficulty_and_path_x(tmp_path: Path) -> None:
     assert td.train.x0.shape == (8, 16384) and "pathfinder=easy" in td.source
 
 
+def png_header(width: int, height: int, depth: int = 8, colour: int = 0, rows: bytes = b"\x00") -> bytes:
+    """A PNG file written chunk by chunk: IHDR says ``width`` x ``height`` at ``depth`` bits (colour type 0: grey,
+    2: RGB), IDAT holds ``rows`` (filter byte, then samples) deflated; a header need not match what follows."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, depth, colour, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(rows))
+            + chunk(b"IEND", b""))
+
+
+def sample(folder: Path) -> Path:
+    """One listed image of the written folder (the metadata's line 3)."""
+    return folder / "imgs" / "0" / "sample_2.png"
+
+
+def sparse_link(folder: Path) -> None:
+    """The sample as a link to a sparse file just above the cap, in the folder (the issue's was 20 GiB)."""
+    with open(folder / "disk.img", "wb") as f:
+        f.truncate(release.MAX_PNG_BYTES + 1)
+    sample(folder).unlink()
+    sample(folder).symlink_to(folder / "disk.img")
+
+
+def linked_from_outside(folder: Path) -> None:
+    """The sample as a link to a real image outside the data folder (``folder``'s grandparent)."""
+    elsewhere = folder.parents[1].with_name(folder.parents[1].name + "-outside.png")
+    elsewhere.write_bytes(png(np.zeros((32, 32))))
+    sample(folder).unlink()
+    sample(folder).symlink_to(elsewhere)
+
+
+def grey16(folder: Path) -> None:
+    """The sample as a 16-bit greyscale PNG (every sample 1000, which 8 bits would clip to 255)."""
+    rows = b"".join(b"\x00" + np.full(32, 1000, ">u2").tobytes() for _ in range(32))
+    sample(folder).write_bytes(png_header(32, 32, depth=16, rows=rows))
+
+
+def rgb16(folder: Path) -> None:
+    """The sample as a 16-bit RGB PNG, which Pillow opens as 8-bit RGB (its high bytes) without a word."""
+    rows = b"".join(b"\x00" + np.full(96, 1000, ">u2").tobytes() for _ in range(32))
+    sample(folder).write_bytes(png_header(32, 32, depth=16, colour=2, rows=rows))
+
+
+def metadata_names(line: str) -> Callable[[Path], None]:
+    def damage(folder: Path) -> None:
+        (folder / "metadata" / "1.npy").write_text(line)
+
+    return damage
+
+
 @pytest.mark.parametrize(("damage", "problem"), [
-    (lambda f: (f / "imgs" / "0" / "sample_2.png").write_bytes(b"\x89PNG not really"), "not a readable PNG"),
-    (lambda f: (f / "imgs" / "0" / "sample_2.png").write_bytes(png(np.zeros((16, 16)))), "image of 16x16 pixels"),
-    (lambda f: (f / "imgs" / "0" / "sample_2.png").unlink(), "which is not a file"),
-    (lambda f: (f / "metadata" / "1.npy").write_text("imgs/1 sample_0.png\n"), "1.npy:1: 2 space-separated"),
-    (lambda f: (f / "metadata" / "1.npy").write_text("imgs/1 sample_0.png 0 7\n"), "label '7' is not a class"),
-])
-def test_malformed_pathfinder_file(tmp_path: Path, damage: object, problem: str) -> None:
+    (lambda f: sample(f).write_bytes(b"\x89PNG not really"), "not a readable PNG"),
+    (lambda f: sample(f).write_bytes(png(np.zeros((16, 16)))), "image of 16x16 pixels"),
+    (lambda f: sample(f).unlink(), "sample_2.png: file not found"),
+    (metadata_names("imgs/1 sample_0.png\n"), "1.npy:1: 2 space-separated"),
+    (metadata_names("imgs/1 sample_0.png 0 7\n"), "label '7' is not a class"),
+    # resources: the size is read from the header, the file's from the disk, before anything is decoded
+    (lambda f: sample(f).write_bytes(png_header(30000, 30000)), "sample_2.png: image of 30000x30000 pixels"),
+    (sparse_link, "sample_2.png: 1,048,577 bytes, above the cap of 1,048,576 bytes for a Pathfinder image"),
+    (grey16, "sample_2.png: a 16-bit PNG, which 8-bit tokens 0..255 cannot hold without clipping"),
+    (rgb16, "sample_2.png: a 16-bit PNG"),
+    # nothing outside the data folder, whatever the metadata or a link says
+    (metadata_names("../../../../../../../../etc passwd 0 1\n"), "resolves to /etc/passwd, outside the data folder"),
+    (metadata_names("/etc shadow 0 1\n"), "1.npy:1: names /etc/shadow: outside the data folder"),
+    (linked_from_outside, "-outside.png, outside the data folder"),
+    (lambda f: (f / "metadata" / "2.npy").mkdir(), "2.npy: a directory, not a regular file"),
+], ids=["not-png", "16x16", "missing", "fields", "label", "30000x30000", "sparse-link", "grey16", "rgb16",
+        "dotdot-passwd", "etc-shadow", "link-outside", "metadata-dir"])
+def test_malformed_pathfinder_file(tmp_path: Path, damage: Callable[[Path], object], problem: str) -> None:
     folder = tmp_path / "pathfinder32" / "curv_contour_length_14"
     write_pathfinder(folder)
-    damage(folder)  # type: ignore[operator]
+    damage(folder)
     with pytest.raises(UserError) as info:
         load_task("pathfinder", data_dir=tmp_path, seq_len=1024)
     assert problem in str(info.value) and str(folder) in str(info.value) and "\n" not in str(info.value)

@@ -3,6 +3,7 @@ scaling, windows, bad files, and the offline generators."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -77,6 +78,27 @@ def _break(column: str, row: int, value: object) -> Callable[[pd.DataFrame], pd.
     return broken
 
 
+def _tiny_scale(frame: pd.DataFrame) -> pd.DataFrame:
+    """'AGE 5-24' at 1e-42 of its size, one test row at 1.0: scaled by the training rows' std, beyond float32."""
+    frame = frame.copy()
+    frame["AGE 5-24"] *= 1e-42
+    frame.loc[650, "AGE 5-24"] = 1.0
+    return frame
+
+
+def _duplicate_column(frame: pd.DataFrame) -> pd.DataFrame:
+    frame = frame.copy()
+    frame.columns = [*frame.columns[:-1], "ILITOTAL"]  # OT renamed to an earlier column's name
+    return frame
+
+
+def _offsets(frame: pd.DataFrame) -> pd.DataFrame:
+    """The dates with a UTC offset, +01:00 for the first 350 rows and +02:00 after (a clock change)."""
+    frame = frame.copy()
+    frame["date"] = [f"{d}+0{1 + (i >= 350)}:00" for i, d in enumerate(frame["date"])]
+    return frame
+
+
 @pytest.mark.parametrize(("damage", "message"), [
     (lambda f: f.drop(columns="date"), "no 'date' column"),
     (lambda f: f[["date"]], "only a 'date' column"),
@@ -86,12 +108,27 @@ def _break(column: str, row: int, value: object) -> Callable[[pd.DataFrame], pd.
     (lambda f: f.iloc[::-1], "not strictly increasing"),
     (lambda f: f.iloc[:300], "too few for one window"),
     (lambda f: f.iloc[:0], "no data rows"),
-], ids=["no-date", "no-variables", "text", "missing", "bad-date", "reversed", "short", "header-only"])
+    # non-finite values: an ok cell with MSE inf (test row), a nan cell after the store exists (training row), a
+    # column zeroed by a scale of inf (1e308), a scaled value beyond float32
+    (_break("OT", 650, np.inf), "value inf in data row 651, column 'OT' is not finite"),
+    (_break("ILITOTAL", 5, -np.inf), "value -inf in data row 6, column 'ILITOTAL' is not finite"),
+    (_break("AGE 0-4", 7, 1e308), "column 'AGE 0-4': the mean or standard deviation of its training rows overflows "
+                                  "float64 .its largest value: 1e.308 in data row 8."),
+    (_tiny_scale, "value 1.0 in data row 651, column 'AGE 5-24' lies beyond float32 once scaled"),
+    # values pandas reads as something else without a word
+    (lambda f: f.assign(OT=[i % 2 == 0 for i in range(len(f))]), "column 'OT' holds True/False, not numbers"),
+    (_duplicate_column, "column 'ILITOTAL' appears twice in the header .pandas would read the second as "
+                        "'ILITOTAL.1'."),
+    (_offsets, "the dates mix time zones or UTC offsets .data row 351: '2008-09-16 00:00:00\\+02:00', data row 1"),
+], ids=["no-date", "no-variables", "text", "missing", "bad-date", "reversed", "short", "header-only", "inf-test-row",
+        "inf-train-row", "1e308", "beyond-float32", "bool-column", "duplicate-column", "mixed-utc-offsets"])
 def test_a_bad_file_is_a_user_error_naming_the_problem(tmp_path: Path, damage: Callable[[pd.DataFrame], pd.DataFrame],
                                                        message: str) -> None:
-    with pytest.raises(UserError, match=message) as err:
-        load_dataset(DATASETS["ILI"], _write(tmp_path, damage(_ili_like())))
-    assert err.value.exit_code == 2 and "national_illness.csv" in str(err.value)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a warning would be a second line under the error
+        with pytest.raises(UserError, match=message) as err:
+            load_dataset(DATASETS["ILI"], _write(tmp_path, damage(_ili_like())))
+    assert err.value.exit_code == 2 and "national_illness.csv" in str(err.value) and "\n" not in str(err.value)
 
 
 def test_a_missing_file_names_the_file_the_directory_must_hold(tmp_path: Path) -> None:

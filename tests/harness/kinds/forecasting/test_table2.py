@@ -126,6 +126,19 @@ def test_the_table_bolds_the_lowest_mean_and_counts_first_places(tmp_path: Path)
     assert pd.read_csv(tmp_path / "table2.csv").shape[0] == 24  # 2 attentions x 12 (dataset, horizon)
 
 
+def test_a_non_finite_mean_is_never_bold(tmp_path: Path) -> None:
+    """An MSE of inf (a test row holding inf, before the reader refused it) was the lowest shown mean where it stood
+    alone, and bold."""
+    df = _results(dict.fromkeys(DATASETS, 0.9))
+    df = df[~((df["dataset"] == "Exchange") & (df["attention"] == "fedformer_fourier"))].copy()
+    df.loc[df["dataset"] == "Exchange", "test_mse"] = float("inf")
+    write_forecast_reports(df, pd.DataFrame(), tmp_path, env={}, suite="t", options={})
+    exchange = [line for line in (tmp_path / "table2.md").read_text().splitlines() if line.startswith("| Exchange")]
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in exchange]
+    assert [row[2:4] for row in cells] == [["inf", "**0.909(0.009)**"]] * 2  # S3's MSE plain; its finite MAE bold
+    assert r"\textbf{inf}" not in (tmp_path / "table2.tex").read_text()
+
+
 @pytest.mark.parametrize("status", ["oom", "error"])
 def test_failed_cells_are_left_out_and_counted(tmp_path: Path, status: str) -> None:
     df = _results(dict.fromkeys(DATASETS, 0.9))
