@@ -24,13 +24,13 @@ expected format, before any training: an empty split, a label that is not a clas
 Text, Retrieval and Pathfinder 2), or a token id beyond :data:`MAX_TOKEN_ID` (pixels: beyond 255).
 
 Pickles are data, not code (:mod:`harness.kinds.accuracy.pickles`). Files are data too, and only the user's
-(:func:`~harness.kinds.accuracy.datafiles.open_data_file`): every file is opened by its real path, which must lie
+(:func:`~harness.core.datafiles.open_data_file`): every file is opened by its real path, which must lie
 under the data folder the user gave (``--data-dir``), whatever a symlink says; only a regular file is read (a FIFO
 would block forever, ``/dev/zero`` never ends); a review above :data:`MAX_REVIEW_BYTES` is refused unread. Memory is
 bounded before it is taken: a pickle's records are counted, each as often as the file lists it, against
 :data:`MAX_SPLIT_IDS` before any array is built; each record is cut to ``seq_len`` before it is copied; a value's type
 is checked before numpy converts it (a label True, "3" or a 2x2 array is no class); and a split that still does not
-fit in memory is an exit-2 error naming its file (:func:`~harness.kinds.accuracy.datafiles.memory_refusal`).
+fit in memory is an exit-2 error naming its file (:func:`~harness.core.datafiles.memory_refusal`).
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ import numpy as np
 import torch
 
 from ...core import datasource
+from ...core.datafiles import memory_refusal, open_data_file, read_data_file
 from ...core.errors import UserError
 from ...models.tasks import (
     BYTE_VOCAB,
@@ -55,7 +56,6 @@ from ...models.tasks import (
     pad_or_truncate,
     pixels_to_tokens,
 )
-from .datafiles import memory_refusal, open_data_file, read_data_file
 from .pickles import unpickle
 
 #: File-name prefix of each task's LRA pickles.

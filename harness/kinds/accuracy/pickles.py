@@ -4,9 +4,9 @@ A pickle runs whatever callable it names, so a hostile file given as LRA data wo
 :class:`LraUnpickler` builds only Python containers and numpy arrays, dtypes and scalars, and refuses any other name a
 file asks for (``pickle.load`` would call it, ``os.system`` included), and bounds what each call may build
 (:data:`MAX_UNPICKLED_ELEMENTS`) before it is built. :func:`unpickle` reads a file of the user's data folder so
-(:func:`~harness.kinds.accuracy.datafiles.open_data_file`), every failure a one-line
+(:func:`~harness.core.datafiles.open_data_file`), every failure a one-line
 :class:`~harness.core.errors.UserError` naming it; a ``MemoryError`` is left to the caller's
-:func:`~harness.kinds.accuracy.datafiles.memory_refusal`, which names the split.
+:func:`~harness.core.datafiles.memory_refusal`, which names the split.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from ...core.datafiles import open_data_file
 from ...core.errors import UserError, first_line
-from .datafiles import open_data_file
 
 
 class RefusedGlobal(pickle.UnpicklingError):

@@ -19,8 +19,8 @@ it, and a layout's own folder (``listops-1000``, ``aclImdb``, ...) may be the di
 
 Nothing outside the directory given is read: every reader gets it as ``within``, and a file whose real path lies
 elsewhere (a symlink, a Pathfinder metadata line naming ``../../etc/passwd``) is an error naming it
-(:func:`~harness.kinds.accuracy.datafiles.open_data_file`); running out of memory while reading is one too
-(:func:`~harness.kinds.accuracy.datafiles.memory_refusal`).
+(:func:`~harness.core.datafiles.open_data_file`); running out of memory while reading is one too
+(:func:`~harness.core.datafiles.memory_refusal`).
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from ...core.datafiles import memory_refusal
 from ...core.errors import UserError
 from ...models.tasks import PIXEL_OFFSET, PIXEL_TASKS, TaskData
 from . import loaders, release
-from .datafiles import memory_refusal
 from .options import DATA_OPTIONS, options_text
 
 RELEASE_NESTING = ("", "lra_release", "lra_release/lra_release")

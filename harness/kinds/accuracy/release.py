@@ -19,7 +19,7 @@ PNG images with their metadata, following LRA's ``input_pipeline.py`` files (goo
   train/dev/test, as the released pipeline (which shuffles unseeded) and LRA's ``[:80%]``, ``[80%:90%]``,
   ``[90%:]`` splits. Pixels are grayscale intensities (a colour PNG is converted with ITU-R 601 weights).
 
-Every file is read through :func:`~harness.kinds.accuracy.datafiles.open_data_file`: a regular file whose real path lies
+Every file is read through :func:`~harness.core.datafiles.open_data_file`: a regular file whose real path lies
 under the user's data folder, whatever a symlink or a metadata line (``../../etc passwd``, ``/etc shadow``) says. A
 ListOps file must be UTF-8 text without NUL bytes (a replaced byte would become a token silently). A PNG must be one
 (only Pillow's PNG reader runs), at most :data:`MAX_PNG_BYTES`, of the resolution's size and at most 8 bits per sample,
@@ -38,9 +38,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ...core.datafiles import open_data_file, read_data_file
 from ...core.errors import UserError, first_line
 from ...models.tasks import PAD_ID, Split, pad_or_truncate, pixels_to_tokens
-from .datafiles import open_data_file, read_data_file
 from .loaders import class_index
 
 LISTOPS_DIR = "listops-1000"

@@ -27,6 +27,7 @@ what Table 2's numbers were computed on:
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +35,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ...core.datafiles import open_data_file
 from ...core.errors import UserError
 from ...core.files import atomic_write, checksum_matches, spec_key, write_checksum
 
@@ -126,10 +128,10 @@ def time_features(dates: pd.DatetimeIndex, freq: str) -> np.ndarray:
 _OFFSET = r"(Z|[+-]\d\d:?\d\d)\s*$"
 
 
-def _header(path: Path) -> list[str]:
+def _header(text: bytes) -> list[str]:
     """The header's names as written: pandas renames a second ``a`` to ``a.1``, which would read as a variable."""
     try:
-        return list(pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False).iloc[0])
+        return list(pd.read_csv(io.BytesIO(text), header=None, nrows=1, dtype=str, keep_default_na=False).iloc[0])
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, IndexError):
         return []  # the full read below names the problem
 
@@ -170,17 +172,24 @@ def _dates(path: Path, column: pd.Series) -> pd.Series:
     return dates
 
 
-def read_series(path: str | Path, freq: str) -> Series:
-    """Read and check one CSV file (layout in the module docstring)."""
+def read_series(path: str | Path, freq: str, within: str | Path | None = None) -> Series:
+    """Read and check one CSV file (layout in the module docstring). ``within``: the data folder the user gave; the
+    file must be a regular file whose real path lies under it (:func:`~harness.core.datafiles.open_data_file`: a link
+    to elsewhere, a FIFO or a device is refused by name), as every reader of the user's data requires."""
     path = Path(path)
     expected = "a CSV with a header, a 'date' column and one numeric column per variable"
-    if not path.is_file():
+    if not path.is_file() and not path.is_symlink():
         raise UserError(f"{path}: no such file; the data directory must hold {path.name} ({expected})")
+    if within is not None:
+        with open_data_file(path, Path(within), expected) as f:
+            text = f.read()
+    else:
+        text = path.read_bytes()
     try:
-        frame = pd.read_csv(path)
+        frame = pd.read_csv(io.BytesIO(text))
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: not readable as CSV ({str(exc).splitlines()[0]}); expected {expected}") from None
-    header = _header(path)
+    header = _header(text)
     twice = next((name for i, name in enumerate(header) if name and name in header[:i]), None)
     if twice is not None:
         raise UserError(f"{path}: column {twice!r} appears twice in the header (pandas would read the second as "
@@ -255,7 +264,7 @@ def check_windows(splits: dict[str, Split], input_len: int, horizon: int, source
 
 def load_dataset(spec: DatasetSpec, data_dir: str | Path) -> dict[str, Split]:
     """Read ``spec.file`` from ``data_dir``, check it, and split and scale it."""
-    return split_series(read_series(Path(data_dir) / spec.file, spec.freq), spec)
+    return split_series(read_series(Path(data_dir) / spec.file, spec.freq, within=data_dir), spec)
 
 
 class Windows(torch.utils.data.Dataset):

@@ -131,6 +131,17 @@ def test_a_bad_file_is_a_user_error_naming_the_problem(tmp_path: Path, damage: C
     assert err.value.exit_code == 2 and "national_illness.csv" in str(err.value) and "\n" not in str(err.value)
 
 
+def test_a_csv_linked_from_outside_the_data_folder_is_refused(tmp_path: Path) -> None:
+    """Nothing outside --data-dir is read: a link to a file elsewhere is refused by name, not read."""
+    elsewhere = tmp_path / "elsewhere"
+    _write(elsewhere.mkdir() or elsewhere, _ili_like())
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "national_illness.csv").symlink_to(elsewhere / "national_illness.csv")
+    with pytest.raises(UserError, match="outside the data folder"):
+        load_dataset(DATASETS["ILI"], data)
+
+
 def test_a_missing_file_names_the_file_the_directory_must_hold(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="no such file; the data directory must hold exchange_rate.csv"):
         load_dataset(DATASETS["Exchange"], tmp_path)

@@ -1,7 +1,7 @@
 """Opening the user's data files: only regular files under the data folder the user gave, of bounded size, and
 running out of memory while reading them as a one-line error.
 
-The readers of real data (:mod:`harness.kinds.accuracy.loaders`, :mod:`harness.kinds.accuracy.release`) take their
+The readers of real data (the LRA readers of :mod:`harness.kinds.accuracy`, the forecasting CSV files) take their
 paths from the user's folder and from what its files say (Pathfinder's metadata lines), so a path may be a symlink or
 a ``../``-path to anywhere, a FIFO (opening it blocks until a writer comes, forever), a device (``/dev/zero`` never
 ends) or a directory. :func:`open_data_file` opens a path only once its real path lies under the data folder and it
@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from ...core.errors import UserError, first_line
+from .errors import UserError, first_line
 
 #: What a path may be instead of a regular file, for the refusal (by ``stat.S_IFMT``).
 _FILE_KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFSOCK: "a socket",
