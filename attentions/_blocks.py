@@ -39,11 +39,14 @@ API (all tensors are per head, ``[B, H, N, d]``; N must be a multiple of the blo
     weights in training; ``scale`` defaults to d^-1/2.
 - ``dense_rows(q, k, v, *, key_mask, scale, dropout_p, training) -> [B, H, G, d]``: full masked softmax
   attention of a few query rows (global tokens) over all N keys, O(G·N).
-- ``sliding_window_attention(q, k, v, radius, *, dilation, key_mask, extra_k, extra_v, extra_mask, scale,
+- ``sliding_window_attention(q, k, v, radius, *, dilation, causal, key_mask, extra_k, extra_v, extra_mask, scale,
   dropout_p, training) -> [B, H, N, d]``: query i attends to keys j with |i - j| <= radius·dilation and
-  (i - j) % dilation == 0 (plus the extra keys, [B, H, G, d] only), any N (q/k/v are padded internally to a
-  multiple of radius·dilation and the padding masked). Computed as blocks of ``radius`` positions with the two
-  neighbour blocks and a band mask, on each residue class mod ``dilation`` separately: O(N·3·radius) memory.
+  (i - j) % dilation == 0 (``causal``: only j <= i, 0 <= i - j <= radius·dilation) (plus the extra keys,
+  [B, H, G, d] only), any N (q/k/v are padded internally to a multiple of radius·dilation and the padding masked).
+  Computed as blocks of ``radius`` positions with the two neighbour blocks (causal: the one before) and a band
+  mask, on each residue class mod ``dilation`` separately: O(N·3·radius) memory (causal: O(N·2·radius)).
+- ``attend_slots(q, k, v, real, slots, *, scale, dropout_p, training) -> [B, H, 1, d]``: a decoding step's query
+  over the slots ``slots`` of a cache (the keys its pattern reads, and no others), through ``dense_rows``.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ from torch import Tensor
 from .base import fill_masked, key_bias_column, key_bias_value, pad_to_length
 
 __all__ = [
+    "attend_slots",
     "block_sparse_attention",
     "dense_rows",
     "gather_blocks",
@@ -272,6 +276,27 @@ def dense_rows(
     return torch.matmul(attn, v)  # [B, H, G, d]
 
 
+def attend_slots(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    real: Tensor,
+    slots: Tensor,
+    *,
+    scale: float | None = None,
+    dropout_p: float = 0.0,
+    training: bool = False,
+) -> Tensor:
+    """One decoding step: the query q [B, H, 1, d] over the cache slots ``slots`` [K] (long) of k, v [B, H, C, d]
+    (``real`` [B, C]: the slots holding a real token): [B, H, 1, d].
+
+    The step reads the K keys its pattern allows and no others (a gather of K slots, O(K·d)); a slot that holds
+    prompt padding gets no weight, as in ``dense_rows``.
+    """
+    return dense_rows(q, k[:, :, slots], v[:, :, slots], key_mask=real[:, slots], scale=scale, dropout_p=dropout_p,
+                      training=training)
+
+
 def sliding_window_attention(
     q: Tensor,
     k: Tensor,
@@ -279,6 +304,7 @@ def sliding_window_attention(
     radius: int,
     *,
     dilation: int = 1,
+    causal: bool = False,
     key_mask: Tensor | None = None,
     extra_k: Tensor | None = None,
     extra_v: Tensor | None = None,
@@ -294,6 +320,9 @@ def sliding_window_attention(
         radius: one-sided window in attended keys (radius 0 = each query sees only itself).
         dilation: gap between attended keys; the band is computed on each residue class mod ``dilation`` (a
             dilated window over the sequence is an undilated window over every ``dilation``-th position).
+        causal: only the keys before the query and itself, 0 <= i - j <= radius·dilation (the window's left half:
+            on a residue class, j <= i there is j <= i in the sequence). Each block then reads its own block and
+            the one before, not the one after.
         key_mask: [B, N] bool, True = real key.
         extra_k, extra_v: [B, H, G, d] keys every query also attends to (e.g. global tokens; keep them out of
             the band with ``key_mask`` or they count twice); extra_mask: [B, G] bool.
@@ -323,10 +352,10 @@ def sliding_window_attention(
         extra_v = None if extra_v is None else extra_v.repeat_interleave(dilation, dim=0)
         extra_mask = None if extra_mask is None else extra_mask.repeat_interleave(dilation, dim=0)  # [B·dil, G]
     nb = m // w
-    kb = neighbour_blocks(nb, 1, 1, q.device)  # [nb, 3]
+    kb = neighbour_blocks(nb, 1, 0 if causal else 1, q.device)  # [nb, 2 or 3]
     qp = query_positions(nb, w, q.device)[:, :, None]  # [nb, w, 1]
-    kp = key_positions(kb, w)[:, None, :]  # [nb, 1, 3w]
-    band = (qp - kp).abs() <= radius  # [nb, w, 3w]
+    kp = key_positions(kb, w)[:, None, :]  # [nb, 1, 2w or 3w]
+    band = ((qp - kp) <= radius) & (kp <= qp) if causal else (qp - kp).abs() <= radius  # [nb, w, 2w or 3w]
     y = block_sparse_attention(
         qr, kr, vr, w, kb, key_mask=mr, allowed=band, extra_k=extra_k, extra_v=extra_v, extra_mask=extra_mask,
         scale=scale, dropout_p=dropout_p, training=training,

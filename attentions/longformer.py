@@ -1,8 +1,12 @@
-"""Longformer: sliding-window attention (optionally dilated) plus symmetric global attention on a few tokens.
+"""Longformer: sliding-window attention (optionally dilated) plus symmetric global attention on a few tokens; and
+the one-sided (causal) sliding window of its autoregressive language model.
 
 Paper: Beltagy, Peters, Cohan, "Longformer: The Long-Document Transformer", https://arxiv.org/abs/2004.05150
-(§3.1 attention pattern: sliding window, dilated sliding window, global attention, separate global projections).
+(§3.1 attention pattern: sliding window, dilated sliding window, global attention, separate global projections;
+§4 autoregressive language modelling: dilated sliding windows, no global attention).
 LRA's code: ``lra_benchmarks/models/longformer`` (window 512, separate global Q/K/V, no dilation).
+The authors' code: ``allenai/longformer``, ``longformer/longformer.py`` and ``longformer/diagonaled_mm_tvm.py``
+(``autoregressive=True``: the diagonals above the main one are not computed).
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from ._blocks import dense_rows, sliding_window_attention
+from ._blocks import attend_slots, dense_rows, sliding_window_attention
+from ._decode import WindowCache, check_capacity
 from .base import QKVProjection, merge_heads, softmax_reference, zero_padding
 from .registry import AttentionConfig, Capabilities, register
 
@@ -31,6 +36,7 @@ class LongformerConfig(AttentionConfig):
         global_tokens: the first ``global_tokens`` positions are global: they attend to every token and every
             token attends to them (the paper makes task tokens global, e.g. [CLS] for classification; LRA's
             classifier puts its CLS token first). 0 = sliding window only (LRA's default ``global_mask=None``).
+            The causal form drops them (see the class docstring).
         global_proj: separate Q_g, K_g, V_g projections compute the global tokens' own rows (paper §3.1 "Linear
             Projections for Global Attention", LRA's code); initialised as copies of the sliding-window
             projections, as the paper does. False uses one projection for both.
@@ -50,12 +56,15 @@ class LongformerConfig(AttentionConfig):
             raise ValueError(f"global_tokens must be an integer >= 0, got {self.global_tokens!r}")
 
 
-#: Why this variant has no causal form (``attnbench list``; a causal cell is ``unsupported`` with it).
-CAUSAL_NOTE = "not implemented yet"
+#: The causal form and its decoding state, in words (``attnbench list``).
+CAUSAL_NOTE = ("the autoregressive LM's one-sided window (paper §4): query i reads i - k·dilation, k = 0..window/2; "
+               "global tokens are dropped (a global token would read every later one)")
+DECODE_NOTE = "a ring buffer of the last dilation·window/2 + 1 keys and values"
 
 
 @register("longformer", LongformerConfig,
-          Capabilities(approximates_softmax=True, complexity="n", causal_note=CAUSAL_NOTE),
+          Capabilities(approximates_softmax=True, complexity="n", causal=True, decode=True, causal_note=CAUSAL_NOTE,
+                       decode_note=DECODE_NOTE),
           paper="https://arxiv.org/abs/2004.05150")
 class LongformerAttention(nn.Module):
     """Longformer: sliding window (w/2 each side, dilation d) + global tokens; arxiv.org/abs/2004.05150.
@@ -75,18 +84,41 @@ class LongformerAttention(nn.Module):
       one more key when w is even instead); with dilation d the keys are i ± k·d (the paper's "gaps of size
       d"), and the window is computed on each residue class mod d, where it is an undilated window.
     - A global key inside a query's window is counted once (the union of both patterns, as a dense mask).
-    - Non-causal (encoder) form. Dropout on the attention weights (window and global rows) in training.
+    - Dropout on the attention weights (window and global rows) in training.
+
+    Causal (``causal=True``), the autoregressive language model of §4: query i reads the keys
+    {i - k·d : k = 0, ..., w/2} (j <= i only: the left half of the window, the query included), with Q_s, K_s, V_s.
+    - Window: the authors' code takes a one-sided ``attention_window`` (its docs: "window size = number of attention
+      locations on each side", 256 for the effective window of 512 that is our w), and with ``autoregressive=True``
+      its kernel computes the diagonals i - k·d, k = 0..attention_window, and none above (``diagonaled_mm_tvm.py``:
+      ``w_upper = 0``; the released ``LongformerSelfAttention`` stores the flag but calls the kernel with it off, and
+      the language-model training code is not in that repository, so the kernel is what we follow). The same config
+      so reads the same w/2 keys behind the query in both forms, and drops the w/2 ahead. Dilation as configured
+      (the paper dilates some heads of the upper layers of its LM; here every head has the one ``dilation``).
+    - Global tokens: none. The paper's language model uses no global attention, and a global token cannot exist in
+      a causal layer (it attends to every token, later ones included). The causal form drops ``global_tokens`` (the
+      first positions are ordinary window positions) rather than refusing the config, so the default config has a
+      causal form; no global projections are built (``proj_global`` is None).
+    - The paper's per-layer window sizes (growing from the lowest layer to the highest) are a model's choice of one
+      ``window`` per layer, not part of the layer.
+    - Decoding (``prefill``/``step``): a :class:`~attentions._decode.WindowCache` ring buffer of the last
+      d·w/2 + 1 keys and values (every residue mod d is needed by some later query); a step reads only its own
+      w/2 + 1 slots, i - k·d.
     """
 
     def __init__(self, cfg: LongformerConfig) -> None:
         super().__init__()
         self.cfg = cfg
         self.proj = QKVProjection(cfg.dim, cfg.heads)
-        self.proj_global = copy.deepcopy(self.proj) if cfg.global_proj and cfg.global_tokens > 0 else None
+        has_global = cfg.global_proj and cfg.global_tokens > 0 and not cfg.causal
+        self.proj_global = copy.deepcopy(self.proj) if has_global else None
         self.out = nn.Linear(cfg.dim, cfg.dim)
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         cfg = self.cfg
+        if cfg.causal:
+            y, _, _ = self._causal(x, mask)
+            return self.out(merge_heads(y))
         b, n, _ = x.shape
         p = cfg.dropout if self.training else 0.0
         x = zero_padding(x, mask)
@@ -111,6 +143,35 @@ class LongformerAttention(nn.Module):
         yg = dense_rows(qg[:, :, :g], kg, vg, key_mask=mask, dropout_p=p, training=self.training)  # [B, H, g, d]
         y = torch.cat([yg, y[:, :, g:]], dim=2)  # [B, H, N, d]: global rows replace their window rows
         return self.out(merge_heads(y))
+
+    def prefill(self, x: Tensor, mask: Tensor | None = None, *, capacity: int) -> tuple[Tensor, WindowCache]:
+        """The causal form over a prompt x [B, P, D] and the ring buffer later queries read (see ``_decode``)."""
+        check_capacity(capacity, x.shape[1])
+        y, k, v = self._causal(x, mask)  # [B, H, P, d] each
+        span = self.cfg.dilation * (self.cfg.window // 2) + 1  # i - d·w/2 .. i
+        cache = WindowCache.empty(k, self.cfg.heads, min(span, capacity), self.cfg.head_dim)
+        cache.append(k, v, mask)
+        return self.out(merge_heads(y)), cache
+
+    def step(self, x: Tensor, cache: WindowCache) -> tuple[Tensor, WindowCache]:
+        """One token x [B, 1, D]: its key and value join the ring buffer, its query reads i - k·d, k = 0..w/2."""
+        d = self.cfg.dilation
+        q, k, v = self.proj(x)  # [B, H, 1, d] each
+        cache.append(k, v)
+        i = cache.length - 1  # the new token's position
+        first = i - d * min(self.cfg.window // 2, i // d)
+        slots = torch.arange(first, i + 1, d, device=x.device) % cache.window  # [K]: its window's keys in the ring
+        p = self.cfg.dropout if self.training else 0.0
+        y = attend_slots(q, cache.k, cache.v, cache.real, slots, dropout_p=p, training=self.training)  # [B, H, 1, d]
+        return self.out(merge_heads(y)), cache
+
+    def _causal(self, x: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+        """The one-sided dilated window of every head over x [B, N, D] and its keys and values: y, k, v [B, H, N, d]."""
+        p = self.cfg.dropout if self.training else 0.0
+        q, k, v = self.proj(zero_padding(x, mask))  # each [B, H, N, d]
+        y = sliding_window_attention(q, k, v, self.cfg.window // 2, dilation=self.cfg.dilation, causal=True,
+                                     key_mask=mask, dropout_p=p, training=self.training)
+        return y, k, v
 
     def softmax_reference(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         """Full softmax attention through the local projections Q_s, K_s, V_s (the global rows' Q_g, K_g, V_g

@@ -88,7 +88,9 @@ def block_sort_logits_mask(block_real: Tensor) -> tuple[Tensor, Tensor]:
 
 
 #: Why this variant has no causal form (``attnbench list``; a causal cell is ``unsupported`` with it).
-CAUSAL_NOTE = "not implemented yet"
+CAUSAL_NOTE = ("no leak-free form to follow: a column normalisation of a causally masked sorting matrix sums over "
+               "later blocks' rows; the authors' causal Sinkhorn code is unverified and cannot run, and lucidrains' "
+               "causal mode replaces Sinkhorn by a top-k")
 
 
 @register(
@@ -117,7 +119,16 @@ class SinkhornAttention(ProjectedAttention):
       a block sum), through P = Linear(d, d) → ReLU → Linear(d, N_B) shared by the heads. Its N_B outputs are
       sized by max_seq_len (hence ``needs_fixed_length``); inputs with fewer blocks use the first ones (LRA code).
     - Local + sorted attention share one softmax over the 2b keys (the paper's mixture of local and sorted
-      attention, as lucidrains' port); no causal variant.
+      attention, as lucidrains' port).
+    - No causal form (``causal=True`` is refused). The paper names a "Causal Sinkhorn Balancing" for decoding, but
+      nothing we could follow keeps a block from reading later ones: masking the sorting matrix to earlier blocks
+      leaves the Sinkhorn column normalisation, which divides each column by a sum over the rows of every block
+      that may pick it, later blocks included, so a block's sorted keys move with later inputs. The first author's
+      code (google-research ``long-range-arena``, ``sinkhorn_attention.py``, ``sinkhorn_operator(causal=True)``)
+      masks both normalisations but is marked "TODO: verify" and calls its mask array as a function, so it cannot
+      run as written; lucidrains' causal mode (``SinkhornCausalAttention``) is another algorithm: no Sinkhorn, a
+      differentiable top-k over earlier buckets scored from cumulative averages, learned null keys and half-head
+      rotations.
     - Sinkhorn in log space, each iteration a row then a column normalisation; Gumbel noise only in training.
     - Padding: x is zeroed at padded positions and padded keys/values are zeroed before summaries and mixing,
       so padded content reaches nothing. Blocks without a real token are left out of the sorting: real blocks

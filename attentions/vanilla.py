@@ -135,7 +135,9 @@ class VanillaAttention(ProjectedAttention):
         cache = KVCache.empty(k, self.proj.kv_heads, capacity, self.cfg.head_dim)
         cache.append(k, v, mask)
         b, h, n, _ = q.shape
-        rows = n if self.cfg.backend != "math" else max(1, PREFILL_SCORE_BYTES // max(1, b * h * n * q.element_size()))
+        rows = max(1, n)  # the fused backends hold no score matrix: every query at once
+        if self.cfg.backend == "math":
+            rows = max(1, PREFILL_SCORE_BYTES // max(1, b * h * n * q.element_size()))
         y = torch.cat([self._attend(q[:, :, s : s + rows], k[:, :, : s + rows], v[:, :, : s + rows],
                                     None if mask is None else mask[:, : s + rows], causal=True, offset=s)
                        for s in range(0, n, rows)] or [q], dim=2)  # [B, H, P, d]

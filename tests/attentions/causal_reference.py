@@ -38,10 +38,15 @@ def causal_softmax(module: torch.nn.Module, x: Tensor, mask: Tensor | None, allo
     return module.out(merge_heads(y))  # type: ignore[union-attr]
 
 
+#: Families whose tests share one module (the controls), by family.
+_TESTED_IN = {"none": "test_controls", "mean_pool": "test_controls"}
+
+
 def reference_of(family: str) -> Reference | None:
-    """The ``causal_reference`` of ``tests/attentions/test_<family>.py``, or None where it has none."""
+    """The ``causal_reference`` of ``tests/attentions/test_<family>.py`` (or of the module that tests the family, see
+    :data:`_TESTED_IN`), or None where it has none."""
     try:
-        module = importlib.import_module(f"tests.attentions.test_{family}")
+        module = importlib.import_module(f"tests.attentions.{_TESTED_IN.get(family, f'test_{family}')}")
     except ModuleNotFoundError:
         return None
     return getattr(module, "causal_reference", None)

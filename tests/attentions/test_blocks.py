@@ -1,11 +1,16 @@
-"""The shared blockwise primitive (attentions/_blocks.py) against dense masked softmax with the same n×n pattern."""
+"""The shared blockwise primitive (attentions/_blocks.py) against dense masked softmax with the same n×n pattern; and
+the brute-force probes the causal variants built on it share (which inputs move which outputs, which cache entries a
+decoding step reads, prefill + steps), used by tests/attentions/test_local.py, test_longformer.py and
+test_sparse_transformer.py."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+from torch import Tensor
 
 from attentions._blocks import (
+    attend_slots,
     block_sparse_attention,
     dense_rows,
     gather_blocks,
@@ -15,6 +20,7 @@ from attentions._blocks import (
     query_positions,
     sliding_window_attention,
 )
+from attentions._decode import WindowCache
 
 B, H, W, NB, D = 2, 3, 4, 6, 5
 N = W * NB
@@ -185,3 +191,87 @@ def test_sliding_window_matches_dense_band(radius: int, dilation: int, n: int) -
     )
     ref = _dense(q, k, v, (band | (pos[None] == 0)) & mask[:, None, None, :])
     _check_grads(out, ref, [q, k, v], rows=mask)
+
+
+@pytest.mark.parametrize(("radius", "dilation", "n"), [(3, 1, 24), (2, 3, 23), (0, 1, 7), (4, 2, 5), (30, 1, 24)])
+def test_causal_sliding_window_matches_dense_left_band(radius: int, dilation: int, n: int) -> None:
+    """0 <= i - j <= radius·dilation and i ≡ j (mod dilation): the left half of the band, the query included."""
+    g = torch.Generator().manual_seed(radius + 10 * dilation + n)
+    q, k, v = (torch.randn(B, H, n, D, dtype=torch.float64, generator=g, requires_grad=True) for _ in range(3))
+    mask = torch.ones(B, n, dtype=torch.bool)
+    mask[1, n - 2 :] = False
+    mask[0, 1] = False
+    pos = torch.arange(n)
+    diff = pos[:, None] - pos[None]
+    band = (diff >= 0) & (diff <= radius * dilation) & (diff % dilation == 0)
+    out = sliding_window_attention(q, k, v, radius, dilation=dilation, causal=True, key_mask=mask)
+    _check_grads(out, _dense(q, k, v, band & mask[:, None, None, :]), [q, k, v], rows=mask)
+
+
+def test_attend_slots_reads_the_listed_slots_only() -> None:
+    """One query over slots 4, 1, 6 of a cache equals dense attention over those keys; the other slots, NaN, are
+    never read."""
+    g = torch.Generator().manual_seed(6)
+    q = torch.randn(B, H, 1, D, dtype=torch.float64, generator=g)
+    k, v = (torch.randn(B, H, 8, D, dtype=torch.float64, generator=g) for _ in range(2))
+    real = torch.ones(B, 8, dtype=torch.bool)
+    real[1, 4] = False
+    slots = torch.tensor([4, 1, 6])
+    want = dense_rows(q, k[:, :, slots], v[:, :, slots], key_mask=real[:, slots])
+    unread = torch.ones(8, dtype=torch.bool)
+    unread[slots] = False
+    k[:, :, unread] = v[:, :, unread] = float("nan")
+    got = attend_slots(q, k, v, real, slots)
+    torch.testing.assert_close(got, want)
+    scores = (q * D**-0.5) @ k[:, :, slots].transpose(-1, -2)  # [B, H, 1, 3]
+    scores[1, :, :, 0] = float("-inf")  # the padded slot
+    torch.testing.assert_close(got, scores.softmax(-1) @ v[:, :, slots])
+
+
+# Brute-force probes of a causal layer, written against nothing but its public interface (forward, prefill, step).
+
+
+def influence(module: torch.nn.Module, n: int, seed: int = 7) -> Tensor:
+    """[N, N] bool: (i, j) is True when input j moves output i, i.e. the gradient of a random projection of
+    output i with respect to input j is nonzero, at one random x [1, N, dim]. A key outside a query's pattern gets
+    exactly zero weight, so its input gets exactly zero gradient; a key inside gets a nonzero one (almost surely)."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(1, n, module.cfg.dim, dtype=torch.float64, generator=g, requires_grad=True)
+    y = module(x)  # [1, N, D]
+    rows = []
+    for i in range(n):
+        (grad,) = torch.autograd.grad(y[0, i] @ torch.randn(y.shape[-1], dtype=y.dtype, generator=g), [x],
+                                      retain_graph=True)
+        rows.append(grad[0].ne(0).any(-1))  # [N]
+    return torch.stack(rows)  # [N, N]
+
+
+def decode(module: torch.nn.Module, x: Tensor, mask: Tensor | None, prompt: int, capacity: int | None = None) -> Tensor:
+    """prefill(x[:, :prompt]) and one step per later token: the outputs [B, N, D] (without gradients)."""
+    with torch.no_grad():
+        out, state = module.prefill(x[:, :prompt], None if mask is None else mask[:, :prompt],
+                                    capacity=capacity or x.shape[1])
+        pieces = [out]
+        for t in range(prompt, x.shape[1]):
+            y_t, state = module.step(x[:, t : t + 1], state)
+            pieces.append(y_t)
+    return torch.cat(pieces, dim=1)
+
+
+def step_reads(module: torch.nn.Module, x: Tensor, position: int) -> set[int]:
+    """The positions a decoding step at ``position`` reads, brute force: after a prefill of x[:, :position] (capacity
+    N), the cache entry of each earlier position in turn is made NaN (key and value), and the step's output turns NaN
+    iff the step reads it (a value is read even where its weight is 0). The step's own token is always read; a
+    position a ring buffer no longer holds is not read."""
+    read = {position}
+    for p in range(position):
+        with torch.no_grad():
+            _, state = module.prefill(x[:, :position], None, capacity=x.shape[1])
+            if isinstance(state, WindowCache) and p < position - state.window:
+                continue  # overwritten by a later token: not in the state
+            slot = p % state.window if isinstance(state, WindowCache) else p  # the ring's slot, or the cache's
+            state.k[:, :, slot] = state.v[:, :, slot] = float("nan")
+            y, _ = module.step(x[:, position : position + 1], state)
+        if y.isnan().any():
+            read.add(p)
+    return read

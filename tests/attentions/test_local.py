@@ -1,4 +1,5 @@
-"""Local attention against a dense masked softmax with the same n×n pattern (forward and backward)."""
+"""Local attention against a dense masked softmax with the same n×n pattern (forward and backward); its causal forms
+against the keys Roy et al.'s local attention (blocks) and a window behind the query (sliding) give each query."""
 
 from __future__ import annotations
 
@@ -6,7 +7,10 @@ import pytest
 import torch
 
 import attentions
+from attentions._decode import WindowCache
+from tests.attentions.causal_reference import causal_softmax
 from tests.attentions.reference import assert_matches_reference, masked_softmax_attention, merge_heads, module_qkv
+from tests.attentions.test_blocks import decode, influence, step_reads
 
 CFG = {"dim": 12, "heads": 3, "max_seq_len": 64, "dropout": 0.0}
 
@@ -87,3 +91,94 @@ def test_defaults_and_capabilities() -> None:
     assert sliding.config.mode == "sliding" and sliding.caps.seq_len_multiple_of == 1
     with pytest.raises(ValueError, match="mode"):
         attentions.build("local", mode="dilated")
+
+
+def _causal_pattern(cfg, n: int) -> torch.Tensor:
+    """[N, N]: the keys causal query i reads. Block mode: its own block of w up to itself and the whole block before
+    (lucidrains' local-attention, causal, look_backward=1); sliding mode: i - w .. i."""
+    i = torch.arange(n)[:, None]
+    j = torch.arange(n)[None, :]
+    w = cfg.window
+    near = (i - j <= w) if cfg.mode == "sliding" else (j // w >= i // w - 1)
+    return near & (j <= i)
+
+
+def causal_reference(module: torch.nn.Module, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """The causal form (tests/attentions/test_causal.py): causal softmax attention over the pattern's keys only."""
+    return causal_softmax(module, x, mask, _causal_pattern(module.cfg, x.shape[1]))
+
+
+def _causal(**overrides: object) -> torch.nn.Module:
+    return _build(causal=True, **overrides)
+
+
+CAUSAL_SETTINGS = [{"window": 4}, {"window": 5}, {"window": 1}, {"window": 4, "mode": "sliding"},
+                   {"window": 3, "mode": "sliding"}, {"window": 1, "mode": "sliding"}]
+
+
+def test_causal_patterns_are_the_papers() -> None:
+    """The reference patterns, written out for one query: block w = 4, query 9 reads block 1 (4..7) and 8, 9 of its
+    own; sliding w = 4, query 9 reads 5..9."""
+    assert _causal_pattern(_causal(window=4).cfg, 16)[9].nonzero().flatten().tolist() == [4, 5, 6, 7, 8, 9]
+    assert _causal_pattern(_causal(window=4).cfg, 16)[4].nonzero().flatten().tolist() == [0, 1, 2, 3, 4]
+    sliding = _causal(window=4, mode="sliding").cfg
+    assert _causal_pattern(sliding, 16)[9].nonzero().flatten().tolist() == [5, 6, 7, 8, 9]
+
+
+@pytest.mark.parametrize("setting", CAUSAL_SETTINGS)
+def test_causal_queries_read_exactly_the_pattern(setting: dict) -> None:
+    """Brute force: input j moves output i iff j is in i's causal pattern."""
+    module = _causal(**setting)
+    assert torch.equal(influence(module, 15), _causal_pattern(module.cfg, 15))
+
+
+@pytest.mark.parametrize("setting", CAUSAL_SETTINGS)
+@pytest.mark.parametrize("n", [20, 23, 3])
+def test_causal_matches_the_dense_pattern(setting: dict, n: int) -> None:
+    module = _causal(**setting)
+    x = torch.randn(2, n, 12, dtype=torch.float64).requires_grad_(True)
+    mask = torch.ones(2, n, dtype=torch.bool)
+    mask[0, 1] = False
+    mask[1, n - 2 :] = False
+    assert_matches_reference(module, x, module(x, mask), causal_reference(module, x, mask), mask)
+
+
+@pytest.mark.parametrize("mode", ["block", "sliding"])
+def test_causal_window_covering_the_sequence_is_causal_softmax(mode: str) -> None:
+    module = _causal(window=24, mode=mode)
+    x = torch.randn(2, 19, 12, dtype=torch.float64)
+    torch.testing.assert_close(module(x), causal_softmax(module, x, None))
+
+
+@pytest.mark.parametrize("setting", CAUSAL_SETTINGS)
+@pytest.mark.parametrize("prompt", [0, 1, 6, 13, 22])
+def test_prefill_then_steps_equal_the_causal_forward(setting: dict, prompt: int) -> None:
+    """Windows far shorter than the sequence, so the ring buffer wraps; padding inside the prompt."""
+    module = _causal(**setting)
+    x = torch.randn(2, 23, 12, dtype=torch.float64)
+    mask = torch.ones(2, 23, dtype=torch.bool)
+    mask[1, : min(prompt, 3)] = False
+    torch.testing.assert_close(decode(module, x, mask, prompt)[mask], module(x, mask)[mask])
+
+
+@pytest.mark.parametrize("setting", CAUSAL_SETTINGS)
+def test_a_step_reads_only_its_window_from_the_ring(setting: dict) -> None:
+    """The ring holds 2w (block) or w + 1 (sliding) positions, and a step reads only its pattern's ones."""
+    module = _causal(**setting)
+    x = torch.randn(1, 14, 12, dtype=torch.float64)
+    with torch.no_grad():
+        _, state = module.prefill(x[:, :3], None, capacity=14)
+    assert isinstance(state, WindowCache)
+    w = setting["window"]
+    assert state.window == min(w + 1 if setting.get("mode") == "sliding" else 2 * w, 14)
+    pattern = _causal_pattern(module.cfg, 14)
+    for i in (0, 3, 7, 9, 13):
+        assert step_reads(module, x, i) == set(pattern[i].nonzero().flatten().tolist()), i
+
+
+def test_causal_capabilities() -> None:
+    for name in ("local", "local_sliding"):
+        caps = attentions.spec(name).caps
+        assert caps.causal and caps.decode and caps.causal_note and caps.decode_note
+    assert attentions.spec("local").caps.causal_note != attentions.spec("local_sliding").caps.causal_note
+    assert attentions.spec("local_sliding").caps.seq_len_multiple_of == 1

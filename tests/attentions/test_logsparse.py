@@ -17,9 +17,10 @@ def _build(**overrides: object) -> LogSparseAttention:
                                             **overrides}).double().eval()
 
 
-def _reference(module: LogSparseAttention, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+def causal_reference(module: LogSparseAttention, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
     """Dense [N, N] scores from the convolution written as a sum over taps, the pattern j = i or i − j a power of 2,
-    padded keys excluded (a query keeps itself), softmax, values, output projection."""
+    padded keys excluded (a query keeps itself), softmax, values, output projection: the layer's definition, causal
+    as it is (tests/attentions/test_causal.py reads it as the causal form's quadratic masked form)."""
     b, n, _ = x.shape
     if mask is not None:
         x = x * mask[..., None]
@@ -54,7 +55,7 @@ def test_the_layer_equals_the_dense_log_pattern(kernel: int, padded: bool) -> No
         mask = torch.ones(2, 37, dtype=torch.bool)
         mask[1, 20:] = False
         mask[0, 5] = False  # padding inside the sequence too
-    got, want = module(x, mask), _reference(module, x, mask)
+    got, want = module(x, mask), causal_reference(module, x, mask)
     keep = torch.ones(2, 37, dtype=torch.bool) if mask is None else mask
     torch.testing.assert_close(got[keep], want[keep])
 
@@ -70,3 +71,25 @@ def test_a_cell_never_sees_the_future() -> None:
     changed = x.clone()
     changed[0, 20:] += 5.0
     torch.testing.assert_close(module(x)[0, :20], module(changed)[0, :20])
+
+
+def test_the_causal_flag_builds_the_same_layer() -> None:
+    """The pattern is causal either way (the paper defines no other): causal=True changes no output."""
+    x = torch.randn(2, 23, D, dtype=torch.float64)
+    mask = torch.ones(2, 23, dtype=torch.bool)
+    mask[1, 3] = False
+    torch.testing.assert_close(_build(causal=True)(x, mask), _build(causal=False)(x, mask), rtol=0, atol=0)
+
+
+@torch.no_grad()
+def test_the_decoding_state_holds_the_last_inputs_of_the_convolution() -> None:
+    """After a prompt shorter than k − 1 the convolution's window still starts with its zero left padding, and each
+    step shifts it by one input."""
+    module = _build(kernel=4)
+    x = torch.randn(1, 6, D, dtype=torch.float64)
+    _, state = module.prefill(x[:, :2], None, capacity=6)
+    torch.testing.assert_close(state.recent[0], torch.cat([torch.zeros(1, D, dtype=x.dtype), x[0, :2]]))
+    for t in range(2, 5):
+        _, state = module.step(x[:, t : t + 1], state)
+    torch.testing.assert_close(state.recent[0], x[0, 2:5])
+    assert state.cache.length == 5

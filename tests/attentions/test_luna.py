@@ -1,5 +1,6 @@
 """Luna against its two dense softmax attentions written out (Ma et al. 2021, §3.1: pack P' = Attn(P, X),
-unpack Y = Attn(X, P'))."""
+unpack Y = Attn(X, P')), and causal Luna against its quadratic form (the authors' LunarCausalAttention with dense
+[N, N] masks)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import torch
 
 import attentions
 from attentions.luna import LunaAttention
+from tests.attentions.causal_reference import causal_allowed
 from tests.attentions.reference import assert_matches_reference, noisy_padding, two_row_mask
 
 CFG = {"dim": 32, "heads": 2, "max_seq_len": 64, "dropout": 0.0, "proj_len": 8}
@@ -48,6 +50,50 @@ def _reference(module: LunaAttention, x: torch.Tensor, mask: torch.Tensor | None
     uv = uk if module.cfg.tie_kv else c[..., d:]
     y = _softmax_attention(_heads(q, h), _heads(uk, h), _heads(uv, h))  # [B, H, N, dh]
     return module.out(y.transpose(1, 2).reshape(b, -1, d))
+
+
+def causal_reference(module: LunaAttention, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Causal Luna written out with dense [N, N] masks (tests/attentions/test_causal.py): packing weights
+    a_j = softplus_{ln 2}(p_s·pc_j/√d) per packed row s, A_t = Σ_{j≤t real} (q_t·k_j/√d) a_j / n_t,
+    Y_t = Σ_{j≤t real} (softmax(A_t)·a_j) v_j / n_t, n_t the real tokens ≤ t."""
+    cfg = module.cfg
+    d, h = cfg.dim, cfg.heads
+    b, n, _ = x.shape
+    if mask is not None:
+        x = x * mask[..., None]
+    w, bias = module.x_proj.weight, module.x_proj.bias
+    q, pc = _heads(x @ w[:d].T + bias[:d], h), _heads(x @ w[d:].T + bias[d:], h)  # [B, H, N, dh]
+    c = x @ module.c_proj.weight.T + module.c_proj.bias
+    k = _heads(c[..., :d], h)
+    v = k if cfg.tie_kv else _heads(c[..., d:], h)
+    pq = _heads((module.context @ module.p_query.weight.T + module.p_query.bias)[None], h)  # [1, H, l, dh]
+    dh = d // h
+    a = torch.nn.functional.softplus(pc @ pq.transpose(-1, -2) / math.sqrt(dh), beta=math.log(2.0))  # [B, H, N, l]
+    keep = causal_allowed(n, mask, x.device).to(x.dtype)  # [B or 1, 1, N, N]
+    count = keep.sum(-1, keepdim=True).clamp_min(1.0)  # [B or 1, 1, N, 1]
+    scores = (q @ k.transpose(-1, -2) / math.sqrt(dh) * keep) @ a / count  # [B, H, N, l]
+    weights = scores.softmax(-1) @ a.transpose(-1, -2) * keep  # [B, H, N, N]
+    y = weights @ v / count
+    return module.out(y.transpose(1, 2).reshape(b, n, d))
+
+
+@pytest.mark.parametrize("tie_kv", [True, False])
+def test_causal_form_equals_its_dense_form_with_long_chunks(tie_kv: bool) -> None:
+    """Beyond one chunk of the chunked products (64 tokens), padding inside the sequence, K and V tied or not."""
+    module = _build(tie_kv=tie_kv, causal=True, max_seq_len=150)
+    x = torch.randn(2, 150, 32, dtype=torch.float64, requires_grad=True)
+    mask = two_row_mask(150, 130, 7)
+    assert module.x_proj.out_features == 2 * 32  # q and the packing keys only
+    assert_matches_reference(module, x, module(x, mask), causal_reference(module, x, mask), mask)
+
+
+@torch.no_grad()
+def test_causal_decoding_state_is_bounded_by_the_packed_length() -> None:
+    module = _build(causal=True, proj_len=4)
+    x = torch.randn(2, 30, 32, dtype=torch.float64)
+    _, state = module.prefill(x[:, :10], None, capacity=1000)
+    assert state.pack.kv.shape == (2, 2, 16, 5) and state.unpack.kv.shape == (2, 2, 4, 17)
+    assert state.count.tolist() == [10, 10] and state.pack.length == 10
 
 
 @pytest.mark.parametrize("tie_kv", [True, False])
