@@ -6,256 +6,25 @@ sort by bucket, cut the sorted sequence into chunks, attend within a chunk and o
 ``LSHSelfAttention`` (https://github.com/google/trax, ``trax/layers/research/efficient_attention.py``) and the
 Hugging Face port (``transformers/models/reformer/modeling_reformer.py``).
 
-The pure functions ``lsh_buckets`` and ``lsh_attention`` are the whole algorithm; ``ReformerAttention`` adds
-the projections, the padding to a whole number of chunks and the per-call random rotations.
+The pure functions ``lsh_buckets`` and ``lsh_attention`` (:mod:`attentions._lsh`, shared with Scatterbrain) are the
+whole algorithm (bidirectional or causal); ``ReformerAttention`` adds the projections, the padding to a whole number
+of chunks, the per-call random rotations and decoding.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .base import fill_masked, masked_fill_value, merge_heads, no_autocast, pad_to_length, split_heads
+from ._decode import KVCache, check_capacity
+from ._lsh import LSHHashing, check_n_buckets, lsh_attention, lsh_buckets, self_score
+from .base import fill_masked, merge_heads, pad_to_length, split_heads
 from .registry import AttentionConfig, Capabilities, register, register_preset
 
-__all__ = [
-    "LSHHashing",
-    "ReformerAttention",
-    "ReformerConfig",
-    "check_n_buckets",
-    "lsh_attention",
-    "lsh_buckets",
-    "self_score",
-]
-
-
-def self_score(dtype: torch.dtype) -> float:
-    """Score a query gives itself: −1e5 as trax (−1e4 where the dtype cannot hold it, as HF for fp16).
-
-    Large and finite, not −inf: a query whose every other candidate is padding attends to itself.
-    It stays above ``masked_fill_value`` (the dtype's minimum), so padding still loses to self.
-    """
-    return -1e5 if torch.finfo(dtype).max > 1e5 else -1e4
-
-
-def lsh_buckets(qk: Tensor, rotations: Tensor | None, n_hashes: int, n_buckets: int,
-                mask: Tensor | None = None) -> Tensor:
-    """Angular LSH of the shared query/key vectors, h(x) = argmax([xR; −xR]) per round (paper §2, Fig. 1).
-
-    Args:
-        qk: shared query/key vectors [B, H, N, d].
-        rotations: random rotations R [H, d, n_hashes, n_buckets/2] (one per head and round, shared over
-            the batch); None when ``n_buckets == 1`` (every token in bucket 0).
-        n_hashes: number of hash rounds.
-        n_buckets: number of buckets (1 or even).
-        mask: [B, N] bool, True = real token; padded tokens get bucket ``n_buckets``, past every real
-            bucket, so they sort after all real tokens and cannot move a real token to another chunk.
-
-    Returns:
-        Buckets [B, H, n_hashes, N], int64 in [0, n_buckets] (n_buckets = padding).
-    """
-    b, h, n, _ = qk.shape
-    with torch.no_grad():  # argmax has no gradient; nothing of this is kept for backward
-        if rotations is None:
-            buckets = torch.zeros(b, h, n_hashes, n, dtype=torch.long, device=qk.device)
-        else:
-            half = n_buckets // 2
-            # One GEMM for all rounds: [B, H, N, d] @ [H, d, R*nb/2] -> [B, H, N, R*nb/2].
-            rot = qk.detach() @ rotations.reshape(h, -1, n_hashes * half)
-            rot = rot.view(b, h, n, n_hashes, half)  # [B, H, N, R, nb/2]
-            # argmax over [xR; −xR] without materialising the concatenation: the largest of max(xR) and
-            # −min(xR); ties go to the first half, as argmax over the concatenation would.
-            hi, i_hi = rot.max(dim=-1)  # [B, H, N, R]
-            lo, i_lo = rot.min(dim=-1)  # [B, H, N, R]
-            buckets = torch.where(hi >= -lo, i_hi, i_lo + half).transpose(2, 3).contiguous()  # [B, H, R, N]
-        if mask is not None:
-            buckets = buckets.masked_fill(~mask[:, None, None, :], n_buckets)
-    return buckets
-
-
-class _ChunkAttention(torch.autograd.Function):
-    """Attention of each chunk's queries over its candidate keys, softmax normalised per chunk row.
-
-    Forward: S = q kᵀ [M, c, kc]; the own-chunk diagonal (self) is set to ``self_value`` and invalid keys
-    to ``fill``; p = exp(S − lse); o = dropout(p) v. Outputs o [M, c, d], z [M, c] (the row sums of p, 1 by
-    construction, returned so the caller's merge can differentiate through them) and lse [M, c] (not
-    differentiable). The lse is a constant in this function: p = exp(S − lse) and z = Σ p with lse held fixed
-    are what the caller's merge Σ_r a_r o_r / Σ_r a_r z_r needs for exact gradients (see ``lsh_attention``).
-
-    Written as one autograd Function so that backward is dS = p ∘ (dp + dz) with the self diagonal zeroed
-    (its score is a constant) — one score-sized temporary — and forward keeps only p and a bool dropout mask
-    (autograd through masked_fill_/diagonal().fill_/exp_/dropout kept or cloned three or four score-sized
-    tensors and spent as many passes over them).
-    """
-
-    @staticmethod
-    def forward(ctx, q: Tensor, k: Tensor, v: Tensor, kvalid: Tensor | None, self_value: float, fill: float,
-                dropout: float) -> tuple[Tensor, Tensor, Tensor]:  # type: ignore[override]
-        s = torch.bmm(q, k.transpose(1, 2))  # [M, c, kc]
-        # Self is on the diagonal of the chunk's own block (the first c keys): a position occurs once per
-        # round and the look-back block is another chunk. The value replaces the score, as trax/HF.
-        s.diagonal(dim1=1, dim2=2).fill_(self_value)
-        if kvalid is not None:
-            s.masked_fill_(~kvalid[:, None, :], fill)
-        m = s.amax(dim=-1, keepdim=True)  # [M, c, 1]
-        p = s.sub_(m).exp_()  # [M, c, kc], in place: s is not needed again
-        total = p.sum(dim=-1, keepdim=True)  # [M, c, 1]; >= 1 since the row max gives exp(0)
-        p.div_(total)
-        lse = (m + total.log()).squeeze(-1)  # [M, c]
-        drop = None
-        if dropout > 0.0:
-            drop = torch.empty_like(p, dtype=torch.bool).bernoulli_(dropout)  # [M, c, kc], True = dropped
-            o = torch.bmm(torch.where(drop, 0.0, p), v).mul_(1.0 / (1.0 - dropout))  # [M, c, d]
-        else:
-            o = torch.bmm(p, v)  # [M, c, d]
-        ctx.save_for_backward(q, k, v, p, drop)
-        ctx.dropout = dropout
-        ctx.mark_non_differentiable(lse)
-        z = torch.ones_like(lse)  # Σ_j p_j, equal to 1 after the division above
-        return o, z, lse
-
-    @staticmethod
-    def backward(ctx, g_o: Tensor, g_z: Tensor | None, _g_lse: Tensor | None):  # type: ignore[override]
-        q, k, v, p, drop = ctx.saved_tensors
-        if drop is None:
-            dv = torch.bmm(p.transpose(1, 2), g_o)  # [M, kc, d]
-            dp = torch.bmm(g_o, v.transpose(1, 2))  # [M, c, kc]
-        else:
-            g_o = g_o * (1.0 / (1.0 - ctx.dropout))  # the dropout scale, on [M, c, d] rather than [M, c, kc]
-            dv = torch.bmm(torch.where(drop, 0.0, p).transpose(1, 2), g_o)  # [M, kc, d]
-            dp = torch.bmm(g_o, v.transpose(1, 2)).masked_fill_(drop, 0.0)  # [M, c, kc]
-        if g_z is not None:
-            dp.add_(g_z[..., None])
-        ds = dp.mul_(p)  # dS = p ∘ (dp + dz): ∂p_j/∂S_j = p_j with lse constant; invalid keys have p = 0
-        ds.diagonal(dim1=1, dim2=2).zero_()  # the self score is a constant
-        dq = torch.bmm(ds, k)  # [M, c, d]
-        dk = torch.bmm(ds.transpose(1, 2), q)  # [M, kc, d]
-        return dq, dk, dv, None, None, None, None
-
-
-def lsh_attention(qk: Tensor, v: Tensor, buckets: Tensor, n_buckets: int, bucket_size: int, *,
-                  padded: bool = True, dropout: float = 0.0, training: bool = False) -> Tensor:
-    """Chunked LSH attention of every hash round, merged by logsumexp weights.
-
-    Per round: stable order by (bucket, position); chunks of ``bucket_size`` consecutive sorted tokens;
-    each chunk's queries attend to the chunk's keys and the previous chunk's keys (the first chunk looks
-    back at the last chunk of the same round; with a single chunk there is nothing to look back at).
-    Scores are q·k/‖k‖; a query's score for itself is ``self_score``; padded keys get ``masked_fill_value``.
-    Rounds are merged as out = Σ_r exp(lse_r − logsumexp_r lse_r) · out_r, with no de-duplication of a key
-    found in several rounds (the paper's simple version, as trax's LSHSelfAttention and HF).
-
-    The merge is computed as Σ_r a_r·o_r / Σ_r a_r·z_r with a_r = softmax_r(lse_r) held constant and
-    z_r = Σ_j exp(S_rj − lse_r) (= 1): the same function of the scores as the paper's merge for any
-    constant lse (it cancels), hence the same gradient, without differentiating through a logsumexp.
-
-    Args:
-        qk: shared query/key vectors [B, H, N, d]; N must be a multiple of ``bucket_size``.
-        v: values [B, H, N, d].
-        buckets: [B, H, R, N] from ``lsh_buckets`` (value ``n_buckets`` marks padding).
-        n_buckets: number of real buckets.
-        bucket_size: chunk length c.
-        padded: whether any bucket may equal ``n_buckets`` (skips the key-padding fill when False).
-        dropout: dropout probability on the attention weights.
-        training: apply dropout.
-
-    Returns:
-        [B, H, N, d]. Memory is O(R·N·c): the scores are [B·H·R·N/c, c, 2c], never N×N.
-    """
-    b, h, n, d = qk.shape
-    r = buckets.shape[2]
-    c = bucket_size
-    nc = n // c
-    if nc * c != n:
-        raise ValueError(f"sequence length {n} is not a multiple of bucket_size={c}")
-    m = b * h * r * nc  # chunks of all batch rows, heads and rounds: the bmm batch
-    with torch.no_grad():
-        # Unique integer keys bucket·N + position: one sort orders by bucket, ties by position.
-        sorted_key, sidx = (buckets * n + torch.arange(n, device=qk.device)).sort(dim=-1)  # [B, H, R, N]
-        # Sorted slots holding a real token (padding was given bucket n_buckets, so it sorts last).
-        kvalid = (sorted_key < n_buckets * n).view(b, h, r, nc, c) if padded else None  # [B, H, R, nc, c]
-        widx = sidx.view(b, h, r, nc, c)  # positions of each chunk's keys
-        if nc > 1:
-            # Look one chunk back; roll wraps chunk 0 around to the last chunk of the same round.
-            widx = torch.cat((widx, widx.roll(1, dims=3)), dim=4)  # [B, H, R, nc, 2c]
-            if kvalid is not None:
-                kvalid = torch.cat((kvalid, kvalid.roll(1, dims=3)), dim=4)  # [B, H, R, nc, 2c]
-    kc = widx.shape[-1]
-    # Gathers write the chunked layouts directly: queries [B, H, R*N, d], and the keys and values of every
-    # chunk's window [B, H, R*nc*kc, d], so the look-back costs no extra copy.
-    sq = qk.gather(2, sidx.view(b, h, r * n, 1).expand(-1, -1, -1, d))
-    wflat = widx.reshape(b, h, r * nc * kc, 1).expand(-1, -1, -1, d)
-    # Keys are the unit-length shared vectors (paper §2 "Shared-QK"; trax/HF normalise the same way).
-    sk = F.normalize(qk, dim=-1, eps=1e-6).gather(2, wflat)
-    sv = v.gather(2, wflat)
-    # The core runs in qk's dtype with autocast off, so that forward and its hand-written backward agree on
-    # dtypes (under autocast the normalised keys would otherwise come out in float32).
-    with no_autocast(qk.device):
-        o, z, lse = _ChunkAttention.apply(
-            sq.view(m, c, d),  # [M, c, d]
-            sk.view(m, kc, d).to(qk.dtype),  # [M, kc, d]
-            sv.view(m, kc, d).to(qk.dtype),  # [M, kc, d]
-            None if kvalid is None else kvalid.reshape(m, kc),
-            self_score(qk.dtype),
-            masked_fill_value(qk.dtype),
-            dropout if training else 0.0,
-        )
-    # Merge weights per position: lse back to positions [B, H, R, N], softmax over rounds, and back to
-    # sorted order so that each sorted output row is weighted before it is scattered home.
-    with torch.no_grad():
-        lse = torch.empty_like(lse.view(b, h, r, n)).scatter_(3, sidx, lse.view(b, h, r, n))  # [B, H, R, N]
-        a = lse.softmax(dim=2).gather(3, sidx).view(b, h, r * n)  # [B, H, R*N], sorted order
-    # Σ_r over rounds happens in the scatter_add: each position receives one row per round.
-    num = o.view(b, h, r * n, d) * a[..., None]  # [B, H, R*N, d]
-    num = qk.new_zeros(b, h, n, d).scatter_add(2, sidx.view(b, h, r * n, 1).expand(-1, -1, -1, d), num)
-    den = qk.new_zeros(b, h, n).scatter_add(2, sidx.view(b, h, r * n), z.view(b, h, r * n) * a)  # [B, H, N]
-    return num / den[..., None]  # [B, H, N, d]
-
-
-class LSHHashing:
-    """Bucket count and per-call random rotations of a module that hashes with ``lsh_buckets`` (Reformer, Scatterbrain).
-
-    A mixin for an ``nn.Module`` whose ``cfg`` has ``heads``, ``head_dim``, ``n_hashes``, ``bucket_size``,
-    ``n_buckets`` and ``hash_seed`` (as ``ReformerConfig``). ``hash_extra_dims``: how much wider than ``head_dim``
-    the hashed vectors are (0: Reformer's shared QK; 2: Scatterbrain's XBOX+ vectors).
-    """
-
-    cfg: Any
-    hash_extra_dims: int = 0
-
-    def n_buckets_for(self, n: int) -> int:
-        """Buckets for a sequence of n positions (n a multiple of bucket_size): ``n_buckets``, or by default N/c
-        rounded up to even (1 when N = c), so buckets average about one chunk."""
-        if self.cfg.n_buckets is not None:
-            return self.cfg.n_buckets
-        chunks = n // self.cfg.bucket_size
-        return chunks if chunks <= 1 else chunks + chunks % 2
-
-    def draw_rotations(self, n_buckets: int, device: torch.device, dtype: torch.dtype) -> Tensor | None:
-        """Random rotations [H, d + hash_extra_dims, n_hashes, n_buckets/2] for one forward call (None for one
-        bucket): from torch's global RNG, or from a generator seeded with ``hash_seed``.
-
-        Drawn in float32 and cast to ``dtype``, so that a seed gives the same rotations, hence the same buckets, at
-        every precision (torch draws other normal values in float64 than in float32 from one seed): a float64
-        layer is then the exact counterpart of a float32 or bf16 one.
-        """
-        cfg = self.cfg
-        if n_buckets == 1:
-            return None
-        gen = None
-        if cfg.hash_seed is not None:
-            gen = torch.Generator(device=device).manual_seed(cfg.hash_seed)
-        shape = (cfg.heads, cfg.head_dim + self.hash_extra_dims, cfg.n_hashes, n_buckets // 2)
-        return torch.randn(shape, generator=gen, device=device, dtype=torch.float32).to(dtype)
-
-
-def check_n_buckets(n_buckets: int | None) -> None:
-    """Raise ValueError unless ``n_buckets`` is None, 1 or a positive even number (angular LSH needs nb/2 rotations)."""
-    if n_buckets is not None and (n_buckets <= 0 or (n_buckets != 1 and n_buckets % 2)):
-        raise ValueError(f"n_buckets must be None, 1 or a positive even number, got {n_buckets!r}")
+__all__ = ["LSHState", "ReformerAttention", "ReformerConfig"]
 
 
 @dataclass(frozen=True)
@@ -288,15 +57,37 @@ class ReformerConfig(AttentionConfig):
 # real bucket.
 
 
-#: Why this variant has no causal form (``attnbench list``; a causal cell is ``unsupported`` with it).
-CAUSAL_NOTE = "not implemented yet"
+@dataclass
+class LSHState:
+    """Decoding state of causal LSH attention.
+
+    Attributes:
+        cache: every token's unit-length shared key and its value (a :class:`~attentions._decode.KVCache`).
+        buckets: [B, H, R, C] int64, every token's bucket in each round (``n_buckets`` for prompt padding).
+        rotations: the random rotations the prompt was hashed with, kept so that every step hashes with the same
+            draw ([H, d, R, n_buckets/2]; None with one bucket).
+        n_buckets: the bucket count of a forward over the whole capacity.
+    """
+
+    cache: KVCache
+    buckets: Tensor
+    rotations: Tensor | None
+    n_buckets: int
+
+
+#: The causal form and the decoding state, in words (``attnbench list``).
+CAUSAL_NOTE = ("per hash round, each query reads the bucket_size latest earlier tokens of its own bucket (itself only "
+               "when alone); the paper's rule (keys after the query masked in the sorted chunks) lets later tokens' "
+               "buckets move the chunks, so the window is narrowed to the query's bucket")
+DECODE_NOTE = ("every token's shared key and value and its bucket in each round (a KV cache), and the prompt's "
+               "rotations")
 
 
 @register(
     "reformer",
     ReformerConfig,
     Capabilities(approximates_softmax=True, complexity="n log n", seq_len_multiple_of=64, pads_to_multiple=True,
-                 causal_note=CAUSAL_NOTE),
+                 causal=True, decode=True, causal_note=CAUSAL_NOTE, decode_note=DECODE_NOTE),
     paper="https://arxiv.org/abs/2001.04451",
 )
 class ReformerAttention(LSHHashing, nn.Module):
@@ -333,9 +124,30 @@ class ReformerAttention(LSHHashing, nn.Module):
       z_r the (unit) row sums of exp(S − lse_r): the same function and gradient as the paper's
       Σ_r exp(lse_r − logsumexp(lse))·o_r, with a hand-written backward for the chunk softmax (one score-sized
       tensor and a bool dropout mask kept for backward).
-    - No causal mask (encoder use). Dropout (Bernoulli, scaled 1/(1−p)) on each round's attention weights
-      before the merge, as trax.
+    - Dropout (Bernoulli, scaled 1/(1−p)) on each round's attention weights before the merge, as trax.
     - Projections: one fused Linear for the shared QK and V (with bias), and an output Linear, as vanilla.
+
+    Causal (``causal=True``): in every round, query i reads the keys of its own bucket at positions j <= i that
+    are at most c = bucket_size slots before it in the sorted order, that is itself (the self score as above, so
+    only when nothing else is there) and the c latest earlier tokens of its bucket; rounds merge as above.
+    The paper (§2, "Causal masking for shared-QK attention") and trax (``LSHSelfAttention(causal=True)``,
+    ``mask_self_attention``) keep the bidirectional chunks and mask the keys after the query by position; we
+    checked trax's ``trax/layers/research/efficient_attention.py``, as lucidrains' ``reformer-pytorch`` does the
+    same. That rule is not causal: the chunks are cut from the sort of the whole sequence, and a later token
+    hashed to a smaller bucket shifts every slot after it by one, so which earlier keys a query's chunk holds
+    depends on later tokens (their buckets leak into earlier outputs, and prefill + one-token steps cannot
+    reproduce it). Restricting the window to the query's bucket (the paper's P_i = {j : h(q_i) = h(k_j)} of
+    eq. 3 with j <= i, the ideal its chunks approximate) and counting it from the query back (c latest, the
+    window that always fits in the query's chunk and the previous one, so the computation and its cost are the
+    bidirectional form's) makes each query's keys a function of the tokens up to it. Deviations from the paper,
+    then: a query does not read a previous-bucket token that happens to share its chunk, and reads at most c
+    earlier tokens of its bucket (the paper's chunks give it c to 2c − 1 slots, of any bucket).
+    Decoding (``prefill``/``step``): an :class:`LSHState`: a KV cache of the unit-length shared keys and values, each
+    token's bucket per round, and the rotations the prompt was hashed with; a step hashes its token with them and
+    reads, per round, the c latest cached tokens of its bucket and itself (O(C·R) per step, as a KV cache). The
+    bucket count is that of a forward over ``capacity`` tokens (n_buckets_for of the capacity padded to chunks),
+    and the rotations are drawn at prefill as a forward draws them: prefill + steps equal the causal forward over
+    ``capacity`` tokens drawn from the same RNG state (or with ``hash_seed``).
     """
 
     def __init__(self, cfg: ReformerConfig) -> None:
@@ -345,18 +157,63 @@ class ReformerAttention(LSHHashing, nn.Module):
         self.out = nn.Linear(cfg.dim, cfg.dim)
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        c = self.cfg.bucket_size
+        y, _ = self._heads(x, mask, self.n_buckets_for(-(-x.shape[1] // c) * c), causal=self.cfg.causal)
+        return self.out(merge_heads(y))  # [B, N, D]
+
+    def prefill(self, x: Tensor, mask: Tensor | None = None, *, capacity: int) -> tuple[Tensor, LSHState]:
+        """The causal form over a prompt x [B, P, D], hashed as a forward over ``capacity`` tokens is, and the
+        decoding state for ``capacity`` tokens (see ``_decode``)."""
+        cfg = self.cfg
+        b, n, _ = x.shape
+        check_capacity(capacity, n)
+        c = cfg.bucket_size
+        n_buckets = self.n_buckets_for(-(-capacity // c) * c)
+        y, (qk, v, buckets, rotations) = self._heads(x, mask, n_buckets, causal=True)  # [B, H, P, d], ...
+        cache = KVCache.empty(qk, cfg.heads, capacity, cfg.head_dim)
+        cache.append(F.normalize(qk, dim=-1, eps=1e-6), v, mask)  # past tokens are only ever keys: unit length
+        all_buckets = buckets.new_full((b, cfg.heads, cfg.n_hashes, capacity), n_buckets)  # [B, H, R, C]
+        all_buckets[..., :n] = buckets
+        return self.out(merge_heads(y)), LSHState(cache, all_buckets, rotations, n_buckets)
+
+    def step(self, x: Tensor, state: LSHState) -> tuple[Tensor, LSHState]:
+        """One token x [B, 1, D]: hashed with the prompt's rotations; in each round it reads the c latest cached
+        tokens of its bucket and itself; the rounds merge by their logsumexp."""
+        cfg = self.cfg
+        qk, v = (split_heads(t, cfg.heads) for t in self.qkv(x).chunk(2, dim=-1))  # [B, H, 1, d] each
+        bucket = lsh_buckets(qk, state.rotations, cfg.n_hashes, state.n_buckets)  # [B, H, R, 1]
+        cache = state.cache
+        cache.append(F.normalize(qk, dim=-1, eps=1e-6), v)
+        t = cache.length - 1  # the new token's position
+        state.buckets[..., t] = bucket[..., 0]
+        keys, values, real = cache.keys()  # [B, H, t+1, d] x2, [B, t+1]
+        scores = (qk @ keys.transpose(-1, -2)).squeeze(2)  # [B, H, t+1]: q·k/‖k‖
+        scores[..., t] = self_score(scores.dtype)  # the token's own score: read only when alone
+        same = (state.buckets[..., : t + 1] == bucket) & real[:, None, None, :]  # [B, H, R, t+1]
+        # itself and the c latest earlier tokens of its bucket: at most c + 1 of them from the end
+        latest = same.flip(-1).cumsum(-1).flip(-1) <= cfg.bucket_size + 1  # [B, H, R, t+1]
+        rounds = fill_masked(scores[:, :, None].expand_as(same), same & latest)  # [B, H, R, t+1]
+        lse = rounds.logsumexp(dim=-1, keepdim=True)  # [B, H, R, 1]
+        weights = F.dropout((rounds - lse).exp(), p=cfg.dropout, training=self.training)  # [B, H, R, t+1]
+        y = (lse.softmax(dim=2) * (weights @ values)).sum(dim=2, keepdim=True)  # [B, H, 1, d]: rounds merged
+        return self.out(merge_heads(y)), state
+
+    def _heads(self, x: Tensor, mask: Tensor | None, n_buckets: int, *,
+               causal: bool) -> tuple[Tensor, tuple[Tensor, Tensor, Tensor, Tensor | None]]:
+        """LSH attention of every head over x [B, N, D], hashed into ``n_buckets`` with rotations drawn for this
+        call: y [B, H, N, d], and what decoding keeps: the shared QK and V ([B, H, N, d] each), the buckets
+        [B, H, R, N] (``n_buckets`` where ``mask`` is False) and the rotations."""
         cfg = self.cfg
         b, n_in, _ = x.shape
         c = cfg.bucket_size
         n = -(-n_in // c) * c
         x, mask = pad_to_length(x, mask, n)  # [B, N, D], mask [B, N] (None only if unpadded and unmasked)
         qk, v = (split_heads(t, cfg.heads) for t in self.qkv(x).chunk(2, dim=-1))  # [B, H, N, d] each
-        n_buckets = self.n_buckets_for(n)
         rotations = self.draw_rotations(n_buckets, x.device, qk.dtype)
         buckets = lsh_buckets(qk, rotations, cfg.n_hashes, n_buckets, mask)  # [B, H, R, N]
-        y = lsh_attention(qk, v, buckets, n_buckets, c, padded=mask is not None,
+        y = lsh_attention(qk, v, buckets, n_buckets, c, padded=mask is not None, causal=causal,
                           dropout=cfg.dropout, training=self.training)  # [B, H, N, d]
-        return self.out(merge_heads(y)[:, :n_in])
+        return y[:, :, :n_in], (qk[:, :, :n_in], v[:, :, :n_in], buckets[..., :n_in], rotations)
 
     def softmax_reference(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         """Full shared-QK attention, the function the hash rounds sample: every query scores every real key

@@ -11,7 +11,7 @@ so that M̂ is exact on 𝒮 and the low-rank estimate elsewhere. The output is 
     out_i = [φ(q_i)ᵀ(φ(K)ᵀV) + Σ_{j∈𝒮_i} S_ij v_j] / [φ(q_i)ᵀ(φ(K)ᵀ1) + Σ_{j∈𝒮_i} S_ij].
 
 Pieces reused from the zoo: ``performer.gaussian_random_features`` (the orthogonal random features ω) and
-``reformer.lsh_buckets`` (angular LSH, argmax([xR; −xR]), padding hashed past every real bucket). The function
+``_lsh.lsh_buckets`` (angular LSH, argmax([xR; −xR]), padding hashed past every real bucket). The function
 ``scatterbrain_attention`` is the whole sparse + low-rank computation; ``ScatterbrainAttention`` adds the
 projections, the padding to whole chunks, the asymmetric transform of Q and K and the per-call rotations.
 """
@@ -25,9 +25,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ._lsh import LSHHashing, check_n_buckets, lsh_buckets
 from .base import ProjectedAttention, merge_heads, no_autocast, pad_to_length, with_ones_columns, zero_padding
 from .performer import gaussian_random_features
-from .reformer import LSHHashing, check_n_buckets, lsh_buckets
 from .registry import AttentionConfig, Capabilities, register
 
 __all__ = [
@@ -307,7 +307,9 @@ class ScatterbrainConfig(AttentionConfig):
 
 
 #: Why this variant has no causal form (``attnbench list``; a causal cell is ``unsupported`` with it).
-CAUSAL_NOTE = "not implemented yet"
+CAUSAL_NOTE = ("the authors' causal form (fly sbsmyrf_attention.py: causal Performer sums, keys after the query masked "
+               "in SMYRF's clusters) is not causal: XBOX+ scales by the largest norms of the whole sequence and the "
+               "clusters are cut from the sort of every token, so later tokens re-hash and re-cluster earlier ones")
 
 
 @register(
@@ -350,6 +352,18 @@ class ScatterbrainAttention(LSHHashing, ProjectedAttention):
     - Dropout (cfg.dropout, training only): on the sparse weights S, after the normaliser is taken, as the fly
       code (the low-rank part has no explicit attention matrix to drop from).
     - Projections: fused Q/K/V Linear (``QKVProjection``) and an output Linear, as the zoo's other variants.
+    - No causal form (``causal`` is refused, with ``CAUSAL_NOTE``). The authors' code (HazyResearch/fly and
+      HazyResearch/scatterbrain, ``src/models/attention/sbsmyrf_attention.py`` with ``causal=True``) adds the
+      low-rank part's causal prefix sums (fast-transformers' ``causal_dot_product``) to the bidirectional SMYRF
+      clusters with the pairs whose key is after the query masked. That sparse support depends on later tokens
+      twice: XBOX+ (``hash_utils.XBOXPLUS.set_norms``) takes M² = max‖q‖² + max‖k‖² over the whole sequence, so a
+      later token of larger norm changes every earlier transformed vector and its bucket; and the clusters are runs
+      of c tokens of the sort of all queries (keys), so a later token sorted before an earlier one moves the
+      cluster boundaries, and with them which earlier pairs are exact and which low-rank. Outputs before a token
+      would move with it (and prefill + one-token steps could not reproduce them). A causal support needs another
+      norm for XBOX+ and another cluster rule, which the code does not define; Reformer's fix here (the query's own
+      bucket, counted back from the query in one sorted order) does not carry over, since queries and keys are
+      hashed into buckets of their own, and a query's keys are not one window of a single sorted order.
     - Precision (a numerical choice, not the paper's): between the projections everything runs in float32 at
       least, with autocast off. S is the difference of two nearly equal estimates of the same scores (the exact
       exp and the low-rank φᵀφ on the support) and the scores enter through exp, which bf16's 8 bits serve badly:

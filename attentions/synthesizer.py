@@ -2,7 +2,8 @@
 
 Paper: Tay et al., "Synthesizer: Rethinking Self-Attention for Transformer Models", ICML 2021,
 https://arxiv.org/abs/2005.00743 (§3.1 Dense Synthesizer, §3.2 Random Synthesizer). The authors' LRA code:
-google-research ``long-range-arena`` (``lra_benchmarks/models/synthesizer/synthesizer_attention.py``).
+google-research ``long-range-arena`` (``lra_benchmarks/models/synthesizer/synthesizer_attention.py``), whose
+``SynthesizerAttention`` also has the causal form (``causal_mask``: the synthesised logits masked to j <= i).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ._decode import KVCache, check_capacity
 from .base import check_seq_len, fill_masked, key_bias_column, merge_heads, split_heads, zero_padding
 from .registry import AttentionConfig, Capabilities, register, register_preset
 
@@ -41,14 +43,18 @@ class SynthesizerConfig(AttentionConfig):
             raise ValueError(f"mode must be 'dense' or 'random', got {self.mode!r}")
 
 
-#: Why this variant has no causal form (``attnbench list``; a causal cell is ``unsupported`` with it).
-CAUSAL_NOTE = "not implemented yet"
+#: The causal form and the decoding state, in words (``attnbench list``).
+CAUSAL_NOTE = ("the synthesised logits of token i (its Dense row, or row i of R) masked to j <= i before the "
+               "softmax, as the paper's decoders and the authors' LRA code (causal_mask)")
+DECODE_NOTE = ("a cache of every token's value (the logits' keys are positions, W_2 rows or R columns: nothing to "
+               "cache)")
 
 
 @register(
     "synthesizer",
     SynthesizerConfig,
-    Capabilities(causal_note=CAUSAL_NOTE, complexity="n^2", needs_fixed_length=True),
+    Capabilities(causal=True, decode=True, causal_note=CAUSAL_NOTE, decode_note=DECODE_NOTE, complexity="n^2",
+                 needs_fixed_length=True),
     paper="https://arxiv.org/abs/2005.00743",
 )
 class SynthesizerAttention(nn.Module):
@@ -77,6 +83,18 @@ class SynthesizerAttention(nn.Module):
     - Padding: padded keys get a large negative additive logit (weight exactly 0), and X is zeroed at padded
       positions. A sequence with no real key gets finite weights over its (zeroed) positions.
     - Dropout on the synthesised attention weights (LRA code), in training only.
+
+    Causal (``causal=True``): token i's synthesised logits B_h,i (its Dense row, or row i of R_h) are masked to
+    j <= i before the softmax, the decoder use the paper evaluates (machine translation, language modelling) and
+    the LRA code's ``causal_mask``. Row i of either logit matrix is already a function of token i alone (Dense)
+    or of nothing (Random), so the mask is the whole causal form. Dense passes ``is_causal`` to the fused kernel
+    (the padding still rides in the bias column); Random masks the upper triangle of R_h[:n, :n].
+    Decoding (``prefill``/``step``): the logits' keys are positions (W_2's rows, R_h's columns), parameters rather
+    than per-token state, so the cache holds values only: a :class:`~attentions._decode.KVCache` whose keys have
+    width 0. A step synthesises the new token's row over the positions written so far (Dense: W_2[:L] of its hidden
+    units; Random: row L−1 of R_h) and reads the cached values; the capacity is at most max_seq_len. (The LRA code's
+    cached decoding slices the synthesised logits to the one-token input's length, reading R_h[:1, :1] or the first
+    Dense logit rather than the new token's row over the cache; not followed.)
     """
 
     def __init__(self, cfg: SynthesizerConfig) -> None:
@@ -106,6 +124,39 @@ class SynthesizerAttention(nn.Module):
         return F.linear(hidden, self.dense2.weight[:n], self.dense2.bias[:n])  # [B, H, N, N]
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        y, _ = self._heads(x, mask, causal=self.cfg.causal)
+        return self.out(merge_heads(y))  # [B, N, D]
+
+    def prefill(self, x: Tensor, mask: Tensor | None = None, *, capacity: int) -> tuple[Tensor, KVCache]:
+        """The causal form over a prompt x [B, P, D] and the value cache for ``capacity`` tokens (see ``_decode``)."""
+        check_capacity(capacity, x.shape[1])
+        check_seq_len(capacity, self.cfg.max_seq_len, "logits are sized by it")
+        y, v = self._heads(x, mask, causal=True)  # [B, H, P, dh] each
+        b, h, _, dh = v.shape
+        # Keys of width 0: the synthesised logits need no per-token key, only the values and which tokens are real.
+        cache = KVCache(v.new_zeros(b, h, capacity, 0), v.new_zeros(b, h, capacity, dh),
+                        torch.zeros(b, capacity, dtype=torch.bool, device=x.device))
+        cache.append(v[..., :0], v, mask)
+        return self.out(merge_heads(y)), cache
+
+    def step(self, x: Tensor, cache: KVCache) -> tuple[Tensor, KVCache]:
+        """One token x [B, 1, D]: its value joins the cache, its synthesised row weighs every cached value."""
+        v = split_heads(self.value(x), self.cfg.heads)  # [B, H, 1, dh]
+        cache.append(v[..., :0], v)
+        n = cache.length  # the new token is position n - 1
+        _, values, real = cache.keys()  # [B, H, n, dh], [B, n]
+        if self.dense1 is None or self.dense2 is None:
+            logits = self.random[:, n - 1 : n, :n].unsqueeze(0)  # [1, H, 1, n]: row n - 1 of R
+        else:
+            hidden = F.relu(split_heads(self.dense1(x), self.cfg.heads))  # [B, H, 1, dh]
+            logits = F.linear(hidden, self.dense2.weight[:n], self.dense2.bias[:n])  # [B, H, 1, n]
+        weights = fill_masked(logits, real[:, None, None, :]).softmax(dim=-1)  # [B, H, 1, n]
+        weights = F.dropout(weights, p=self.cfg.dropout, training=self.training)
+        return self.out(merge_heads(weights @ values)), cache
+
+    def _heads(self, x: Tensor, mask: Tensor | None, *, causal: bool) -> tuple[Tensor, Tensor]:
+        """softmax(B_h)V_h of every head over x [B, N, D] (B masked to j <= i where ``causal``), with the values:
+        y, v, each [B, H, N, dh]."""
         cfg = self.cfg
         n = x.shape[1]
         check_seq_len(n, cfg.max_seq_len, "logits are sized by it")
@@ -114,13 +165,17 @@ class SynthesizerAttention(nn.Module):
         p = cfg.dropout if self.training else 0.0
         if self.dense1 is None or self.dense2 is None:  # Random: R is an [H, N, N] parameter, materialised anyway
             scores = self.logits(x)  # [1, H, N, N]
-            if mask is not None:
-                scores = fill_masked(scores, mask[:, None, None, :])  # [B, H, N, N]
-            y = F.dropout(scores.softmax(dim=-1), p=p, training=self.training) @ v  # [B, H, N, dh]
-            return self.out(merge_heads(y))
+            keep = None if mask is None else mask[:, None, None, :]  # [B, 1, 1, N]
+            if causal:
+                tril = torch.ones(n, n, dtype=torch.bool, device=x.device).tril()  # [N, N]: j <= i
+                keep = tril if keep is None else keep & tril  # [N, N] or [B, 1, N, N]
+            if keep is not None:
+                scores = fill_masked(scores, keep)  # [B or 1, H, N, N]
+            return F.dropout(scores.softmax(dim=-1), p=p, training=self.training) @ v, v  # [B, H, N, dh]
         # Dense: B_ij = ReLU(W_1 x_i + b_1)·W_2[j] + b_2[j] is a dot product of [hidden_i, 1] with the learned
         # "key" [W_2[j], b_2[j]] of position j, so softmax(B)V runs in the fused attention kernel (scale 1) and the
-        # n×n logits are never stored. A padded key's bias column also gets key_bias_value (weight exactly 0).
+        # n×n logits are never stored. A padded key's bias column also gets key_bias_value (weight exactly 0); the
+        # causal triangle is the kernel's own ``is_causal``.
         b, h = v.shape[:2]
         hidden = F.relu(split_heads(self.dense1(x), cfg.heads))  # [B, H, N, dh]
         qx = F.pad(hidden, (0, 1), value=1.0)  # [B, H, N, dh+1]: [hidden, 1]
@@ -129,8 +184,8 @@ class SynthesizerAttention(nn.Module):
         bias = b2 + key_bias_column(valid, (b, 1, n, 1), b2.dtype, b2.device)  # [B, 1, N, 1]
         keys = torch.cat([w2.expand(b, 1, n, w2.shape[-1]), bias], dim=-1).expand(b, h, n, -1)  # [B, H, N, dh+1]
         vx = F.pad(v, (0, 1))  # [B, H, N, dh+1]: the fused kernel wants one head size for q, k and v
-        y = F.scaled_dot_product_attention(qx, keys, vx, dropout_p=p, scale=1.0)[..., :-1]  # [B, H, N, dh]
-        return self.out(merge_heads(y))
+        y = F.scaled_dot_product_attention(qx, keys, vx, dropout_p=p, is_causal=causal, scale=1.0)  # [B,H,N,dh+1]
+        return y[..., :-1], v
 
 
 register_preset(

@@ -13,7 +13,8 @@ import torch
 
 import attentions
 import attentions.reformer  # noqa: F401  (registers the variant even before the package imports it)
-from attentions.reformer import ReformerAttention, lsh_attention, lsh_buckets, self_score
+from attentions._lsh import lsh_attention, lsh_buckets, self_score
+from attentions.reformer import ReformerAttention
 
 CFG = {"dim": 32, "heads": 2, "dropout": 0.0}
 
@@ -268,3 +269,129 @@ def test_core_gradcheck_when_a_round_leaves_only_self() -> None:
         return lsh_attention(qk, v, buckets, 2, 1)[:, :, :2]
 
     assert torch.autograd.gradcheck(f, (qk, v), fast_mode=True)
+
+
+def _causal_keys(bucket: torch.Tensor, real: torch.Tensor, window: int) -> torch.Tensor:
+    """[B, H, N, N] bool: key j is real, j <= i, in query i's bucket (bucket [B, H, N]), and at most ``window`` real
+    tokens of that bucket lie in (j, i] (itself and the ``window`` latest earlier tokens of its bucket)."""
+    n = bucket.shape[-1]
+    same = (bucket[..., :, None] == bucket[..., None, :]) & real[:, None, None, :]  # [B, H, N, N]
+    earlier = same & torch.ones(n, n, dtype=torch.bool).tril()  # ... and j <= i
+    # between[i, j] = #{j' in i's bucket, real, j < j' <= i}: row i's count minus its running count up to j
+    between = earlier.sum(-1, keepdim=True) - earlier.long().cumsum(-1)
+    return earlier & (between <= window)
+
+
+def causal_reference(module: torch.nn.Module, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """The causal form (tests/attentions/test_causal.py), brute force with dense [N, N] masks: per round, query i
+    reads the real keys j <= i of its own bucket with at most c = bucket_size real tokens of that bucket in (j, i]
+    (itself and the c latest earlier ones), scores q·k/‖k‖, its own score −1e5; rounds merged by logsumexp.
+
+    The buckets are a discrete choice: they are recomputed here as argmax([xR; −xR]) with the rotations the module
+    draws (``draw_rotations`` with its bucket count: the forward's own draw under ``hash_seed``, or none with one
+    bucket), so the reference takes the module's hash draw as given and computes the masked softmax over exactly
+    the keys the causal rule allows."""
+    cfg = module.cfg
+    c, n = cfg.bucket_size, x.shape[1]
+    nb = module.n_buckets_for(-(-n // c) * c)
+    rot = module.draw_rotations(nb, x.device, x.dtype)  # [H, dh, R, nb/2] or None
+    real = torch.ones(x.shape[:2], dtype=torch.bool) if mask is None else mask
+    qk, v = _projections(module, x)  # [B, H, N, dh]
+    k = qk / qk.norm(dim=-1, keepdim=True)
+    scores = (qk @ k.transpose(-1, -2)).masked_fill(torch.eye(n, dtype=torch.bool), self_score(x.dtype))
+    outs, lses = [], []
+    for r in range(cfg.n_hashes):
+        if rot is None:
+            bucket = torch.zeros(qk.shape[:3], dtype=torch.long)
+        else:
+            proj = torch.einsum("bhnd,hdk->bhnk", qk, rot[:, :, r])  # [B, H, N, nb/2]
+            bucket = torch.cat((proj, -proj), dim=-1).argmax(dim=-1)  # [B, H, N]
+        s = scores.masked_fill(~_causal_keys(bucket, real, c), torch.finfo(x.dtype).min)
+        outs.append(s.softmax(-1) @ v)
+        lses.append(s.logsumexp(-1))
+    w = torch.stack(lses).softmax(dim=0)  # [R, B, H, N]
+    return _finish(module, (w[..., None] * torch.stack(outs)).sum(0), n)
+
+
+def _causal_module(**overrides: object) -> ReformerAttention:
+    """Chunks of 4 over 40 tokens (10 chunks, 10 buckets by default), three rounds, a fixed hash draw."""
+    return _build(causal=True, bucket_size=4, n_hashes=3, hash_seed=7, **overrides)
+
+
+def _prompt_padding(n: int = 40) -> torch.Tensor:
+    mask = torch.ones(2, n, dtype=torch.bool)
+    mask[1, :3] = False
+    mask[1, 9:12] = False
+    return mask
+
+
+@pytest.mark.parametrize("padded", [False, True])
+def test_causal_form_matches_its_reference_across_chunks_and_buckets(padded: bool) -> None:
+    """test_causal.py's N = 40 fits one chunk of 64 (one bucket); here 10 chunks and 10 buckets, forward and
+    gradients."""
+    module = _causal_module()
+    x = torch.randn(2, 40, 32, dtype=torch.float64, requires_grad=True)
+    mask = _prompt_padding() if padded else None
+    rows = torch.ones(2, 40, dtype=torch.bool) if mask is None else mask
+    y, ref = module(x, mask), causal_reference(module, x, mask)
+    torch.testing.assert_close(y[rows], ref[rows])
+    g = torch.randn_like(y) * rows[..., None]
+    for a, b in zip(torch.autograd.grad((y * g).sum(), [x, *module.parameters()]),
+                    torch.autograd.grad((ref * g).sum(), [x, *module.parameters()]), strict=True):
+        torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("padded", [False, True])
+def test_later_tokens_move_no_earlier_output_across_chunks(padded: bool) -> None:
+    """The paper's rule would fail this: a later token hashed to a smaller bucket shifts the sorted chunks."""
+    module = _causal_module()
+    x = torch.randn(2, 40, 32, dtype=torch.float64)
+    mask = _prompt_padding() if padded else None
+    y = module(x, mask)
+    for t in (3, 17, 30):
+        later = x.clone()
+        later[:, t + 1 :] = 3.0 * torch.randn(2, 39 - t, 32, dtype=torch.float64)
+        rows = torch.zeros(2, 40, dtype=torch.bool)
+        rows[:, : t + 1] = True
+        if mask is not None:
+            rows &= mask
+        torch.testing.assert_close(module(later, mask)[rows], y[rows], rtol=0, atol=1e-12)
+        xg = x.clone().requires_grad_(True)
+        (grad,) = torch.autograd.grad((module(xg, mask)[rows] ** 2).sum(), [xg])
+        assert (grad[:, t + 1 :] == 0).all()
+
+
+def test_one_bucket_is_a_causal_window_of_the_chunk_length() -> None:
+    """With one bucket every round reads the c = 4 tokens before the query (itself only when there are none)."""
+    module = _causal_module(n_buckets=1)
+    x = torch.randn(2, 20, 32, dtype=torch.float64)
+    qk, v = _projections(module, x)
+    k = qk / qk.norm(dim=-1, keepdim=True)
+    i, j = torch.arange(20)[:, None], torch.arange(20)[None, :]
+    band = ((i - j >= 1) & (i - j <= 4)) | ((i == 0) & (j == 0))  # token 0 has no earlier token: itself
+    y = (qk @ k.transpose(-1, -2)).masked_fill(~band, -torch.inf).softmax(-1) @ v
+    torch.testing.assert_close(module(x), _finish(module, y, 20))
+
+
+def test_a_token_with_no_earlier_token_in_its_bucket_reads_itself() -> None:
+    module = _causal_module(n_buckets=1)
+    x = torch.randn(1, 12, 32, dtype=torch.float64)
+    mask = torch.ones(1, 12, dtype=torch.bool)
+    mask[0, :5] = False  # token 5 is the first real one
+    _, v = _projections(module, x)
+    torch.testing.assert_close(module(x, mask)[0, 5], _finish(module, v[:, :, 5:6], 1)[0, 0])
+
+
+@pytest.mark.parametrize("prompt", [0, 7, 21, 39])
+def test_prefill_and_steps_equal_the_causal_form_across_chunks(prompt: int) -> None:
+    """The state keeps the prompt's hash draw: every step hashes with it; 10 buckets as the forward over 40."""
+    module = _causal_module()
+    x = torch.randn(2, 40, 32, dtype=torch.float64)
+    mask = _prompt_padding()
+    mask[:, prompt:] = True
+    with torch.no_grad():
+        y = module(x, mask)
+        out, state = module.prefill(x[:, :prompt], mask[:, :prompt], capacity=40)
+        assert state.n_buckets == 10 and state.buckets.shape == (2, 2, 3, 40)
+        pieces = [out] + [module.step(x[:, t : t + 1], state)[0] for t in range(prompt, 40)]
+    torch.testing.assert_close(torch.cat(pieces, dim=1)[mask], y[mask])

@@ -243,3 +243,20 @@ def test_config_rejects_odd_bucket_counts() -> None:
         attentions.make_config("scatterbrain", n_buckets=3)
     with pytest.raises(ValueError, match="nb_features must be a positive integer"):
         attentions.make_config("scatterbrain", nb_features=0)
+
+
+def test_no_causal_form_because_the_hash_reads_the_whole_sequence() -> None:
+    """The reason the variant gives: XBOX+ scales by the largest norms of the sequence, so a later key of larger
+    norm changes every earlier query's and key's hashed vector (and the sorted clusters move with the buckets)."""
+    assert not attentions.spec("scatterbrain").caps.causal
+    assert "XBOX+" in attentions.spec("scatterbrain").caps.causal_note
+    with pytest.raises(attentions.NoCausalFormError, match="no causal form"):
+        attentions.make_config("scatterbrain", causal=True)
+    g = torch.Generator().manual_seed(0)
+    q, k = (torch.randn(1, 1, 12, 4, generator=g, dtype=torch.float64) for _ in range(2))
+    fq, gk = xbox_plus(q, k)
+    k_later = k.clone()
+    k_later[..., 11, :] *= 10.0  # the last key only
+    fq_later, gk_later = xbox_plus(q, k_later)
+    assert not torch.allclose(fq_later[..., :11, :], fq[..., :11, :])
+    assert not torch.allclose(gk_later[..., :11, :], gk[..., :11, :])
