@@ -34,7 +34,7 @@ accuracy robustness hyperparams ablation incoherence forecasting: RUN_EXTRA = \
 	$(if $(and $(filter ray,$(STUDY_EXECUTOR)),$(filter cpu,$(DEVICE)),$(if $(ADDRESS),,x)),--cpus-per-task 1) \
 	$(if $(DATA_DIR),--data-dir $(DATA_DIR))
 
-.PHONY: setup setup-dev setup-ray bench-speed bench-memory bench-long accuracy robustness hyperparams ablation \
+.PHONY: setup setup-dev setup-ray bench-speed bench-memory bench-long bench-decode accuracy robustness hyperparams ablation \
 	incoherence forecasting approximation report gpu-check test test-slow lint catalog clean clean-results FORCE
 
 # What running needs (torch, numpy, pandas, matplotlib, PyYAML, tqdm); the test tools and Ray come with the targets
@@ -71,6 +71,10 @@ bench-speed: setup $(RAY_SETUP)
 
 bench-memory: setup $(RAY_SETUP)
 	$(RUN) suites/memory.yaml
+
+# Decoding one token at a time against a KV cache, a window or a recurrent state (docs/decode.md)
+bench-decode: setup $(RAY_SETUP)
+	$(RUN) suites/decode.yaml
 
 bench-long: setup
 	$(BIN)/attnbench run suites/speed.yaml --profile long --device $(DEVICE) --out $(OUT)

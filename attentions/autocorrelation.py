@@ -54,7 +54,7 @@ CAUSAL_NOTE = (
     "autocorrelation",
     AutoCorrelationConfig,
     Capabilities(causal_note=CAUSAL_NOTE, complexity="n log n"),
-    paper="https://arxiv.org/abs/2106.13008",
+    paper="https://arxiv.org/abs/2106.13008", display="Auto-Correlation", group="Fourier / mixing",
 )
 class AutoCorrelationAttention(ProjectedAttention):
     """Auto-Correlation with time-delay aggregation, Autoformer §3.2; arxiv 2106.13008.

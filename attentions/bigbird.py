@@ -61,7 +61,7 @@ CAUSAL_NOTE = (
         approximates_softmax=True, complexity="n", needs_fixed_length=True,
         seq_len_multiple_of=64, pads_to_multiple=True
     ),
-    paper="https://arxiv.org/abs/2007.14062",
+    paper="https://arxiv.org/abs/2007.14062", display="BigBird", group="sparse / local",
 )
 class BigBirdAttention(ProjectedAttention):
     """BigBird-ITC: window + global + random blocks, blockwise softmax; arxiv.org/abs/2007.14062.

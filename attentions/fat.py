@@ -143,7 +143,8 @@ class _CrossAttentionBase(nn.Module):
 CAUSAL_NOTE = "its Fourier-pooled keys and values summarise the whole sequence; the FSAT paper defines no causal form"
 
 
-@register("fat", FATConfig, Capabilities(causal_note=CAUSAL_NOTE, complexity="n^2"), paper="https://aclanthology.org/2022.acl-long.19")
+@register("fat", FATConfig, Capabilities(causal_note=CAUSAL_NOTE, complexity="n^2"),
+          paper="https://aclanthology.org/2022.acl-long.19", display="FAT", group="hashing / learned")
 class FATAttention(_CrossAttentionBase):
     """FAT: softmax attention with K, V projected from the pooled hidden-state cross (FSAT paper eq. 5).
 

@@ -43,7 +43,7 @@ CAUSAL_NOTE = "it mixes in the frequency domain over the whole sequence; FEDform
     "fedformer_fourier",
     FEBConfig,
     Capabilities(causal_note=CAUSAL_NOTE, complexity="n log n", needs_fixed_length=True),
-    paper="https://arxiv.org/abs/2201.12740",
+    paper="https://arxiv.org/abs/2201.12740", display="FEDformer-f", group="Fourier / mixing",
 )
 class FEBFourier(nn.Module):
     """FEB-f of FEDformer; arxiv 2201.12740: q = X W_q split into heads, Q = rFFT(q) along time, M selected modes each

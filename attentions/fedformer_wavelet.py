@@ -206,7 +206,7 @@ CAUSAL_NOTE = "it mixes in the wavelet domain over the whole sequence; FEDformer
     "fedformer_wavelet",
     MWTConfig,
     Capabilities(causal_note=CAUSAL_NOTE, complexity="n log n", needs_fixed_length=True),
-    paper="https://arxiv.org/abs/2201.12740",
+    paper="https://arxiv.org/abs/2201.12740", display="FEDformer-w", group="Fourier / mixing",
 )
 class FEBWavelet(nn.Module):
     """FEB-w of FEDformer; arxiv 2201.12740: v = X W_v, lifted to c·k channels, the multiwavelet block

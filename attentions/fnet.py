@@ -48,7 +48,7 @@ CAUSAL_NOTE = "the Fourier transform along the sequence mixes every position wit
     "fnet",
     FNetConfig,
     Capabilities(causal_note=CAUSAL_NOTE, complexity="n log n"),
-    paper="https://arxiv.org/abs/2105.03824",
+    paper="https://arxiv.org/abs/2105.03824", display="FNet", group="Fourier / mixing",
 )
 class FNetMixing(nn.Module):
     """FNet mixing: y = Re(F_seq(F_hidden(x))), a 2D DFT of each sequence, no parameters; arxiv 2105.03824.

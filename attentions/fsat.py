@@ -106,7 +106,8 @@ CAUSAL_NOTE = (
 )
 
 
-@register("fsat", FSATConfig, Capabilities(causal_note=CAUSAL_NOTE, complexity="n log n"), paper="https://aclanthology.org/2022.acl-long.19")
+@register("fsat", FSATConfig, Capabilities(causal_note=CAUSAL_NOTE, complexity="n log n"),
+          paper="https://aclanthology.org/2022.acl-long.19", display="FSAT", group="hashing / learned")
 class FSATAttention(_CrossAttentionBase):
     """FSAT: sparse attention over predicted dominant query→key edges, K and V from the hidden-state cross.
 
@@ -244,8 +245,9 @@ class FSATAttention(_CrossAttentionBase):
         return FSATEdges(index, conf, ibar)
 
 
-register_preset("fsat_m8", "fsat", m_per_key=8, description="FSAT with M = 8 predicted queries per key.")
+register_preset("fsat_m8", "fsat", display="FSAT (m = 8)",
+                m_per_key=8, description="FSAT with M = 8 predicted queries per key.")
 register_preset(
-    "fsat_unnormalized", "fsat", normalized_confidence=False,
+    "fsat_unnormalized", "fsat", display="FSAT (unnormalised)", normalized_confidence=False,
     description="FSAT with ρ's 1/√(2πσ²) factor dropped (confidence in (0, 1]); see the FSAT docstring.",
 )

@@ -131,7 +131,7 @@ DECODE_NOTE = ("every token's key and value (the blocks and groups the hierarchy
     HTransformer1DConfig,
     Capabilities(approximates_softmax=True, complexity="n", seq_len_multiple_of=16, pads_to_multiple=True,
                  causal=True, decode=True, causal_note=CAUSAL_NOTE, decode_note=DECODE_NOTE),
-    paper="https://arxiv.org/abs/2107.11906",
+    paper="https://arxiv.org/abs/2107.11906", display="H-Transformer-1D", group="low rank",
 )
 class HTransformer1DAttention(ProjectedAttention):
     """H-Transformer-1D hierarchical attention, O(n·N_r·d); paper arxiv.org/abs/2107.11906.

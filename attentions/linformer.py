@@ -50,7 +50,7 @@ CAUSAL_NOTE = (
     "linformer",
     LinformerConfig,
     Capabilities(causal_note=CAUSAL_NOTE, approximates_softmax=True, complexity="n", needs_fixed_length=True),
-    paper="https://arxiv.org/abs/2006.04768",
+    paper="https://arxiv.org/abs/2006.04768", display="Linformer", group="low rank",
 )
 class LinformerAttention(ProjectedAttention):
     """Linformer: softmax(Q (E K)ᵀ / √d) (F V), E, F ∈ R^{k×max_seq_len}; paper arxiv.org/abs/2006.04768.
@@ -129,4 +129,4 @@ class LinformerAttention(ProjectedAttention):
         return k, v
 
 
-register_preset("linformer_k128", "linformer", k=128, description="Linformer, k = 128.")
+register_preset("linformer_k128", "linformer", display="Linformer (k = 128)", k=128, description="Linformer, k = 128.")

@@ -71,7 +71,7 @@ SLIDING_DECODE_NOTE = "a ring buffer of the last window + 1 keys and values"
     LocalConfig,
     Capabilities(approximates_softmax=True, complexity="n", seq_len_multiple_of=50, pads_to_multiple=True,
                  causal=True, decode=True, causal_note=CAUSAL_NOTE, decode_note=DECODE_NOTE),
-    paper="https://arxiv.org/abs/2011.04006",
+    paper="https://arxiv.org/abs/2011.04006", display="Local Attention", group="sparse / local",
 )
 class LocalAttention(ProjectedAttention):
     """Local attention: softmax within blocks of w positions (or a ±w/2 window); LRA, arxiv.org/abs/2011.04006.
@@ -170,7 +170,7 @@ class LocalAttention(ProjectedAttention):
 
 register_preset(
     "local_sliding",
-    "local",
+    "local", display="Local Attention (sliding)",
     mode="sliding",
     description="Local attention with a sliding window (±25 positions) instead of blocks.",
     caps={"seq_len_multiple_of": 1, "pads_to_multiple": False, "causal_note": SLIDING_CAUSAL_NOTE,

@@ -68,7 +68,7 @@ class LogSparseState:
     "logsparse",
     LogSparseConfig,
     Capabilities(complexity="n log n", causal=True, decode=True, causal_note=CAUSAL_NOTE, decode_note=DECODE_NOTE),
-    paper="https://arxiv.org/abs/1907.00235",
+    paper="https://arxiv.org/abs/1907.00235", display="LogSparse", group="sparse / local",
 )
 class LogSparseAttention(nn.Module):
     """LogTrans attention: causal-convolution Q and K, each cell attending to itself and the cells 2^0, 2^1, …

@@ -65,7 +65,7 @@ DECODE_NOTE = "a ring buffer of the last dilation·window/2 + 1 keys and values"
 @register("longformer", LongformerConfig,
           Capabilities(approximates_softmax=True, complexity="n", causal=True, decode=True, causal_note=CAUSAL_NOTE,
                        decode_note=DECODE_NOTE),
-          paper="https://arxiv.org/abs/2004.05150")
+          paper="https://arxiv.org/abs/2004.05150", display="Longformer", group="sparse / local")
 class LongformerAttention(nn.Module):
     """Longformer: sliding window (w/2 each side, dilation d) + global tokens; arxiv.org/abs/2004.05150.
 

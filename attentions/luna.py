@@ -68,7 +68,7 @@ class LunaState:
 @register(
     "luna", LunaConfig,
     Capabilities(complexity="n", causal=True, decode=True, causal_note=CAUSAL_NOTE, decode_note=DECODE_NOTE),
-    paper="https://arxiv.org/abs/2106.01540",
+    paper="https://arxiv.org/abs/2106.01540", display="Luna", group="low rank",
 )
 class LunaAttention(nn.Module):
     """Luna pack-and-unpack attention with a learned context P of length l; paper arxiv.org/abs/2106.01540.
@@ -218,5 +218,5 @@ class LunaAttention(nn.Module):
         return self.out(merge_heads(y / divisor)), state_after
 
 
-register_preset("luna_l16", "luna", proj_len=16, description="Luna, packed length l = 16.")
-register_preset("luna_l128", "luna", proj_len=128, description="Luna, packed length l = 128.")
+register_preset("luna_l16", "luna", display="Luna (l = 16)", proj_len=16, description="Luna, packed length l = 16.")
+register_preset("luna_l128", "luna", display="Luna (l = 128)", proj_len=128, description="Luna, packed length l = 128.")

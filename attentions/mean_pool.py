@@ -50,7 +50,7 @@ class RunningMean:
 @register(
     "mean_pool", MeanPoolConfig,
     Capabilities(complexity="n", causal=True, decode=True, causal_note=CAUSAL_NOTE, decode_note=DECODE_NOTE),
-    paper="https://arxiv.org/abs/2111.11418", benchmark=False,
+    paper="https://arxiv.org/abs/2111.11418", display="mean pooling (control)", group="controls", benchmark=False,
 )
 class MeanPool(nn.Module):
     """Uniform token mixing (a control): every position gets W·mean(real tokens) + b.

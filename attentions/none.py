@@ -45,7 +45,7 @@ class NoState:
     "none", NoneConfig,
     Capabilities(complexity="n", mixes_tokens=False, causal=True, decode=True, causal_note=CAUSAL_NOTE,
                  decode_note=DECODE_NOTE),
-    benchmark=False, paper="https://arxiv.org/abs/2105.03824",
+    benchmark=False, paper="https://arxiv.org/abs/2105.03824", display="none (no mixing, control)", group="controls",
 )
 class NoMixing(nn.Module):
     """No token mixing (the control): the output is zero, the block keeps its residual and MLP paths.

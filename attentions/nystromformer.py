@@ -97,7 +97,7 @@ CAUSAL_NOTE = "its segment-mean landmarks average future positions into every ro
     NystromConfig,
     Capabilities(approximates_softmax=True, complexity="n", seq_len_multiple_of=64, pads_to_multiple=True,
                  causal_note=CAUSAL_NOTE),
-    paper="https://arxiv.org/abs/2102.03902",
+    paper="https://arxiv.org/abs/2102.03902", display="Nyströmformer", group="low rank",
 )
 class NystromAttention(ProjectedAttention):
     """Nyströmformer attention with segment-mean landmarks and a conv residual on V; arxiv.org/abs/2102.03902.
@@ -222,14 +222,14 @@ class NystromAttention(ProjectedAttention):
 
 register_preset(
     "nystrom_m32",
-    "nystromformer",
+    "nystromformer", display="Nyströmformer (m = 32)",
     num_landmarks=32,
     caps={"seq_len_multiple_of": 32},
     description="Nyströmformer, m = 32.",
 )
 register_preset(
     "nystromformer_lra",
-    "nystromformer",
+    "nystromformer", display="Nyströmformer (LRA)",
     conv_kernel=35,
     description="Nyströmformer with the authors' LRA setting (m = 64, depthwise-conv kernel 35).",
 )

@@ -1,8 +1,11 @@
 """Performer: FAVOR+ linear attention with positive (orthogonal) random features for the softmax kernel.
 
 Paper: Choromanski et al., "Rethinking Attention with Performers", ICLR 2021, https://arxiv.org/abs/2009.14794
-(§2.3-2.4 positive random features, §2.4 orthogonal features, Lemma 1). Reference implementations:
-google-research ``performer/fast_attention`` (JAX) and lucidrains ``performer-pytorch``.
+(§2.3-2.4 positive random features, §2.4 orthogonal features, Lemma 1; unidirectional (causal) attention through
+prefix sums). Reference implementations: google-research ``performer/fast_attention`` (JAX;
+``jax/fast_attention.py``: ``_numerator``/``_denominator`` scans for the unidirectional form) and lucidrains
+``performer-pytorch`` (``performer_pytorch/performer_pytorch.py``: ``causal_linear_attention`` and
+``causal_linear_attention_noncuda``).
 """
 
 from __future__ import annotations
@@ -15,13 +18,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ._decode import RecurrentState, check_capacity
+from ._kernels import causal_kernel_attention_terms, causal_kernel_step
 from .base import ProjectedAttention, eager_only, merge_heads, with_ones_columns, zero_padding
 from .registry import AttentionConfig, Capabilities, register, register_preset
 
 
 @dataclass(frozen=True)
 class PerformerConfig(AttentionConfig):
-    """Config of Performer (FAVOR+, bidirectional); defaults follow the paper and the reference code.
+    """Config of Performer (FAVOR+; ``causal``: unidirectional); defaults follow the paper and the reference code.
 
     Attributes:
         nb_features: number of random features m (256: the JAX reference's ``nb_features`` default).
@@ -83,14 +88,25 @@ def _stabilised_exp(x: Tensor, features: Tensor, is_query: bool, mask: Tensor | 
     return _exp_and_key_max(x, features, is_query, mask)[0]
 
 
-def _exp_and_key_max(x: Tensor, features: Tensor, is_query: bool, mask: Tensor | None) -> tuple[Tensor, Tensor]:
-    """The features of ``_stabilised_exp`` and, for keys, the max of ωᵀx̂ over their real rows ([B, H, 1, 1],
-    −inf without a real row; the shift used is that max, or 0 where it is −inf). Queries: an empty tensor."""
+def _projection(x: Tensor, features: Tensor) -> tuple[Tensor, Tensor]:
+    """ωᵀx̂ [B, H, N, m] (x̂ = d^(-1/4) x) and the row terms −‖x̂‖²/2 − log √m [B, H, N, 1] of the exponent: the
+    stabilising shift is folded into the latter, so the big tensor sees one add and one exp."""
     d, m = x.shape[-1], features.shape[0]
     normalizer = d**-0.25
     proj = torch.matmul(x, features.t() * normalizer)  # [B, H, N, m]: ωᵀx̂
-    # −‖x̂‖²/2 − c − log √m folded into one [B, H, N, 1] shift, so the big tensor sees one add and one exp.
-    shift = x.square().sum(-1, keepdim=True) * (-0.5 * normalizer**2) - 0.5 * math.log(m)  # [B, H, N, 1]
+    return proj, x.square().sum(-1, keepdim=True) * (-0.5 * normalizer**2) - 0.5 * math.log(m)  # [B, H, N, 1]
+
+
+def _exp_and_key_max(x: Tensor, features: Tensor, is_query: bool, mask: Tensor | None) -> tuple[Tensor, Tensor]:
+    """The features of ``_stabilised_exp`` and, for keys, the max of ωᵀx̂ over their real rows ([B, H, 1, 1],
+    −inf without a real row; the shift used is that max, or 0 where it is −inf). Queries: an empty tensor."""
+    logits, raw = _logits_and_key_max(x, features, is_query, mask)
+    return logits.exp_(), raw  # in place on the fresh product (its backward needs x and ω, not the product)
+
+
+def _logits_and_key_max(x: Tensor, features: Tensor, is_query: bool, mask: Tensor | None) -> tuple[Tensor, Tensor]:
+    """The logarithms of the features of ``_exp_and_key_max`` [B, H, N, m], and the same max."""
+    proj, shift = _projection(x, features)  # [B, H, N, m], [B, H, N, 1]: −‖x̂‖²/2 − log √m, the shift c to come
     if is_query:
         raw = proj.new_empty(0)
         shift = shift - proj.detach().amax(dim=-1, keepdim=True)  # [B, H, N, 1]
@@ -101,7 +117,7 @@ def _exp_and_key_max(x: Tensor, features: Tensor, is_query: bool, mask: Tensor |
             # exp(−huge) = 0 exactly: padded rows can neither overflow nor give inf·0 = NaN gradients.
             shift = shift.masked_fill(~mask[:, None, :, None], -torch.finfo(x.dtype).max)
     # In place on the fresh product (its backward needs x and ω, not the product): one [B, H, N, m] buffer.
-    return proj.add_(shift).exp_(), raw
+    return proj.add_(shift), raw
 
 
 def _real_key_max(proj: Tensor, mask: Tensor | None) -> Tensor:
@@ -115,6 +131,50 @@ def _real_key_max(proj: Tensor, mask: Tensor | None) -> Tensor:
 def _finite_or_zero(t: Tensor) -> Tensor:
     """The shift of a (batch row, head) without a real key: any finite value does; 0. (One op: ``isfinite`` is four.)"""
     return t.nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)
+
+
+def _no_key_shift(dtype: torch.dtype) -> float:
+    """The running key shift of a (batch row, head) before its first real key: finite, so that differences of shifts
+    stay finite and a rescaling factor exp(this − a real shift) is exactly 0, and below any real ωᵀk̂."""
+    return torch.finfo(dtype).min / 4
+
+
+def _running_key_logits(k: Tensor, features: Tensor, mask: Tensor | None,
+                        start: Tensor | None) -> tuple[Tensor, Tensor]:
+    """The logarithms of the key features at the running shift, for the causal form: ωᵀk̂_j − ‖k̂_j‖²/2 − c_j − log √m
+    [B, H, N, m], and c [B, H, N], c_j = max(start, the max of ω_lᵀk̂_j' over the features l and the real keys
+    j' <= j).
+
+    c_j reads keys up to j only (a cumulative max), so no feature depends on a later key; every exponent is <= 0
+    (no overflow). ``start``: the shift of the keys before these ([B, H, 1], a decoding state), or None (none
+    before: ``_no_key_shift`` until the first real key). Padded rows get −(the dtype's max), features exactly 0
+    (as the bidirectional form's), which leaves them out of every sum.
+    """
+    proj, rows = _projection(k, features)  # [B, H, N, m], [B, H, N, 1]: ωᵀk̂ and −‖k̂‖²/2 − log √m
+    row_max = proj.detach().amax(dim=-1)  # [B, H, N]
+    if mask is not None:
+        row_max = row_max.masked_fill(~mask[:, None, :], float("-inf"))
+    floor = start if start is not None else torch.tensor(_no_key_shift(k.dtype), dtype=k.dtype, device=k.device)
+    shift = torch.maximum(row_max.cummax(dim=-1).values, floor)  # [B, H, N]: non-decreasing
+    rows = rows - shift.unsqueeze(-1)  # [B, H, N, 1]
+    if mask is not None:
+        rows = rows.masked_fill(~mask[:, None, :, None], -torch.finfo(k.dtype).max)  # exp(−huge) = 0 exactly
+    return proj.add_(rows), shift  # in place on the fresh product, as ``_logits_and_key_max``
+
+
+@dataclass
+class PerformerState:
+    """Performer's decoding state (causal form, ``prefill``/``step``).
+
+    Attributes:
+        sums: over the real tokens so far, Σ_j e(k_j)·exp(c_j − c)[v_j, 1]ᵀ at the running key shift c (e: the key
+            features without their eps), then Σ_j [v_j, 1] (what the keys' eps terms sum, unshifted): [B, H, m + 1,
+            w], and the tokens so far.
+        shift: c, [B, H, 1]: the largest ω_lᵀk̂_j of the real keys so far (``_no_key_shift`` before the first).
+    """
+
+    sums: RecurrentState
+    shift: Tensor
 
 
 def softmax_kernel_features(
@@ -138,13 +198,16 @@ def softmax_kernel_features(
     return _stabilised_exp(x, features, is_query, mask) + eps / math.sqrt(features.shape[0])
 
 
-#: Why this variant has no causal form (``attnbench list``; a causal cell is ``unsupported`` with it).
-CAUSAL_NOTE = "not implemented yet"
+#: The causal form and the decoding state, in words (``attnbench list``).
+CAUSAL_NOTE = ("the paper's unidirectional FAVOR+ (prefix sums over j ≤ i); the key stabiliser is the running max "
+               "over the keys so far (a choice: the reference code's max over all keys reads the future)")
+DECODE_NOTE = "the recurrent sums Σ φ(k_j)[v_j, 1]ᵀ, [m, d+1] per head, at the running key max, and Σ [v_j, 1]"
 
 
 @register("performer", PerformerConfig,
-          Capabilities(approximates_softmax=True, complexity="n", causal_note=CAUSAL_NOTE),
-          paper="https://arxiv.org/abs/2009.14794")
+          Capabilities(approximates_softmax=True, complexity="n", causal=True, decode=True, causal_note=CAUSAL_NOTE,
+                       decode_note=DECODE_NOTE),
+          paper="https://arxiv.org/abs/2009.14794", display="Performer", group="kernel")
 class PerformerAttention(ProjectedAttention):
     """Performer (FAVOR+) attention with positive orthogonal random features; arxiv.org/abs/2009.14794.
 
@@ -175,6 +238,30 @@ class PerformerAttention(ProjectedAttention):
       place on the fresh ωᵀx̂ product.
     - Redraw bookkeeping runs outside ``torch.compile`` (``eager_only``), so a compiled layer
       does not recompile as the count changes.
+
+    Causal (``causal=True``): the paper's unidirectional FAVOR+ (out_i = φ(Q_i)ᵀ Σ_{j≤i} φ(K_j) V_jᵀ / φ(Q_i)ᵀ Σ_{j≤i}
+    φ(K_j), its prefix sums), chunked (``_kernels.causal_kernel_attention_terms``: quadratic within a
+    chunk of 64, the [m, d+1] sums carried between chunks) rather than the JAX code's token-by-token scan, or
+    performer-pytorch's fast-transformers CUDA product and, without it, per-token cumulative sums ([L, m, d] per chunk
+    of L tokens): the same function up to rounding. Choices:
+    - Key stabiliser. The reference code (JAX and performer-pytorch, bidirectional and unidirectional alike)
+      subtracts one max of ωᵀk̂ over every key of the sequence: it cancels between numerator and normaliser only
+      with eps = 0, it reads keys after i (in float32 a later key 88 above the others underflows every earlier
+      feature to eps), and a decoder cannot know it. Here query i's keys are shifted by c_i, the max of ω_lᵀk̂_j over
+      the features and the real keys j ≤ i (a running max): each query's output is then exactly the bidirectional
+      form's (eps included) over the prefix it sees, x_1..x_i; with eps = 0 the shift cancels exactly. It is computed
+      without an [N, N] or [N, N, m] tensor: key j's features are taken at its own c_j and rescaled by
+      exp(c_j − c_i) <= 1 (within a chunk, a [C, C] factor; between chunks, the sums carried at each chunk's last
+      shift), so nothing overflows and an underflow only drops a key 88 (float32) below a key the query sees.
+      Queries keep their own per-row max (it reads nothing but the query).
+    - eps: φ = e + eps/√m as above, on both sides, through the kernel's ``query_offset`` and ``key_offset`` (the
+      keys' eps terms, which no shift scales, summed apart as Σ_{j≤i} [V_j, 1]): no [N, m] tensor of e + eps. The
+      features go to the kernel as logarithms (``log_features``), so its backward takes the exp's in place.
+    - Features are fixed while decoding: ``prefill`` and ``step`` never count a training call nor redraw ω, so a
+      decode uses the draw of the causal forward of the same module.
+    Decoding: a :class:`PerformerState`: the sums Σ_j e(k_j)[v_j, 1]ᵀ ([m, d+1] per head) at the running shift c,
+    with Σ_j [v_j, 1] as one more row, and c; a step raises c to the new key's max if it is larger (rescaling the sums
+    by exp(old − new)), adds the key, and reads the sums: O(m·d) per head, independent of the context.
     """
 
     cfg: PerformerConfig
@@ -212,6 +299,8 @@ class PerformerAttention(ProjectedAttention):
             self._count_training_call()
         x = zero_padding(x, mask)
         q, k, v = self.proj(x)  # each [B, H, N, dh]
+        if cfg.causal:
+            return self._output(self._causal(q, k, v, mask, None)[0])
         w = self.features.to(q.dtype)
         # φ = e + eps/√m: the eps term is added to the [m, w] and [N, w] products, never to e itself
         # (exact: (e + c)ᵀ A = eᵀ A + c·1(1ᵀ A)), which saves two passes over the [B, H, N, m] tensors.
@@ -224,12 +313,48 @@ class PerformerAttention(ProjectedAttention):
         y1 = torch.cat([torch.matmul(_stabilised_exp(qc, w, True, None), kv)
                         for qc in q.split(self._chunk(q), dim=2)], dim=2)  # [B, H, N, w]
         y1 = y1 + c * kv.sum(dim=-2, keepdim=True)  # [numerator, D]
-        # The normaliser is > 0 (≥ eps²·n_real) unless a sequence has no real key at all: then 0/0, replaced
-        # by 0/1 so output and gradients stay finite.
-        den = y1[..., dh : dh + 1]  # [B, H, N, 1]
-        y = y1[..., :dh] / torch.where(den > 0, den, 1.0)  # [B, H, N, dh]
-        y = self.out(merge_heads(y))
-        return F.dropout(y, p=cfg.dropout, training=self.training)
+        return self._output(_normalised(y1[..., :dh], y1[..., dh : dh + 1]))
+
+    def prefill(self, x: Tensor, mask: Tensor | None = None, *, capacity: int) -> tuple[Tensor, PerformerState]:
+        """The causal form over a prompt x [B, P, D] and the state a step reads (see ``_decode``); ω is not redrawn."""
+        check_capacity(capacity, x.shape[1])
+        x = zero_padding(x, mask)
+        q, k, v = self.proj(x)  # each [B, H, P, dh]
+        y, state = self._causal(q, k, v, mask, None)
+        return self._output(y), state
+
+    def step(self, x: Tensor, state: PerformerState) -> tuple[Tensor, PerformerState]:
+        """One token x [B, 1, D]: the running shift rises to its key's max if larger (the sums rescaled in place),
+        its key joins the sums, its query reads them; ω is not redrawn."""
+        y, state = self._causal(*self.proj(x), None, state)  # q, k, v: [B, H, 1, dh] each
+        return self._output(y), state
+
+    def _causal(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None,
+                state: PerformerState | None) -> tuple[Tensor, PerformerState]:
+        """The causal form of q, k, v [B, H, N, dh] after ``state`` (None: nothing before; else N = 1, a decoding step,
+        which updates ``state`` in place): the attention [B, H, N, dh] and the state after the last token."""
+        w = self.features.to(q.dtype)
+        # φ = e + eps on both sides, eps the reference's per feature after the 1/√m; the features go in as logarithms
+        eps = self.cfg.kernel_eps / math.sqrt(self.cfg.nb_features)
+        offsets = {"query_offset": eps, "key_offset": eps, "log_features": True}
+        log_q = _logits_and_key_max(q, w, True, None)[0]  # [B, H, N, m]: per-row max, as the bidirectional form
+        start = None if state is None else state.shift
+        log_k, shift = _running_key_logits(k, w, mask, start)  # [B, H, N, m], [B, H, N]
+        if state is None:
+            num, den, sums = causal_kernel_attention_terms(log_q, log_k, v, mask, shift=shift, **offsets)
+            last = shift[..., -1:].clone() if shift.shape[-1] else shift.new_full((*shift.shape[:2], 1),
+                                                                                  _no_key_shift(q.dtype))
+            state = PerformerState(RecurrentState(sums, q.shape[2]), last)
+        else:
+            decay = (state.shift - shift).exp().unsqueeze(-1)  # [B, H, 1, 1]: exp(old − new) <= 1
+            num, den = causal_kernel_step(log_q, log_k, v, state.sums.kv, decay=decay, **offsets)
+            state.shift.copy_(shift)
+            state.sums.length += 1
+        return _normalised(num, den), state
+
+    def _output(self, y: Tensor) -> Tensor:
+        """The output projection of the attention y [B, H, N, dh], then dropout (in training): [B, N, D]."""
+        return F.dropout(self.out(merge_heads(y)), p=self.cfg.dropout, training=self.training)
 
     def _chunk(self, x: Tensor) -> int:
         """Positions per chunk of x [B, H, N, d]: ``chunk_size`` on the CPU, all of N elsewhere (see the config)."""
@@ -257,4 +382,11 @@ class PerformerAttention(ProjectedAttention):
         return sum(f * p for f, p in zip(factors, parts, strict=True))  # [B, H, m, w]
 
 
-register_preset("performer_m64", "performer", nb_features=64, description="Performer (FAVOR+), m = 64.")
+def _normalised(num: Tensor, den: Tensor) -> Tensor:
+    """num / den, [B, H, N, dh] / [B, H, N, 1]. The normaliser is > 0 (≥ kernel_eps²·n_real) unless a query sees no
+    real key at all: then 0/0, replaced by 0/1 so output and gradients stay finite."""
+    return num / torch.where(den > 0, den, 1.0)
+
+
+register_preset("performer_m64", "performer", display="Performer (m = 64)", nb_features=64,
+                description="Performer (FAVOR+), m = 64.")

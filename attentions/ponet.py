@@ -88,7 +88,8 @@ def local_max_pool(x: Tensor, mask: Tensor | None, kernel: int) -> Tensor:
 CAUSAL_NOTE = "its global and segment poolings mix future positions; the paper defines an encoder only"
 
 
-@register("ponet", PoNetConfig, Capabilities(causal_note=CAUSAL_NOTE, complexity="n"), paper="https://arxiv.org/abs/2110.02442")
+@register("ponet", PoNetConfig, Capabilities(causal_note=CAUSAL_NOTE, complexity="n"),
+          paper="https://arxiv.org/abs/2110.02442", display="PoNet", group="sparse / local")
 class PoNetAttention(nn.Module):
     """PoNet multi-granularity pooling mixer (GA, SMP, LMP + pooling fusion); paper arxiv.org/abs/2110.02442.
 

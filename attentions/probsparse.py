@@ -108,7 +108,7 @@ class ProbSparseState:
     ProbSparseConfig,
     Capabilities(complexity="n log n", approximates_softmax=True, causal=True, decode=True, causal_note=CAUSAL_NOTE,
                  decode_note=DECODE_NOTE),
-    paper="https://arxiv.org/abs/2012.07436",
+    paper="https://arxiv.org/abs/2012.07436", display="ProbSparse", group="sparse / local",
 )
 class ProbSparseAttention(ProjectedAttention):
     """Informer's ProbSparse self-attention (non-causal, the encoder's); arxiv 2012.07436.

@@ -88,7 +88,7 @@ DECODE_NOTE = ("every token's shared key and value and its bucket in each round 
     ReformerConfig,
     Capabilities(approximates_softmax=True, complexity="n log n", seq_len_multiple_of=64, pads_to_multiple=True,
                  causal=True, decode=True, causal_note=CAUSAL_NOTE, decode_note=DECODE_NOTE),
-    paper="https://arxiv.org/abs/2001.04451",
+    paper="https://arxiv.org/abs/2001.04451", display="Reformer", group="hashing / learned",
 )
 class ReformerAttention(LSHHashing, nn.Module):
     """Reformer LSH self-attention (shared QK, n_hashes rounds of angular LSH, chunked attention).
@@ -228,4 +228,5 @@ class ReformerAttention(LSHHashing, nn.Module):
         return self.out(merge_heads(scores.softmax(-1) @ v))
 
 
-register_preset("reformer_h4", "reformer", n_hashes=4, description="Reformer LSH attention, 4 hash rounds.")
+register_preset("reformer_h4", "reformer", display="Reformer (4 hashes)",
+                n_hashes=4, description="Reformer LSH attention, 4 hash rounds.")

@@ -37,6 +37,7 @@ __all__ = [
     "AttentionSpec",
     "Capabilities",
     "DuplicateNameError",
+    "GROUPS",
     "NoCausalFormError",
     "RegistryError",
     "UnknownAttentionError",
@@ -201,6 +202,9 @@ class AttentionSpec:
         extra_check: availability check beyond the device list (e.g. an optional package).
         benchmark: in the default benchmark set (``@benchmark`` in a suite's attention axis): every registered variant
             unless it says otherwise; presets only when they ask to be (they repeat their base with other settings).
+        display: the name a paper prints for it (tables and figures show it; CSV files keep the registered name).
+        group: its family of methods (:data:`GROUPS`): figures draw one panel per group, tables list the groups in
+            that order.
     """
 
     name: str
@@ -212,6 +216,8 @@ class AttentionSpec:
     paper: str
     extra_check: AvailabilityCheck | None = field(default=None, repr=False)
     benchmark: bool = True
+    display: str = ""
+    group: str = "other"
 
     def unavailable_reason(self, device: torch.device | str = "cpu") -> str | None:
         """None when the variant can run on ``device``, else a human-readable reason."""
@@ -276,12 +282,28 @@ def _add(entry: AttentionSpec) -> None:
     _REGISTRY[entry.name] = entry
 
 
+#: The families of methods, in the order tables list them and figures draw their panels (the efficient-attention
+#: surveys' taxonomy: Tay et al., "Efficient Transformers: A Survey", https://arxiv.org/abs/2009.06732): exact softmax;
+#: low rank and landmarks; kernels (feature maps); sparse and local patterns; hashing, clustering and learned routing;
+#: Fourier and other token mixing; anything else; the controls last.
+GROUPS = ("exact", "low rank", "kernel", "sparse / local", "hashing / learned", "Fourier / mixing", "other", "controls")
+
+
+def _check_presentation(name: str, display: str, group: str) -> None:
+    if group not in GROUPS:
+        raise RegistryError(f"attention {name!r}: group {group!r} is not one of {', '.join(GROUPS)}")
+    if any(not ch.isprintable() for ch in display):
+        raise RegistryError(f"attention {name!r}: display name {display!r} holds a control character")
+
+
 def register(
     name: str,
     config_cls: type[AttentionConfig],
     caps: Capabilities,
     *,
     paper: str,
+    display: str = "",
+    group: str = "other",
     check: AvailabilityCheck | None = None,
     benchmark: bool = True,
 ) -> Callable[[type[nn.Module]], type[nn.Module]]:
@@ -292,18 +314,23 @@ def register(
         config_cls: frozen dataclass deriving from AttentionConfig; its defaults are the real defaults.
         caps: capabilities of the variant.
         paper: http(s) link to the paper the variant implements (its presets share it).
+        display: the name its paper prints (tables and figures; default: ``name``).
+        group: its family of methods, one of :data:`GROUPS` (default ``other``).
         check: optional extra availability check (e.g. an optional package), returning a reason or None.
         benchmark: in the default benchmark set ``@benchmark`` (False for the controls, which mix nothing).
 
     Raises:
-        RegistryError: ``paper`` is not an http(s) link (checked at import, before anything runs).
+        RegistryError: ``paper`` is not an http(s) link, the group is unknown or the display name holds a control
+            character (checked at import, before anything runs).
     """
-    if not paper.startswith(("https://", "http://")):
-        raise RegistryError(f"attention {name!r}: paper must be an http(s) link, got {paper!r}")
+    if not paper.startswith(("https://", "http://")) or "XXXX" in paper:
+        raise RegistryError(f"attention {name!r}: paper must be an http(s) link to the paper, got {paper!r}")
+    _check_presentation(name, display, group)
 
     def deco(cls: type[nn.Module]) -> type[nn.Module]:
         doc = (cls.__doc__ or "").strip().splitlines()
-        _add(AttentionSpec(name, name, cls, config_cls(), caps, doc[0] if doc else "", paper, check, benchmark))
+        _add(AttentionSpec(name, name, cls, config_cls(), caps, doc[0] if doc else "", paper, check, benchmark,
+                           display or name, group))
         return cls
 
     return deco
@@ -313,15 +340,18 @@ def register_preset(
     name: str,
     base: str,
     *,
+    display: str = "",
     description: str = "",
     caps: dict[str, Any] | None = None,
     check: AvailabilityCheck | None = None,
     benchmark: bool = False,
     **overrides: Any,
 ) -> None:
-    """Register ``name`` as ``base`` with fixed config overrides (and optionally changed capabilities); ``benchmark``
-    puts it in the default benchmark set ``@benchmark`` (a preset repeats its base, so by default it is not)."""
+    """Register ``name`` as ``base`` with fixed config overrides (and optionally changed capabilities); ``display``
+    is the name tables print (default ``name``), its group is its base's; ``benchmark`` puts it in the default
+    benchmark set ``@benchmark`` (a preset repeats its base, so by default it is not)."""
     parent = spec(base)
+    _check_presentation(name, display, parent.group)
     cfg = _replace_config(parent.config, overrides, name)
     new_caps = dataclasses.replace(parent.caps, **(caps or {}))
     _add(
@@ -335,6 +365,8 @@ def register_preset(
             parent.paper,
             check or parent.extra_check,
             benchmark,
+            display or name,
+            parent.group,
         )
     )
 

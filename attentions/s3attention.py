@@ -204,7 +204,7 @@ CAUSAL_NOTE = "the Fourier convolution and the column skeleton mix the whole seq
     "s3attention",
     S3Config,
     Capabilities(causal_note=CAUSAL_NOTE, complexity="n log n", needs_fixed_length=True),
-    paper="https://arxiv.org/abs/2408.08567",
+    paper="https://arxiv.org/abs/2408.08567", display="S3Attention", group="low rank",
 )
 class S3Attention(nn.Module):
     """S3Attention (smoother + skeleton attention), journal Algorithms 1–2; paper: arxiv.org/abs/2408.08567.
@@ -372,7 +372,7 @@ class S3Attention(nn.Module):
 
 register_preset(
     "s3attention_released",
-    "s3attention",
+    "s3attention", display="S3Attention (released)",
     segment_average=False,
     conv_kernel=1,
     activation="elu",

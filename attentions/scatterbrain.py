@@ -317,7 +317,7 @@ CAUSAL_NOTE = ("the authors' causal form (fly sbsmyrf_attention.py: causal Perfo
     ScatterbrainConfig,
     Capabilities(approximates_softmax=True, complexity="n log n", seq_len_multiple_of=64, pads_to_multiple=True,
                  causal_note=CAUSAL_NOTE),
-    paper="https://arxiv.org/abs/2110.15343",
+    paper="https://arxiv.org/abs/2110.15343", display="Scatterbrain", group="low rank",
 )
 class ScatterbrainAttention(LSHHashing, ProjectedAttention):
     """Scatterbrain: LSH-sparse exact scores plus Performer low-rank, overlap corrected; arxiv.org/abs/2110.15343.

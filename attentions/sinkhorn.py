@@ -100,7 +100,7 @@ CAUSAL_NOTE = ("no leak-free form to follow: a column normalisation of a causall
         approximates_softmax=True, complexity="n^2", needs_fixed_length=True,
         seq_len_multiple_of=64, pads_to_multiple=True
     ),
-    paper="https://arxiv.org/abs/2002.11296",
+    paper="https://arxiv.org/abs/2002.11296", display="Sinkhorn Transformer", group="hashing / learned",
 )
 class SinkhornAttention(ProjectedAttention):
     """Sparse Sinkhorn attention (soft block sorting + local attention); arxiv.org/abs/2002.11296.

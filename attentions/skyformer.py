@@ -81,7 +81,7 @@ CAUSAL_NOTE = (
     "skyformer",
     SkyformerConfig,
     Capabilities(causal_note=CAUSAL_NOTE, complexity="n"),
-    paper="https://arxiv.org/abs/2111.00035",
+    paper="https://arxiv.org/abs/2111.00035", display="Skyformer", group="low rank",
 )
 class SkyformerAttention(ProjectedAttention):
     """Skyformer: Nyström-approximated Gaussian-kernel attention κ(Q, K) V; paper arxiv.org/abs/2111.00035.

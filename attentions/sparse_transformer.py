@@ -64,7 +64,7 @@ DECODE_NOTE = ("a KV cache of every token (the summary or strided keys reach eve
     SparseTransformerConfig,
     Capabilities(approximates_softmax=True, complexity="n^2", seq_len_multiple_of=128, pads_to_multiple=True,
                  causal=True, decode=True, causal_note=CAUSAL_NOTE, decode_note=DECODE_NOTE),
-    paper="https://arxiv.org/abs/1904.10509",
+    paper="https://arxiv.org/abs/1904.10509", display="Sparse Transformer", group="sparse / local",
 )
 class SparseTransformerAttention(ProjectedAttention):
     """Sparse Transformer, fixed or strided factorised pattern, causal or not; arxiv.org/abs/1904.10509.
@@ -218,7 +218,7 @@ class SparseTransformerAttention(ProjectedAttention):
 
 register_preset(
     "sparse_transformer_strided",
-    "sparse_transformer",
+    "sparse_transformer", display="Sparse Transformer (strided)",
     pattern="strided",
     description="Sparse Transformer, strided pattern (band of ±l + every l-th position; causal: j <= i), l = 128.",
     caps={"causal_note": STRIDED_CAUSAL_NOTE},

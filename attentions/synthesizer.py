@@ -55,7 +55,7 @@ DECODE_NOTE = ("a cache of every token's value (the logits' keys are positions, 
     SynthesizerConfig,
     Capabilities(causal=True, decode=True, causal_note=CAUSAL_NOTE, decode_note=DECODE_NOTE, complexity="n^2",
                  needs_fixed_length=True),
-    paper="https://arxiv.org/abs/2005.00743",
+    paper="https://arxiv.org/abs/2005.00743", display="Synthesizer", group="hashing / learned",
 )
 class SynthesizerAttention(nn.Module):
     """Synthesizer: Y_h = softmax(B_h[:n, :n]) G_h(X), B = F(X) (Dense) or a learned R_h (Random); arxiv 2005.00743.
@@ -190,7 +190,7 @@ class SynthesizerAttention(nn.Module):
 
 register_preset(
     "synthesizer_random",
-    "synthesizer",
+    "synthesizer", display="Synthesizer (random)",
     mode="random",
     description="Random Synthesizer: a learned [max_seq_len, max_seq_len] logit matrix per head.",
 )

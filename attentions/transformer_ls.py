@@ -102,7 +102,7 @@ class LSDecodeState:
     TransformerLSConfig,
     Capabilities(complexity="n", seq_len_multiple_of=8, pads_to_multiple=True, causal=True, decode=True,
                  causal_note=CAUSAL_NOTE, decode_note=DECODE_NOTE),
-    paper="https://arxiv.org/abs/2107.02192",
+    paper="https://arxiv.org/abs/2107.02192", display="Transformer-LS", group="low rank",
 )
 class TransformerLSAttention(ProjectedAttention):
     """Transformer-LS: one softmax over a sliding segment window and r dynamically projected keys; arxiv 2107.02192.

@@ -94,7 +94,7 @@ DECODE_NOTE = "a KV cache of every token (kv_heads heads under grouped-query att
     "vanilla", VanillaConfig,
     Capabilities(complexity="n^2", exact=True, causal=True, decode=True, causal_note=CAUSAL_NOTE,
                  decode_note=DECODE_NOTE),
-    paper="https://arxiv.org/abs/1706.03762",
+    paper="https://arxiv.org/abs/1706.03762", display="Transformer", group="exact",
 )
 class VanillaAttention(ProjectedAttention):
     """Exact multi-head softmax attention with fused Q/K/V and output projections.
@@ -202,11 +202,12 @@ class VanillaAttention(ProjectedAttention):
         return y.transpose(1, 2)  # [B, H, N, d]
 
 
-register_preset("vanilla_sdpa", "vanilla", backend="sdpa", description="Softmax attention via torch SDPA.",
-                benchmark=True)
+register_preset("vanilla_sdpa", "vanilla", display="Transformer (SDPA)", backend="sdpa",
+                description="Softmax attention via torch SDPA.", benchmark=True)
 register_preset(
     "vanilla_xformers",
     "vanilla",
+    display="Transformer (xFormers)",
     backend="xformers",
     description="Softmax attention via xformers memory_efficient_attention (CUDA only).",
     caps={"devices": ("cuda",)},

@@ -40,7 +40,7 @@ def build() -> list[dict[str, Any]]:
             "devices": list(s.caps.devices), "requires": s.backend if s.extra_check is not None else "",
             "paper": s.paper, "description": s.description, "benchmark": s.benchmark,
             "causal": s.caps.causal, "decode": s.caps.decode, "causal_note": s.caps.causal_note,
-            "decode_note": s.caps.decode_note,
+            "decode_note": s.caps.decode_note, "display": s.display, "group": s.group,
         })
     return out
 
@@ -52,15 +52,26 @@ def write(path: Path = CATALOG) -> Path:
     return path
 
 
-def entries(path: Path = CATALOG) -> list[dict[str, Any]]:
-    """Every variant's facts: from the catalogue when it was written from the code on disk, else from the registry."""
+def _shipped(path: Path) -> list[dict[str, Any]] | None:
+    """The catalogue's entries when it was written from the code on disk, else None (stale, missing or damaged)."""
     try:
         doc = json.loads(path.read_text())
         if doc.get("digest") == source_digest(path.parent):
             return list(doc["attentions"])
     except (OSError, ValueError, KeyError, TypeError):
-        pass  # missing or damaged: the registry itself answers
-    return build()
+        pass
+    return None
+
+
+def is_fresh(path: Path = CATALOG) -> bool:
+    """Whether the catalogue was written from the code on disk (``make catalog`` since the last edit of the zoo)."""
+    return _shipped(path) is not None
+
+
+def entries(path: Path = CATALOG) -> list[dict[str, Any]]:
+    """Every variant's facts: from the catalogue when it was written from the code on disk, else from the registry."""
+    shipped = _shipped(path)
+    return shipped if shipped is not None else build()
 
 
 if __name__ == "__main__":

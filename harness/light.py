@@ -13,8 +13,10 @@ import importlib.util
 import json
 import os
 import re
+import sys
+import textwrap
 
-from .catalog import entries
+from .catalog import entries, is_fresh
 from .core.envinfo import collect_cpu_env, torch_build
 from .core.errors import UserError, printable
 from .show import show
@@ -42,6 +44,9 @@ def _paper(link: str) -> str:
 
 def cmd_list(args: argparse.Namespace) -> int:
     """The registered attentions matching ``args.pattern``: capabilities, devices and paper, ≤ 100 columns."""
+    if not is_fresh():
+        print("attnbench: note: the zoo's catalogue is out of date (attentions/*.py changed since it was written): "
+              "listing from the registry, which takes seconds; run `make catalog`", file=sys.stderr)
     found = entries()
     names = [e["name"] for e in found]
     rows = [e for e in found if fnmatch.fnmatchcase(e["name"], args.pattern)]
@@ -50,14 +55,38 @@ def cmd_list(args: argparse.Namespace) -> int:
         hint = f"did you mean {', '.join(close)}? " if close else ""
         raise UserError(f"list {args.pattern!r}: matches no registered attention; {hint}`attnbench list` shows all")
     yes = {True: "yes", False: "no"}
-    table = [("name", "complexity", "exact", "mask", "fixed_len", "devices", "paper")]
+    table = [("name", "scaling", "exact", "mask", "fixed", "causal", "devices", "paper")]
     table += [(e["name"], e["complexity"], yes[e["exact"]], yes[e["supports_mask"]], yes[e["needs_fixed_length"]],
-               _devices(e), _paper(e["paper"])) for e in rows]
+               _causal(e), _devices(e), _paper(e["paper"])) for e in rows]
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
     for r in table:
         print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
-    print(f"\nThis machine: {_machine()}.")
+    if len(rows) <= NOTES_UP_TO:  # a few variants: why each has (or has not) a causal form, and its decoding state
+        for e in rows:
+            print(f"\n{e['name']} ({e.get('display') or e['name']}, {e.get('group', 'other')}):")
+            print(_wrapped(f"causal: {yes[bool(e.get('causal'))]}: {e.get('causal_note', '')}", "  "))
+            if e.get("causal"):
+                print(_wrapped(f"decode: {yes[bool(e.get('decode'))]}: {e.get('decode_note', '')}", "  "))
+    else:
+        print("\n" + _wrapped("causal: `decode` = a causal form that decodes (prefill, then one token at a time); "
+                              "`attnbench list NAME` says why a variant has no causal form, or what its state is."))
+    print("\n" + _wrapped(f"This machine: {_machine()}."))
     return 0
+
+
+#: ``list`` prints each variant's causal and decoding notes when its pattern matches at most this many.
+NOTES_UP_TO = 3
+
+
+def _wrapped(text: str, indent: str = "") -> str:
+    """``text`` in lines of at most :data:`LIST_WIDTH` characters (the listing's width)."""
+    return textwrap.fill(text, width=LIST_WIDTH, initial_indent=indent, subsequent_indent=indent + "  ")
+
+
+def _causal(entry: dict) -> str:
+    if not entry.get("causal"):
+        return "no"
+    return "decode" if entry.get("decode") else "yes"
 
 
 def _machine() -> str:

@@ -36,8 +36,8 @@ PROFILES_REQUIRED = ("smoke", "quick", "paper")
 #: Top-level keys of every suite file; each kind adds its own (:attr:`SuiteKind.keys`).
 COMMON_KEYS = frozenset({"name", "description", "kind", "axes", "config", "attention_config", "skip", "report",
                          "profiles"})
-REPORT_DEFAULTS: dict[str, Any] = {"baseline": "vanilla", "slope_min_seq_len": 1024, "tables": None,
-                                   "baseline_variant": "base", "compare_reference": None, "row_names": None}
+#: ``report`` keys of every suite; each kind adds its own (:attr:`SuiteKind.report_keys`).
+REPORT_DEFAULTS: dict[str, Any] = {"baseline": "vanilla", "tables": None, "row_names": None}
 #: The largest integer a suite may give (an axis value, a model size, a seed): torch and numpy take shapes and seeds as
 #: C integers, so a larger one overflows or asks for an impossible allocation instead of failing cleanly.
 INT_MAX = 2**31 - 1
@@ -81,12 +81,18 @@ BOOL: Rule = (lambda v: isinstance(v, bool), "true or false")
 TEXT: Rule = (lambda v: isinstance(v, str) and v != "", "a non-empty string")
 #: ``report``: the reports read these after the whole sweep, so a wrong type must fail before the first cell.
 #: ``tables`` and ``row_names`` depend on the suite's kind: :func:`validate_tables` checks them.
-REPORT_RULES: dict[str, Rule] = {
-    "baseline": TEXT,
-    "slope_min_seq_len": POSITIVE_INT,
-    "baseline_variant": TEXT,
-    "compare_reference": (_is_text_or_null, "a non-empty string, or null"),
-}
+REPORT_RULES: dict[str, Rule] = {"baseline": TEXT}
+#: A report key naming an attention, or null (``compare_reference``).
+ATTENTION_OR_NULL: Rule = (_is_text_or_null, "a registered attention's name, or null")
+
+
+@dataclass(frozen=True)
+class RankedQuantity:
+    """A stored metric column that enters ``report --rank``'s index, and which way is better."""
+
+    column: str
+    name: str
+    higher_is_better: bool
 
 
 @dataclass(frozen=True)
@@ -142,6 +148,13 @@ class SuiteKind:
         value_text: how an axis value reads inside a label of a cross-suite view (``a=2``, ``Text``).
         rank_subset: the cells a ranking reads of a results frame of this kind, and whether that is a part of them
             (the robustness study is ranked on its noisy cells).
+        report_keys: the kind's own ``report`` keys beside :data:`REPORT_DEFAULTS`: key -> (default, rule); a key of
+            another kind is refused.
+        ranked: what ``report --rank`` ranks a suite of this kind on (its metric columns, and which way is better).
+        shown_axes: the axes ``compare`` shows of its cells (besides the suite, the attention and the device).
+        outputs: the report files a run of a suite of this kind writes (glob patterns under its directory), which the
+            smoke tests check for every suite.
+        result_columns: the ``results.csv`` columns every ok cell of a suite has (the smoke tests check them).
     """
 
     name: str
@@ -169,6 +182,11 @@ class SuiteKind:
     normalise: Callable[[Any], Any] | None = None
     value_text: Callable[[str, Any], str] | None = None
     rank_subset: Callable[[Any], tuple[Any, bool]] | None = None
+    report_keys: Mapping[str, tuple[Any, Rule]] = field(default_factory=dict)
+    ranked: tuple[RankedQuantity, ...] = ()
+    shown_axes: tuple[str, ...] = ()
+    outputs: Callable[[Suite], tuple[str, ...]] = lambda suite: ("results.csv", "env.json")
+    result_columns: Callable[[Suite], tuple[str, ...]] = lambda suite: ()
 
     def all_axes(self) -> dict[str, Axis]:
         return {"attention": ATTENTION_AXIS, **self.axes, **self.optional_axes}
@@ -257,13 +275,14 @@ def identity(suite: Suite, name: str) -> dict[str, Any]:
             "setting": software(name, modules)}
 
 
-def capability_reason(name: str, seq_len: int, *, padded: bool) -> str | None:
-    """Why attention ``name`` cannot run a cell of ``seq_len`` tokens (``padded``: with a padding mask), or None.
+def capability_reason(name: str, seq_len: int, *, padded: bool, causal: bool = False) -> str | None:
+    """Why attention ``name`` cannot run a cell of ``seq_len`` tokens (``padded``: with a padding mask; ``causal``: in
+    its causal form), or None.
 
     The harness builds every layer for the cell's own length (``max_seq_len = seq_len``), so a fixed-length variant
     always fits; a padding mask and a length multiple are the variant's to honour.
     """
-    reason = attentions.spec(name).cannot_run(seq_len, padded=padded, max_seq_len=seq_len)
+    reason = attentions.spec(name).cannot_run(seq_len, padded=padded, max_seq_len=seq_len, causal=causal)
     return None if reason is None else f"unsupported by {name}: {reason}"
 
 
@@ -415,7 +434,7 @@ def validate_tables(suite: Suite) -> None:
             raise SuiteError(suite.path, f"report.row_names.{name}", f"{row!r} holds a control character; a row name "
                                                                      f"is one line of plain text")
     for key in ("baseline", "compare_reference"):  # the tables' ratios divide by it: a typo would show none
-        if suite.report[key] is not None:
+        if suite.report.get(key) is not None:
             name = suite.report[key]
             resolve_or_fail(suite.path, f"report.{key}", name, lambda name=name: attentions.spec(name))
 

@@ -105,16 +105,32 @@ def _fft_c2c_flop(self_shape, dim, *args, out_shape=None, **kwargs) -> int:
     return _fft_flops(n, n_signals, 5.0)
 
 
-def _sdpa_cpu_flop(query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs) -> int:
-    """aten._scaled_dot_product_flash_attention_for_cpu: QK^T and PV."""
-    return sdpa_flop_count(query_shape, key_shape, value_shape)
+def _causal_share(query_shape: Sequence[int], key_shape: Sequence[int], is_causal: bool) -> float:
+    """The share of the score matrix a causal kernel computes: torch's ``is_causal`` is the lower triangle aligned at
+    the top left (query i reads keys j <= i), so Σ_i min(i + 1, Nk) of Nq·Nk scores."""
+    nq, nk = int(query_shape[-2]), int(key_shape[-2])
+    if not is_causal or not nq or not nk:
+        return 1.0
+    m = min(nq, nk)
+    return (m * (m + 1) / 2 + (nq - m) * nk) / (nq * nk)
+
+
+def _sdpa_cpu_flop(query_shape, key_shape, value_shape, dropout_p=0.0, is_causal=False, *args, out_shape=None,
+                   **kwargs) -> int:
+    """aten._scaled_dot_product_flash_attention_for_cpu: QK^T and PV, over the scores the kernel computes (half of them,
+    about, with ``is_causal``: its blocks above the diagonal are skipped)."""
+    return round(sdpa_flop_count(query_shape, key_shape, value_shape) * _causal_share(query_shape, key_shape,
+                                                                                          is_causal))
 
 
 def _sdpa_cpu_backward_flop(
-    grad_out_shape, query_shape, key_shape, value_shape, *args, out_shape=None, **kwargs
+    grad_out_shape, query_shape, key_shape, value_shape, out_shape_=None, lse_shape=None, dropout_p=0.0,
+    is_causal=False, *args, out_shape=None, **kwargs
 ) -> int:
-    """aten._scaled_dot_product_flash_attention_for_cpu_backward (grad_out, query, key, value, ...)."""
-    return sdpa_backward_flop_count(grad_out_shape, query_shape, key_shape, value_shape)
+    """aten._scaled_dot_product_flash_attention_for_cpu_backward (grad_out, query, key, value, out, logsumexp,
+    dropout_p, is_causal, ...), over the scores the kernel computes as the forward."""
+    full = sdpa_backward_flop_count(grad_out_shape, query_shape, key_shape, value_shape)
+    return round(full * _causal_share(query_shape, key_shape, is_causal))
 
 
 def _raw(formula: Callable[..., int]) -> Callable[..., int]:

@@ -37,15 +37,22 @@ from typing import Any
 import pandas as pd
 
 from ..core.errors import UserError
+from ..core.kinds import KINDS
 from ..core.store import Store
 from .format import md_table, sig2
 from .stats import Ratio, mann_whitney_p, ratio_of_medians
 
 ALPHA = 0.01  # significance level; many cells are compared at once, so stricter than 0.05
-#: The axes a comparison's rows show (each where the suite has it); cells are matched on all of them and every other
-#: axis too (``compile``, ``sdpa_backend``, a study's settings): ``Store.dataframe(identity=True)``.
-_SHOWN = ("suite", "attention", "task", "seed", "noise", "noise_on", "variant", "seq_len", "batch_size", "heads",
-          "dim", "mode", "dtype", "compile", "sdpa_backend", "device")
+
+
+def _shown(df: pd.DataFrame) -> tuple[str, ...]:
+    """The axes a comparison's rows show: the suite, the attention, the axes its kind shows
+    (:attr:`~harness.core.suite.SuiteKind.shown_axes`, each where the suite has it) and the device. Cells are matched
+    on all of them and every other axis too (``compile``, ``sdpa_backend``, a study's settings):
+    ``Store.dataframe(identity=True)``."""
+    kinds = [KINDS[k] for k in dict.fromkeys(df["kind"]) if k in KINDS] if "kind" in df.columns else []
+    axes = [a for kind in kinds for a in kind.shown_axes]
+    return ("suite", "attention", *dict.fromkeys(axes), "device")
 
 
 @dataclass(frozen=True)
@@ -139,7 +146,7 @@ def compare(a: Side, b: Side, threshold: float, baseline: str | None = None) -> 
         raise UserError(f"compare: {a.label} holds suite {', '.join(sorted(suites_a))} and {b.label} suite "
                         f"{', '.join(sorted(suites_b))}; compare two results directories of one suite")
     # every axis must agree (an eager cell is never paired with a compiled one); the shown ones are kept as columns
-    identity = ["identity", *(c for c in _SHOWN if c in timed_a.df.columns and c in timed_b.df.columns)]
+    identity = ["identity", *(c for c in _shown(timed_a.df) if c in timed_a.df.columns and c in timed_b.df.columns)]
     merged = timed_a.df.merge(timed_b.df, on=identity, suffixes=("_a", "_b"))
     rows = []
     for r in merged.to_dict("records"):
@@ -152,7 +159,7 @@ def compare(a: Side, b: Side, threshold: float, baseline: str | None = None) -> 
         if ratio is None:
             continue
         p = mann_whitney_p(sa, sb)
-        row = {**{c: r[c] for c in identity[1:]}, "median_a_ms": r["time_ms_median_a"],
+        row = {**{c: r[c] for c in identity[1:]}, "kind": r.get("kind_a"), "median_a_ms": r["time_ms_median_a"],
                "median_b_ms": r["time_ms_median_b"]}
         if baseline is not None:
             row |= {"rel_a": None if is_base else float(pd.Series(sa).median()),
@@ -223,7 +230,7 @@ def render(result: pd.DataFrame, a: Side, b: Side, threshold: float, fmt: str, b
     # largest change first, either way: |log(B / A)|
     rows_df = rows_df.assign(_size=rows_df["ratio"].map(lambda v: abs(math.log(v)) if v > 0 else math.inf))
     rows_df = rows_df.sort_values("_size", ascending=False, kind="stable")
-    axes = [c for c in _SHOWN if c in rows_df.columns and c not in ("suite", "device")]
+    axes = [c for c in _shown(rows_df) if c in rows_df.columns and c not in ("suite", "device")]
     shown, fixed = _constant(rows_df, axes)
     ref = ["A t/ref", "B t/ref"] if baseline else []
 

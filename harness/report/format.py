@@ -7,6 +7,7 @@ same in Table 1, Table 4 and the study tables.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -17,6 +18,7 @@ from typing import Literal
 
 import pandas as pd
 
+from .. import catalog
 from ..core import datasource
 from ..core.files import atomic_write, atomic_write_text
 from ..core.suite import is_finite_number
@@ -70,32 +72,16 @@ CONTROL_NOTE = ("° = does not beat the `none` control (no token mixing) by more
                 "std over seeds of the two): such an entry does not show that the model used its attention.")
 
 
-#: The names papers print for the registered variants (the S3Attention paper's Table 1 and the variants' own papers);
-#: LaTeX tables show these, CSV keeps the registry's. A suite's ``report.row_names`` overrides them.
-DISPLAY_NAMES: dict[str, str] = {
-    "vanilla": "Transformer", "vanilla_sdpa": "Transformer (SDPA)", "vanilla_xformers": "Transformer (xFormers)",
-    "s3attention": "S3Attention", "s3attention_released": "S3Attention (released)", "local": "Local Attention",
-    "local_sliding": "Local Attention (sliding)", "sparse_transformer": "Sparse Transformer",
-    "sparse_transformer_strided": "Sparse Transformer (strided)", "longformer": "Longformer",
-    "linformer": "Linformer", "reformer": "Reformer", "sinkhorn": "Sinkhorn Transformer", "synthesizer": "Synthesizer",
-    "bigbird": "BigBird", "linear_transformer": "Linear Transformer", "performer": "Performer",
-    "nystromformer": "Nyströmformer", "nystromformer_lra": "Nyströmformer (LRA)",
-    "h_transformer_1d": "H-Transformer-1D",
-    "transformer_ls": "Transformer-LS", "fnet": "FNet", "luna": "Luna", "fmmformer": "FMMformer", "ponet": "PoNet",
-    "cosformer": "cosFormer", "scatterbrain": "Scatterbrain", "skyformer": "Skyformer", "fsat": "FSAT", "fat": "FAT",
-    "none": "none (no mixing, control)", "mean_pool": "mean pooling (control)",
-    "fedformer_fourier": "FEDformer-f", "fedformer_wavelet": "FEDformer-w", "autocorrelation": "Auto-Correlation",
-    "probsparse": "ProbSparse", "logsparse": "LogSparse", "linformer_k128": "Linformer (k = 128)",
-    "performer_m64": "Performer (m = 64)", "nystrom_m32": "Nyströmformer (m = 32)", "luna_l16": "Luna (l = 16)",
-    "luna_l128": "Luna (l = 128)", "reformer_h4": "Reformer (4 hashes)", "fmmformer_2kernels": "FMMformer (2 kernels)",
-    "fsat_m8": "FSAT (m = 8)", "fsat_unnormalized": "FSAT (unnormalised)", "synthesizer_random": "Synthesizer (random)",
-}
+@functools.cache
+def _displays() -> dict[str, str]:
+    """Every registered name's display name, from the zoo's catalogue (no torch; the registry where it is stale)."""
+    return {e["name"]: e.get("display") or e["name"] for e in catalog.entries()}
 
 
 def display_name(name: str, overrides: Mapping[str, str] | None = None) -> str:
-    """The name a paper prints for attention ``name``: the suite's ``report.row_names``, else :data:`DISPLAY_NAMES`,
-    else the registry name."""
-    return (overrides or {}).get(name) or DISPLAY_NAMES.get(name, name)
+    """The name a paper prints for attention ``name``: the suite's ``report.row_names``, else the variant's own
+    (``register(..., display=...)``), else the registry name (a name this zoo no longer has)."""
+    return (overrides or {}).get(name) or _displays().get(name, name)
 
 
 #: Benchmark modes in words, for titles.

@@ -1,10 +1,10 @@
 """The zoo's variants by what they do to attention, for figures drawn as small multiples and for tables in a paper's
 order (baselines first, then the families, the controls last).
 
-Groups follow the efficient-attention surveys' taxonomy (Tay et al., "Efficient Transformers: A Survey", 2022,
-https://arxiv.org/abs/2009.06732): exact softmax; low rank / landmarks; kernels (feature maps); sparse and local
-patterns; hashing, clustering and learned routing; Fourier and other token mixing; the controls. S3Attention (the
-project's subject) sits with the low-rank methods it is built from (a skeleton of sampled rows and columns).
+Each variant names its group where it is registered (``register(..., group=...)``, one of
+:data:`attentions.GROUPS`, the efficient-attention surveys' taxonomy); this module orders them for a paper.
+S3Attention (the project's subject) sits with the low-rank methods it is built from (a skeleton of sampled rows and
+columns).
 """
 
 from __future__ import annotations
@@ -13,45 +13,50 @@ from collections.abc import Iterable
 
 import attentions
 
-#: group -> the families in it (a family is the name a variant class is registered under; presets share it).
-GROUPS: dict[str, tuple[str, ...]] = {
-    "exact": ("vanilla",),
-    "low rank": ("s3attention", "linformer", "nystromformer", "skyformer", "luna", "transformer_ls",
-                 "h_transformer_1d", "scatterbrain", "fmmformer"),
-    "kernel": ("performer", "linear_transformer", "cosformer"),
-    "sparse / local": ("local", "sparse_transformer", "longformer", "bigbird", "logsparse", "probsparse", "ponet"),
-    "hashing / learned": ("reformer", "sinkhorn", "synthesizer", "fsat", "fat"),
-    "Fourier / mixing": ("fnet", "fedformer_fourier", "fedformer_wavelet", "autocorrelation"),
-    "controls": ("none", "mean_pool"),
-}
-_GROUP_OF = {family: group for group, families in GROUPS.items() for family in families}
+#: The order of the known families within their groups, as the S3Attention paper's Table 1 and the surveys list them
+#: (presentation only: a variant's group is its own, ``register(..., group=...)``; a family not listed here follows
+#: the listed ones of its group, by name).
+PAPER_ORDER: tuple[str, ...] = (
+    "vanilla",
+    "s3attention", "linformer", "nystromformer", "skyformer", "luna", "transformer_ls", "h_transformer_1d",
+    "scatterbrain", "fmmformer",
+    "performer", "linear_transformer", "cosformer",
+    "local", "sparse_transformer", "longformer", "bigbird", "logsparse", "probsparse", "ponet",
+    "reformer", "sinkhorn", "synthesizer", "fsat", "fat",
+    "fnet", "fedformer_fourier", "fedformer_wavelet", "autocorrelation",
+    "none", "mean_pool",
+)
 OTHER = "other"
 
 
 def group_of(name: str) -> str:
-    """The group of a registered name (by its family), or :data:`OTHER` for a name the registry does not know."""
+    """The group of a registered name (``register(..., group=...)``), or :data:`OTHER` for a name the registry does
+    not know (an older store's)."""
     try:
-        family = attentions.spec(name).family
+        return attentions.spec(name).group
     except (KeyError, ValueError):
         return OTHER
-    return _GROUP_OF.get(family, OTHER)
+
+
+def members(group: str) -> list[str]:
+    """The registered names of ``group``."""
+    return [n for n in attentions.list_attentions() if attentions.spec(n).group == group]
 
 
 def paper_order(names: Iterable[str], baselines: Iterable[str] = ()) -> list[str]:
-    """``names`` in a paper's order: the ``baselines`` (in their given order), then by group (as :data:`GROUPS`
-    lists them, unknown names in :data:`OTHER` before the controls), within a group by family order, then name."""
+    """``names`` in a paper's order: the ``baselines`` (in their given order), then by group (as
+    :data:`attentions.GROUPS` lists them, unknown names in :data:`OTHER` before the controls), within a group by
+    :data:`PAPER_ORDER`, then name."""
     names = list(dict.fromkeys(names))
     first = [b for b in dict.fromkeys(baselines) if b in names]
-    groups = [*[g for g in GROUPS if g != "controls"], OTHER, "controls"]
 
     def key(name: str) -> tuple[int, int, str]:
-        group = group_of(name)
-        families = GROUPS.get(group, ())
         try:
             family = attentions.spec(name).family
         except (KeyError, ValueError):
             family = name
-        return groups.index(group), families.index(family) if family in families else len(families), name
+        order = PAPER_ORDER.index(family) if family in PAPER_ORDER else len(PAPER_ORDER)
+        return attentions.GROUPS.index(group_of(name)), order, name
 
     return first + sorted((n for n in names if n not in first), key=key)
 

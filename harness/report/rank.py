@@ -27,30 +27,15 @@ import pandas as pd
 from ..core.errors import UserError
 from ..core.kinds import KINDS
 from ..core.store import Store
-from ..core.suite import SuiteKind
+from ..core.suite import RankedQuantity, SuiteKind
 from .format import (
     shown_env,
 )
 
-
-@dataclass(frozen=True)
-class RankedQuantity:
-    """A stored metric column that enters the index, and which way is better."""
-
-    column: str
-    name: str
-    higher_is_better: bool
-
-
-#: What a suite is ranked on: every quantity below its ok cells measured (speed: time, memory; accuracy: accuracy;
-#: approximation: time and error, each variant at its default budget, :func:`at_defaults`). Not FLOPs (neither better
-#: nor worse), nor the training throughput of accuracy cells (speed suites time under controlled conditions).
-RANKED: tuple[RankedQuantity, ...] = (
-    RankedQuantity("time_ms_median", "time", higher_is_better=False),
-    RankedQuantity("peak_mem_bytes", "memory", higher_is_better=False),
-    RankedQuantity("test_acc", "accuracy", higher_is_better=True),
-    RankedQuantity("rel_fro", "error against softmax", higher_is_better=False),
-)
+#: What a suite is ranked on is its kind's (:attr:`~harness.core.suite.SuiteKind.ranked`): speed, time and memory;
+#: accuracy, accuracy; approximation, time and error (each variant at its default budget, :func:`at_defaults`);
+#: forecasting, the test MSE; decode, ms per token and the state. Not FLOPs (neither better nor worse), nor the
+#: training throughput of accuracy cells (speed suites time under controlled conditions).
 #: Axes that name what is ranked (a study's variant is a model of its own), and axes averaged over (replicates).
 VARIANT_AXES = ("attention", "variant", "budget")  # a budget other than the default names its cells too
 REPLICATE_AXES = ("seed",)
@@ -201,7 +186,7 @@ def suite_metrics(df: pd.DataFrame, suite: str) -> tuple[pd.DataFrame, str]:
     df = df.assign(_variant=_variant_names(df))
     ok = df["status"] == "ok"
     frames, used = [], []
-    for quantity in RANKED:
+    for quantity in kind.ranked:
         if quantity.column not in df.columns:
             continue
         value = pd.to_numeric(df[quantity.column], errors="coerce").where(ok)
@@ -223,13 +208,14 @@ def suite_metrics(df: pd.DataFrame, suite: str) -> tuple[pd.DataFrame, str]:
             "value": out["value"], "runs": out["runs"], "ok_runs": out["ok_runs"], "reason": out["reason"]}))
     values = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=["suite", "metric", "column", "higher_is_better", "variant", "value", "runs", "ok_runs", "reason"])
-    return values, _describe(used, shown, df, part_only)
+    return values, _describe(used, shown, df, part_only, kind.ranked)
 
 
-def _describe(used: Sequence[RankedQuantity], shown: Sequence[str], df: pd.DataFrame, noisy_only: bool) -> str:
+def _describe(used: Sequence[RankedQuantity], shown: Sequence[str], df: pd.DataFrame, noisy_only: bool,
+              ranked: Sequence[RankedQuantity]) -> str:
     if not used:
         statuses = ", ".join(f"{s}={n}" for s, n in df["status"].value_counts().sort_index().items())
-        return f"no ok cell with {' or '.join(q.column for q in RANKED)} ({statuses})"
+        return f"no ok cell with {' or '.join(q.column for q in ranked) or 'a ranked metric'} ({statuses})"
     quantities = " and ".join(f"{q.name} (`{q.column}`, {'higher' if q.higher_is_better else 'lower'} is better)"
                               for q in used)
     text = f"{quantities} per ({', '.join(shown)})" if shown else quantities

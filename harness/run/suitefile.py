@@ -1,8 +1,9 @@
 """Suites as data: load a YAML file, validate it completely before anything runs, expand it into cells.
 
-Two kinds of suite (:mod:`harness.kinds`): ``speed`` (the default; each cell times and measures one layer or training
-step) and ``accuracy`` (each cell trains and tests an encoder on one task with one seed; see the end of this
-docstring). Each kind admits its own top-level keys; a key of the other kind is an error.
+A suite's ``kind`` (:mod:`harness.kinds`: ``speed``, the default, ``accuracy``, ``approximation``, ``forecasting``,
+``decode``) decides its axes, its own top-level keys and ``report`` keys, and how its cells run and are reported; a
+key of another kind is an error. The speed and accuracy files below are examples; each kind's module documents its
+own (``harness/kinds/<kind>/kind.py``).
 
 A speed suite file::
 
@@ -174,7 +175,9 @@ def _resolve(path: Path, doc: dict[str, Any], profile: str, chosen: dict[str, An
                              f"only {readers} suites read data; {path} is a {kind.name} suite")
         merged["data"] = {**mapping(path, "data", merged.get("data")), "dir": str(Path(data_dir).resolve())}
     settings = kind.parse(path, merged)  # before the axes: it may add default axes (every variant)
-    report = validate_fields(path, "report", merged.get("report"), REPORT_DEFAULTS, REPORT_RULES)
+    report = validate_fields(path, "report", merged.get("report"),
+                             {**REPORT_DEFAULTS, **{k: default for k, (default, _) in kind.report_keys.items()}},
+                             {**REPORT_RULES, **{k: rule for k, (_, rule) in kind.report_keys.items()}})
     axes = validate_axes(path, merged.get("axes"), kind, from_flag=set(overrides or ()))
     suite = Suite(
         name=name, path=path, profile=profile, description=str(doc.get("description", "")), kind=kind, axes=axes,

@@ -1,6 +1,6 @@
 """cosFormer against the direct quadratic form of its equations (Qin et al. 2022, eq. 9-10): per sequence of real
 length M, s_ij = ReLU(Q_i)ᵀReLU(K_j)·cos(π/2·(i−j)/M), O_i = Σ_j s_ij V_j / Σ_j s_ij, with an explicit n×n matrix
-built on each sequence's real tokens alone."""
+built on each sequence's real tokens alone; its causal form (j ≤ i, the horizon M = max_seq_len) likewise."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import torch
 
 import attentions
 from attentions.cosformer import CosformerAttention
-from tests.attentions.reference import assert_dropout_unused, assert_padded_row_outputs_bias
+from tests.attentions.reference import assert_dropout_unused, assert_padded_row_outputs_bias, merge_heads, module_qkv
+from tests.attentions.test_linear_transformer import assert_causal_form_holds_across_chunks
 
 CFG = {"dim": 16, "heads": 2, "max_seq_len": 32, "dropout": 0.0}
 
@@ -37,6 +38,21 @@ def _reference(module: CosformerAttention, x: torch.Tensor, horizon: int | None 
         s = torch.relu(q) @ torch.relu(k).T * reweight  # [L, L]
         heads.append(s @ v / s.sum(-1, keepdim=True).clamp_min(module.cfg.eps))
     return torch.cat(heads, -1) @ module.out.weight.T + module.out.bias
+
+
+def causal_reference(module: CosformerAttention, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """The causal form's quadratic masked form (``tests/attentions/test_causal.py``): s_ij = ReLU(Q_i)ᵀReLU(K_j)·
+    cos(π/2·(i − j)/M) over the real keys j <= i, with i, j counted among the real tokens and M = max_seq_len;
+    O_i = Σ_j s_ij V_j / max(Σ_j s_ij, eps). The cos of the difference, not its decomposition."""
+    b, n, _ = x.shape
+    real = torch.ones(b, n, dtype=torch.bool) if mask is None else mask
+    index = (real.long().cumsum(1) - 1).to(x.dtype)  # [B, N]: among the real tokens
+    reweight = torch.cos(math.pi / 2 * (index[:, :, None] - index[:, None, :]) / module.cfg.max_seq_len)  # [B, N, N]
+    allowed = torch.ones(n, n, dtype=torch.bool).tril() & real[:, None, :]  # [B, N, N]: j <= i, j real
+    q, k, v = module_qkv(module, x)  # [B, H, N, dh] each
+    s = torch.relu(q) @ torch.relu(k).transpose(-1, -2) * (reweight * allowed)[:, None]  # [B, H, N, N]
+    y = s @ v / s.sum(-1, keepdim=True).clamp_min(module.cfg.eps)
+    return module.out(merge_heads(y))
 
 
 def _masks() -> dict[str, torch.Tensor | None]:
@@ -109,3 +125,34 @@ def test_dropout_is_unused_and_capabilities() -> None:
     assert caps.complexity == "n" and caps.supports_mask and not caps.exact and not caps.needs_fixed_length
     with pytest.raises(ValueError, match="eps"):
         attentions.build("cosformer", eps=-1.0)
+
+
+def test_causal_form_across_chunks() -> None:
+    assert_causal_form_holds_across_chunks(_build(causal=True, max_seq_len=160), causal_reference)
+
+
+def test_causal_horizon_is_max_seq_len_not_the_batch_length() -> None:
+    """The causal form's M is max_seq_len, whatever the input's length: the authors' causal branch (M = N, the batch's
+    length) gives other outputs, and would move every output as later tokens arrive."""
+    module = _build(causal=True, max_seq_len=32)
+    x = torch.randn(1, 20, 16, dtype=torch.float64)
+    y = module(x)[0]
+    allowed = torch.ones(20, 20, dtype=torch.bool).tril()
+    for horizon, equal in ((32, True), (20, False)):
+        i = torch.arange(20, dtype=torch.float64)
+        reweight = torch.cos(math.pi / 2 * (i[:, None] - i[None, :]) / horizon) * allowed  # [N, N]
+        q, k, v = module_qkv(module, x)  # [1, H, N, dh]
+        s = torch.relu(q) @ torch.relu(k).transpose(-1, -2) * reweight
+        want = module.out(merge_heads(s @ v / s.sum(-1, keepdim=True).clamp_min(module.cfg.eps)))[0]
+        assert torch.allclose(y, want, rtol=1e-10, atol=1e-10) == equal
+
+
+def test_causal_form_refuses_more_tokens_than_its_horizon() -> None:
+    """Past M = max_seq_len tokens a cos weight would turn negative: longer inputs and capacities are refused."""
+    module = _build(causal=True, max_seq_len=16)
+    x = torch.randn(1, 17, 16, dtype=torch.float64)
+    with pytest.raises(ValueError, match="max_seq_len=16"):
+        module(x)
+    with pytest.raises(ValueError, match="max_seq_len=16"):
+        module.prefill(x[:, :4], None, capacity=17)
+    assert module(x[:, :16]).shape == (1, 16, 16)

@@ -1,5 +1,6 @@
 """FMMformer against a dense reference written from the paper (Nguyen et al. 2021, §3): V̂ = w₁ D V + Σ w₂,l L_l V,
-with D the band-restricted softmax and L_l = rownorm(φ_l(Q) φ_l(K)ᵀ), both built as explicit n×n matrices."""
+with D the band-restricted softmax and L_l = rownorm(φ_l(Q) φ_l(K)ᵀ), both built as explicit n×n matrices; the
+authors' causal form (band j ∈ (i − k, i], L_l over j ≤ i) likewise."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import torch.nn.functional as F
 import attentions
 from attentions.fmmformer import FMMformerAttention
 from tests.attentions.reference import assert_matches_reference, merge_heads, projected_qkv
+from tests.attentions.test_linear_transformer import assert_causal_form_holds_across_chunks
 
 CFG = {"dim": 16, "heads": 2, "max_seq_len": 64, "dropout": 0.0}
 
@@ -25,8 +27,10 @@ def _build(seed: int = 0, **overrides: object) -> FMMformerAttention:
     return module  # type: ignore[return-value]
 
 
-def _reference(module: FMMformerAttention, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-    """Dense n×n form of the paper's equations, one head at a time."""
+def _reference(module: FMMformerAttention, x: torch.Tensor, mask: torch.Tensor | None = None, *,
+               causal: bool = False) -> torch.Tensor:
+    """Dense n×n form of the paper's equations, one head at a time; ``causal``: the authors' causal form, the band
+    j ∈ (i − k, i] and every L_l over the keys j <= i."""
     b, n, d = x.shape
     h, dh, k_band = module.cfg.heads, module.cfg.head_dim, module.cfg.bandwidth
     if mask is None:
@@ -34,7 +38,9 @@ def _reference(module: FMMformerAttention, x: torch.Tensor, mask: torch.Tensor |
     x = x * mask[..., None]
     q, k, v = projected_qkv(module, x)  # [B, N, D] each
     i = torch.arange(n)
-    band = (i[:, None] - i[None, :]).abs() < k_band  # [N, N]
+    offset = i[:, None] - i[None, :]  # [N, N]: i − j
+    band = (offset >= 0) & (offset < k_band) if causal else offset.abs() < k_band  # [N, N]
+    seen = mask[:, None, :] & (offset >= 0 if causal else True)  # [B, N, N]: the keys the far field sums
     feats = {"elu": lambda t: F.elu(t) + 1, "elu_flip": lambda t: F.elu(-t) + 1}
     heads = []
     for hh in range(h):
@@ -45,11 +51,16 @@ def _reference(module: FMMformerAttention, x: torch.Tensor, mask: torch.Tensor |
         near = torch.nan_to_num(scores.softmax(-1)) @ vh  # [B, N, dh]; rows without a key: 0 (only padded rows)
         y = module.near_weight[hh] * near
         for li, name in enumerate(module.cfg.kernel_names):
-            kern = feats[name](qh) @ feats[name](kh).transpose(-1, -2) * mask[:, None, :]  # [B, N, N] low rank
+            kern = feats[name](qh) @ feats[name](kh).transpose(-1, -2) * seen  # [B, N, N] low rank
             low = kern / kern.sum(-1, keepdim=True).clamp_min(1e-300)
             y = y + module.far_weight[li, hh] * (low @ vh)
         heads.append(y)
     return module.out(torch.cat(heads, -1))
+
+
+def causal_reference(module: FMMformerAttention, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """The causal form's quadratic masked form (``tests/attentions/test_causal.py``)."""
+    return _reference(module, x, mask, causal=True)
 
 
 @pytest.mark.parametrize(("kernels", "bandwidth", "n"), [("elu", 5, 37), ("elu,elu_flip", 3, 40), ("elu", 1, 12),
@@ -119,3 +130,28 @@ def test_config_defaults_presets_and_validation() -> None:
         attentions.build("fmmformer", kernels="elu,elu")
     with pytest.raises(ValueError, match="bandwidth"):
         attentions.build("fmmformer", bandwidth=0)
+
+
+@pytest.mark.parametrize(("kernels", "bandwidth"), [("elu", 5), ("elu,elu_flip", 3)])
+def test_causal_form_across_chunks(kernels: str, bandwidth: int) -> None:
+    assert_causal_form_holds_across_chunks(_build(causal=True, kernels=kernels, bandwidth=bandwidth, max_seq_len=160),
+                                           causal_reference)
+
+
+def test_causal_band_is_the_authors_k_diagonals() -> None:
+    """With the far-field weights zero, a causal output depends on the k inputs j ∈ (i − k, i] only (the authors'
+    CausalFMMAttention band), and a decoding step's ring buffer holds exactly those."""
+    module = _build(causal=True, bandwidth=3)
+    with torch.no_grad():
+        module.far_weight.zero_()
+    x = torch.randn(1, 30, 16, dtype=torch.float64, requires_grad=True)
+    module(x)[0, 10].sum().backward()
+    touched = x.grad[0].abs().sum(-1) > 0
+    assert touched.nonzero().flatten().tolist() == [8, 9, 10]
+    with torch.no_grad():
+        _, state = module.prefill(x[:, :4], None, capacity=30)
+        assert state.band.window == 3
+        for t in range(4, 11):
+            module.step(x[:, t : t + 1], state)
+        keys = state.band.ordered()[0]  # [1, H, 3, dh], oldest first
+        torch.testing.assert_close(keys, module.proj(x[:, 8:11])[1])

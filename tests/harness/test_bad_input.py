@@ -204,7 +204,7 @@ CASES = [
     pytest.param(Bad(tiny_doc(report={"baseline": ["a", "b"]}), key="report.baseline",
                      fix="must be a non-empty string, got ['a', 'b']"), id="report-baseline-list"),
     pytest.param(Bad(tiny_doc(report={"compare_reference": 3}), key="report.compare_reference",
-                     fix="must be a non-empty string, or null"), id="report-compare-reference-number"),
+                     fix="must be a registered attention's name, or null"), id="report-compare-reference-number"),
     pytest.param(Bad(tiny_doc(report={"tables": "table4"}), key="report.tables", fix="must be a list of table4"),
                  id="report-tables-not-a-list"),
     pytest.param(Bad(tiny_doc(train={"steps": 4}), key="train", fix="only accuracy suites have this key"),

@@ -40,8 +40,12 @@ def test_list_shows_every_attention(cli: Callable[..., CliResult]) -> None:
     result = cli("list")
     assert result.code == 0 and result.err == ""
     lines = result.out.splitlines()
-    rows = {line.split()[0]: line.split() for line in lines[1:] if line and not line.startswith("This machine")}
+    table = lines[1:lines.index("")]  # the rows, then a blank line and the notes
+    rows = {line.split()[0]: line.split() for line in table}
     assert set(rows) == set(attentions.list_attentions())
+    causal = {n: "decode" if attentions.spec(n).caps.decode else "yes" if attentions.spec(n).caps.causal else "no"
+              for n in rows}
+    assert {n: row[-3] for n, row in rows.items()} == causal  # the causal column: third from the right
     assert rows["vanilla"][2] == "yes" and rows["vanilla"][-1] == "arXiv:1706.03762"
     assert rows["fsat"][-1] == "ACL:2022.acl-long.19" and rows["linformer"][2] == "no"
     assert max(len(line) for line in lines) <= 100  # a terminal, a listing in a paper
@@ -56,7 +60,17 @@ def test_list_names_what_decides_availability(cli: Callable[..., CliResult]) -> 
 
 def test_list_pattern(cli: Callable[..., CliResult]) -> None:
     result = cli("list", "s3*")
-    assert [line.split()[0] for line in result.out.splitlines()[1:-2]] == attentions.list_attentions("s3*")
+    lines = result.out.splitlines()
+    assert [line.split()[0] for line in lines[1:lines.index("")]] == attentions.list_attentions("s3*")
+    # two variants: each one's causal note (S3Attention's Fourier convolution mixes the whole sequence)
+    assert "s3attention (S3Attention, low rank):" in lines and any("Fourier convolution" in x for x in lines)
+
+
+def test_list_says_when_its_catalogue_is_out_of_date(cli: Callable[..., CliResult],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("harness.light.is_fresh", lambda: False)
+    result = cli("list", "vanilla")
+    assert result.code == 0 and "catalogue is out of date" in result.err and "make catalog" in result.err
 
 
 #: Commands that answer without torch, each as a subprocess: (argv, its exit code).

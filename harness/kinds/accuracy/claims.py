@@ -27,7 +27,7 @@ from ...report.claims import (
     several,
     sign_verdicts,
 )
-from ...report.groups import GROUPS
+from ...report.groups import group_of
 from ...report.stats import Interval, t_interval
 from .differences import paired_difference, per_seed
 from .summary import AVG, CONTROL, with_axis_defaults
@@ -54,7 +54,7 @@ IMAGE_MARGIN_BOUND = PAPER_IMAGE_MARGIN / 2
 def is_other_model(attention: str) -> bool:
     """Whether a Table 1 row is another model S3Attention is compared with: not S3Attention itself or one of its
     presets (the paper's "best" row is S3Attention too), and not a control (which no paper's table has)."""
-    return attention != S3 and not attention.startswith(f"{S3}_") and attention not in GROUPS["controls"]
+    return attention != S3 and not attention.startswith(f"{S3}_") and group_of(attention) != "controls"
 
 
 def table1_claims(df: pd.DataFrame, s3: str = S3) -> list[Claim]:

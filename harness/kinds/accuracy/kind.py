@@ -22,7 +22,9 @@ from ...core.cell import Cell
 from ...core.errors import SuiteError, UserError, first_line, has_control
 from ...core.store import Store
 from ...core.suite import (
+    TEXT,
     Axis,
+    RankedQuantity,
     Suite,
     SuiteKind,
     apply_patterns,
@@ -331,6 +333,24 @@ def write_reports(store: Store, name: str, options: Mapping[str, Any], keys: lis
                                   suite=name, options={**options, "smoke": is_smoke(runs["profile"])})
 
 
+def outputs(suite: Suite) -> tuple[str, ...]:
+    """What an accuracy run writes: the raw results and curves, each of its tables in three formats and a
+    learning-curve figure per task."""
+    tables = suite.report["tables"] or [TABLES[0]]
+    return ("results.csv", "env.json", "curves.csv",
+            *(f"{t}.{ext}" for t in tables for ext in ("md", "tex", "csv")),
+            *(f"curves_{task}.{ext}" for task in suite.axes["task"] for ext in ("png", "pdf")))
+
+
+def result_columns(suite: Suite) -> tuple[str, ...]:
+    """The results.csv columns of every ok cell (accuracies in percent), the study's axes and measurements too."""
+    study = [axis for axis in ("noise", "noise_on", "variant") if axis in suite.axes]
+    ranks = suite.settings.incoherence["ranks"] if suite.settings.incoherence else []
+    measured = [f"mu_{m}_r{r}_{s}" for r in ranks for m in ("x", "smooth") for s in ("mean", "std")]
+    return ("key", "attention", "task", "seed", "device", "status", "message", "test_acc_pct", "best_dev_acc_pct",
+            "steps_per_s", "best_step", "steps", "data_source", *study, *measured)
+
+
 KIND = SuiteKind(
     name="accuracy", axes=AXES, optional_axes=OPTIONAL_AXES,
     keys=frozenset({"data", "train", "tasks", "variants", "incoherence", "probes"}), tables=TABLES, reads_data=True,
@@ -338,4 +358,8 @@ KIND = SuiteKind(
     check_inputs=read_user_data, data_identity=data_identity, finished=drop_checkpoint, describe=describe,
     write_reports=write_reports,
     value_order={"task": TASKS}, normalise=with_axis_defaults, value_text=axis_text, rank_subset=only_noisy,
+    report_keys={"baseline_variant": ("base", TEXT)},
+    ranked=(RankedQuantity("test_acc", "accuracy", higher_is_better=True),),
+    shown_axes=("task", "seed", "noise", "noise_on", "variant"),
+    outputs=outputs, result_columns=result_columns,
 )

@@ -63,7 +63,7 @@ def only_noisy(df: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
 
 def axis_text(column: str, value: Any, display: bool = False) -> str:
     """How one axis value reads inside a row or line label (``a=2``, ``test only``, ``Text``, ``r=1``); with
-    ``display`` an attention reads as a paper prints it (:data:`~harness.report.format.DISPLAY_NAMES`), as LaTeX
+    ``display`` an attention reads as a paper prints it (:func:`~harness.report.format.display_name`), as LaTeX
     tables and figures show it, while Markdown and CSV keep the registry name the user types."""
     if column == "attention" and display:
         return display_name(str(value))

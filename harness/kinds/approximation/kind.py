@@ -37,7 +37,9 @@ from ...core.cell import Cell
 from ...core.errors import SuiteError, first_line
 from ...core.store import Store
 from ...core.suite import (
+    ATTENTION_OR_NULL,
     Axis,
+    RankedQuantity,
     Suite,
     SuiteKind,
     apply_patterns,
@@ -276,4 +278,12 @@ KIND = SuiteKind(
     parse=parse, validate=validate, make_cell=make_cell, run=measure_cell, prepare=_nothing, finished=_nothing,
     describe=describe, write_reports=write_reports,
     group_key=group_key, run_group=measure_group, timed=is_time_cell, run_env=timing_env,
+    report_keys={"compare_reference": (None, ATTENTION_OR_NULL)},
+    ranked=(RankedQuantity("time_ms_median", "time", higher_is_better=False),
+            RankedQuantity("rel_fro", "error against softmax", higher_is_better=False)),
+    shown_axes=("budget", "input", "seq_len"),
+    outputs=lambda suite: ("results.csv", "env.json", "approximation.md", "approximation.tex", "approximation.csv",
+                           "pareto_*.png", "pareto_*.pdf"),
+    result_columns=lambda suite: ("key", "attention", "budget", "input", "seq_len", "device", "status", "message",
+                                  "rel_fro", "max_abs", "cos_mean", "cos_min", "time_ms_median"),
 )

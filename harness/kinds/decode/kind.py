@@ -40,6 +40,7 @@ from ...core.store import Store
 from ...core.suite import (
     NONNEG_INT,
     Axis,
+    RankedQuantity,
     Rule,
     Suite,
     SuiteKind,
@@ -168,4 +169,12 @@ KIND = SuiteKind(
     reads_data=False, parse=parse, validate=validate, make_cell=make_cell, run=measure_cell, prepare=_nothing,
     finished=_nothing, describe=describe, write_reports=write_reports,
     group_key=group_key, run_group=measure_group, timed=is_time_cell, run_env=run_env,
+    ranked=(RankedQuantity("ms_per_token", "decoding time per token", higher_is_better=False),
+            RankedQuantity("state_bytes", "decoding state", higher_is_better=False)),
+    shown_axes=("context", "batch_size", "heads", "head_dim", "kv_heads", "dtype"),
+    outputs=lambda suite: ("results.csv", "env.json", "decode_*.md", "decode_*.tex", "decode_*.png", "decode_*.pdf",
+                           "slopes.md", "slopes.csv"),
+    result_columns=lambda suite: ("key", "attention", "context", "batch_size", "heads", "head_dim", "dtype", "device",
+                                  "status", "message", "ms_per_token", "time_ms_median", "time_ms_iqr", "tokens_per_s",
+                                  "prefill_ms", "state_bytes", "bandwidth_bound_ms"),
 )

@@ -31,6 +31,7 @@ from ...core.errors import SuiteError
 from ...core.store import Store
 from ...core.suite import (
     Axis,
+    RankedQuantity,
     Suite,
     SuiteKind,
     apply_patterns,
@@ -210,4 +211,12 @@ KIND = SuiteKind(
     keys=frozenset({"data", "model", "model_config", "train", "datasets"}), tables=TABLES, reads_data=True,
     parse=parse, validate=validate, make_cell=make_cell, run=run, prepare=prepare, check_inputs=check_inputs,
     data_identity=data_identity, finished=drop_checkpoint, describe=describe, write_reports=write_reports,
+    ranked=(RankedQuantity("test_mse", "forecast MSE", higher_is_better=False),),
+    shown_axes=("dataset", "horizon", "seed"),
+    outputs=lambda suite: ("results.csv", "env.json", "curves.csv", "table2.md", "table2.tex", "table2.csv",
+                           "claims.md",
+                           *(f"forecast_{d}.{ext}" for d in suite.axes["dataset"] for ext in ("png", "pdf"))),
+    result_columns=lambda suite: ("key", "attention", "dataset", "horizon", "seed", "device", "status", "message",
+                                  "test_mse", "test_mae", "best_val_mse", "best_step", "steps", "steps_per_s",
+                                  "data_source"),
 )

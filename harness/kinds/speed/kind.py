@@ -10,13 +10,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import attentions
+
 from ...core.cell import Cell
 from ...core.errors import SuiteError
 from ...core.store import Store
 from ...core.suite import (
+    ATTENTION_OR_NULL,
     NONNEG_INT,
     POSITIVE_INT,
     Axis,
+    RankedQuantity,
     Rule,
     Suite,
     SuiteKind,
@@ -68,7 +72,10 @@ AXES = {
 #: Axes a speed suite may add: ``sdpa_backend`` pins torch's SDPA to one backend (``auto``: torch's choice, as a cell
 #: without the axis); a backend that cannot run a cell's shape or device is that cell's error.
 SDPA_CHOICES = ("auto", *SDPA_BACKENDS)
-OPTIONAL_AXES = {"sdpa_backend": Axis(lambda v: v in SDPA_CHOICES, f"one of {', '.join(SDPA_CHOICES)}")}
+#: ``causal``: the variant's causal form (``true``) beside its bidirectional one (``false``, as a cell without the
+#: axis); a variant without one gives ``unsupported`` causal cells with its reason.
+OPTIONAL_AXES = {"sdpa_backend": Axis(lambda v: v in SDPA_CHOICES, f"one of {', '.join(SDPA_CHOICES)}"),
+                 "causal": Axis(lambda v: isinstance(v, bool), "true or false")}
 
 
 def _metrics(path: Path, metrics: Any) -> tuple[str, ...]:
@@ -122,18 +129,23 @@ def validate(suite: Suite) -> None:
 def label(params: Mapping[str, Any]) -> str:
     compiled = f" {params['compile']}" if compiles(params) else ""
     sdpa = f" sdpa={params['sdpa_backend']}" if params.get("sdpa_backend", "auto") != "auto" else ""
+    causal = " causal" if params.get("causal") else ""
     return (f"{params['attention']} n={params['seq_len']} b={params['batch_size']} {params['mode']} "
-            f"{params['dtype']}{compiled}{sdpa}")
+            f"{params['dtype']}{causal}{compiled}{sdpa}")
 
 
 def make_cell(suite: Suite, params: dict[str, Any], device: str) -> Cell:
     name, n, settings = params["attention"], params["seq_len"], suite.settings
+    causal = bool(params.get("causal", False))
+    overrides = suite.config_for(name)
+    if causal and attentions.spec(name).caps.causal:
+        overrides = {**overrides, "causal": True}
     return Cell(
         suite=suite.name, params=params, fixed=settings.fixed, metrics=settings.metrics, timing=settings.timing,
-        config=attention_config(name, suite.config_for(name), dim=params["dim"], heads=params["heads"], seq_len=n),
+        config=attention_config(name, overrides, dim=params["dim"], heads=params["heads"], seq_len=n),
         device=device, kind=suite.kind.name, label=label(params), **identity(suite, name),
         # layer cells have no padding; train_step cells feed every token too
-        skip_reason=suite.skip_reason(params) or capability_reason(name, n, padded=False),
+        skip_reason=suite.skip_reason(params) or capability_reason(name, n, padded=False, causal=causal),
     )
 
 
@@ -161,12 +173,35 @@ def write_reports(store: Store, name: str, options: Mapping[str, Any], keys: lis
                                smoke=is_smoke(runs["profile"]))
 
 
+#: The results.csv columns of every cell, then those each metric adds.
+RESULT_COLUMNS = ("key", "attention", "backend", "seq_len", "batch_size", "heads", "dim", "mode", "dtype", "device",
+                  "status", "message")
+METRIC_COLUMNS = {"time": ("time_ms_median", "time_ms_iqr"), "memory": ("peak_mem_bytes",), "flops": ("gflops",)}
+
+
+def outputs(suite: Suite) -> tuple[str, ...]:
+    """What a speed run writes: the raw results, Table 4 in both formats, the scaling figures of what it measures."""
+    figures = tuple(f"{m}_*.{ext}" for m in ("time", "memory") if m in suite.settings.metrics for ext in ("png", "pdf"))
+    return ("results.csv", "env.json", "table4_*.md", "table4_*.tex", "slopes.md", *figures)
+
+
+def result_columns(suite: Suite) -> tuple[str, ...]:
+    metrics = suite.settings.metrics
+    extra = ("gflops_per_s",) if {"time", "flops"} <= set(metrics) else ()
+    return (*RESULT_COLUMNS, *(c for m in metrics for c in METRIC_COLUMNS[m]), *extra)
+
+
 KIND = SuiteKind(
     name="speed", axes=AXES, optional_axes=OPTIONAL_AXES, keys=frozenset({"fixed", "metrics", "timing"}),
     tables=("table4",),
     reads_data=False, parse=parse, validate=validate, make_cell=make_cell, run=measure_cell, prepare=_nothing,
     finished=_nothing, describe=describe, write_reports=write_reports,
     group_key=group_key, run_group=measure_group, timed=is_time_cell, run_env=timing_env,
+    report_keys={"slope_min_seq_len": (1024, POSITIVE_INT), "compare_reference": (None, ATTENTION_OR_NULL)},
+    ranked=(RankedQuantity("time_ms_median", "time", higher_is_better=False),
+            RankedQuantity("peak_mem_bytes", "memory", higher_is_better=False)),
+    shown_axes=("seq_len", "batch_size", "heads", "dim", "mode", "dtype", "compile", "sdpa_backend"),
+    outputs=outputs, result_columns=result_columns,
 )
 
 

@@ -58,12 +58,14 @@ from .slopes import fitted_slopes, slopes_md
 
 # One table (and one pair of plots) per combination of these; the rows of a group differ only by
 # attention variant and sequence length.
-GROUP_COLUMNS: tuple[str, ...] = ("device", "dtype", "mode", "compile", "batch_size", "heads", "dim")
+GROUP_COLUMNS: tuple[str, ...] = ("device", "dtype", "mode", "causal", "compile", "batch_size", "heads", "dim")
 
 
 def with_compile(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` with its ``compile`` column, ``eager`` where missing (results stored before the axis existed)."""
-    return df.assign(compile=df["compile"].fillna("eager") if "compile" in df.columns else "eager")
+    """``df`` with its ``compile`` and ``causal`` columns, ``eager`` and False where missing (a suite without the axis,
+    results stored before it existed): the bidirectional, eager cells they are."""
+    causal = df["causal"].fillna(False).astype(bool) if "causal" in df.columns else False
+    return df.assign(compile=df["compile"].fillna("eager") if "compile" in df.columns else "eager", causal=causal)
 
 
 def group_slug(group: Mapping[str, object]) -> str:
@@ -74,7 +76,8 @@ def group_slug(group: Mapping[str, object]) -> str:
     """
     g = group
     compiled = "" if g.get("compile", "eager") == "eager" else f"_{g['compile']}"  # eager keeps the older names
-    slug = f"{g['device']}_{g['dtype']}_{g['mode']}{compiled}_b{g['batch_size']}_h{g['heads']}_d{g['dim']}"
+    causal = "_causal" if g.get("causal") else ""  # bidirectional too
+    slug = f"{g['device']}_{g['dtype']}_{g['mode']}{causal}{compiled}_b{g['batch_size']}_h{g['heads']}_d{g['dim']}"
     # "+" is legal in file names but awkward in URLs, LaTeX \input and shells.
     return slug.replace("+", "p")
 
@@ -84,7 +87,8 @@ def group_title(group: Mapping[str, object]) -> str:
     g = group
     device = str(g["device"]).upper() if str(g["device"]) == "cpu" else str(g["device"]).replace("cuda", "CUDA")
     compiled = f"{COMPILE_NAMES.get(str(g['compile']), g['compile'])} · " if "compile" in g else ""  # absent: both
-    return (f"{device} · {g['dtype']} · {MODE_NAMES.get(str(g['mode']), g['mode'])} · {compiled}"
+    causal = "causal · " if g.get("causal") else ""
+    return (f"{device} · {g['dtype']} · {MODE_NAMES.get(str(g['mode']), g['mode'])} · {causal}{compiled}"
             f"batch {g['batch_size']} · {g['heads']} heads · dim {g['dim']}")
 
 
@@ -419,4 +423,7 @@ def write_speed_reports(df: pd.DataFrame, out_dir: Path, *, env: Mapping[str, ob
               "env": env}
     written += write_compile_comparison(df, out_dir, **layout)
     written += write_roofline(df, out_dir, roofs or {}, plots=plots, **layout)
-    return written + write_claims(out_dir, speed_claims(df, baseline, GROUP_COLUMNS), suite=suite, smoke=smoke)
+    # the paper's Table 4 times bidirectional layers: its claims are judged on those cells only
+    bidirectional = df[~df["causal"].astype(bool)]
+    return written + write_claims(out_dir, speed_claims(bidirectional, baseline, GROUP_COLUMNS), suite=suite,
+                                  smoke=smoke)

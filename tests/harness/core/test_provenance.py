@@ -37,7 +37,7 @@ def _closure(*roots: str) -> set[str]:
 
 @pytest.mark.parametrize(("variant", "helpers"), [
     ("attentions.s3attention", {"attentions._s3_cpu", "attentions.base"}),
-    ("attentions.scatterbrain", {"attentions.performer", "attentions.reformer"}),
+    ("attentions.scatterbrain", {"attentions.performer", "attentions._lsh"}),
     ("attentions.fsat", {"attentions.fat", "attentions._fsat_ops"}),
     ("attentions.local", {"attentions._blocks"}),
     ("attentions.linear_transformer", {"attentions._kernels"}),

@@ -39,9 +39,11 @@ def test_sdpa_forward_and_backward_on_cpu() -> None:
     assert total == forward + backward == 172032
 
 
-def test_sdpa_causal_is_counted_dense() -> None:
+def test_sdpa_causal_is_counted_as_its_kernel_computes() -> None:
+    """The causal kernel computes the lower triangle of the scores, j <= i: 32·33/2 of 32² per head, for QKᵀ and PV."""
     q = torch.randn(1, 2, 32, 4)
-    assert count_flops(lambda: F.scaled_dot_product_attention(q, q, q, is_causal=True)) == 4 * 2 * 32**2 * 4
+    assert count_flops(lambda: F.scaled_dot_product_attention(q, q, q, is_causal=True)) == 4 * 2 * (32 * 33 // 2) * 4
+    assert count_flops(lambda: F.scaled_dot_product_attention(q, q, q)) == 4 * 2 * 32**2 * 4
 
 
 @pytest.mark.parametrize(("n", "m"), [(32, 5), (64, 1)])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +20,9 @@ from harness.kinds.speed.report import (
     write_speed_reports,
 )
 from harness.kinds.speed.slopes import fit_loglog_slope, slope_fit, slope_flag
+from harness.run.runner import run_suite
+from harness.run.suitefile import load_suite
+from tests.conftest import tiny_doc
 
 MIB = 2**20
 ENV: dict[str, object] = {
@@ -220,9 +223,9 @@ def test_write_reports(tmp_path: Path) -> None:
 
     back = pd.read_csv(tmp_path / "results.csv")
     speedups = ["speedup", "speedup_lo", "speedup_hi", "speedup_paired"]
-    # results stored without a compile axis are eager
-    assert len(back) == 16 and list(back.columns) == [*df.columns, "compile", *speedups]
-    assert set(back["compile"]) == {"eager"}
+    # results stored without a compile or causal axis are eager and bidirectional
+    assert len(back) == 16 and list(back.columns) == [*df.columns, "compile", "causal", *speedups]
+    assert set(back["compile"]) == {"eager"} and not back["causal"].any()
     key = df.loc[0, "key"]
     cell = back[(back["key"] == key) & (back["dtype"] == "float32")].iloc[0]
     assert cell["time_ms_median"] == 1 / 3 and cell["gflops"] == 2 / 3
@@ -323,3 +326,24 @@ def test_row_names_name_the_rows_of_table4(tmp_path: Path) -> None:
     for text in (md, tex):
         assert "Transformer" in text and "S3Attention (ours)" in text
     assert "| vanilla " not in md and "| s3attention " not in md
+
+
+@pytest.mark.usefixtures("fast_runner", "one_thread")
+def test_the_causal_axis_times_causal_forms_in_tables_of_their_own(write_yaml: Callable[..., Path],
+                                                                   tmp_path: Path) -> None:
+    doc = tiny_doc(axes={"attention": ["vanilla_sdpa", "linformer"], "seq_len": [32], "mode": ["fwd"],
+                         "causal": [False, True]}, metrics=["time", "flops"])
+    suite = load_suite(write_yaml(doc))
+    cells = {(c.params["attention"], c.params["causal"]): c for c in suite.expand("cpu")}
+    assert cells[("vanilla_sdpa", True)].config["causal"] and not cells[("vanilla_sdpa", False)].config["causal"]
+    assert cells[("linformer", True)].skip_reason.startswith("unsupported by linformer: linformer has no causal form")
+    assert cells[("linformer", False)].skip_reason is None
+    run_suite(suite, out=tmp_path, progress=False)
+    directory = tmp_path / "tiny" / "quick"
+    csv = pd.read_csv(directory / "results.csv").set_index(["attention", "causal"])
+    # SDPA's causal kernel computes the lower triangle of the scores (33 of every 64 at n = 32): QKᵀ and PV,
+    # 4·B·H·N²·d FLOPs in full, lose 31/64 of it; the projections are the same
+    full, causal = csv.loc[("vanilla_sdpa", False), "gflops"], csv.loc[("vanilla_sdpa", True), "gflops"]
+    assert math.isclose((full - causal) * 1e9, 4 * 1 * 2 * 32**2 * 8 * 31 / 64)
+    assert (directory / "table4_cpu_float32_fwd_causal_b1_h2_d16.md").is_file()
+    assert "causal" not in (directory / "table4_cpu_float32_fwd_b1_h2_d16.md").read_text().split("\n")[0]
