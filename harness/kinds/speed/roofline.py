@@ -157,6 +157,7 @@ def write_roofline(df: pd.DataFrame, out_dir: Path, roofs: Roofs, *, group_colum
     points = attach_roofline(df, roofs)
     if points.empty:
         return []
+    group_columns = tuple(c for c in group_columns if c in points.columns)  # a frame stored before an axis existed
     keep = [*group_columns, "attention", "seq_len", "gflops", "gbytes_moved", *ROOFLINE_COLUMNS]
     written = [write_csv(points[[c for c in keep if c in points.columns]], out_dir / "roofline.csv")]
     note = ("Achieved GFLOP/s (its fraction of the attainable min(GEMM peak, bandwidth × I), I = FLOP/byte of the "
