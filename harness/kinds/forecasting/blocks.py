@@ -130,13 +130,18 @@ class SeasonalLayerNorm(nn.Module):
 
 
 class SelfAttention(nn.Module):
-    """A zoo attention as a self-attention block: (x, cross) -> attention(x); ``cross`` is ignored."""
+    """A zoo attention as a self-attention block: (x, cross) -> attention(x); ``cross`` is ignored.
 
-    def __init__(self, name: str, cfg: ForecastConfig, length: int) -> None:
+    ``causal``: the decoder's masked self-attention, as the Transformer and Informer decoders mask it (their authors'
+    ``mask_flag``): the variant's causal form where it has one (``attnbench list``), else its bidirectional form, which
+    reads the decoder's zero-filled future too (the variant's own reason says why it has no other)."""
+
+    def __init__(self, name: str, cfg: ForecastConfig, length: int, causal: bool = False) -> None:
         super().__init__()
         # the model's dropout unless the suite sets the attention's own (``config: {dropout: ...}``)
+        masked = {"causal": True} if causal and attentions.spec(name).caps.causal else {}
         self.attention = attentions.build(name, dim=cfg.d_model, heads=cfg.heads, max_seq_len=length,
-                                          **{"dropout": cfg.dropout, **cfg.attention})
+                                          **{"dropout": cfg.dropout, **cfg.attention, **masked})
 
     def forward(self, x: Tensor, cross: Tensor | None = None) -> Tensor:
         return self.attention(x)
@@ -306,9 +311,10 @@ class TransformerForecaster(nn.Module):
     """Informer's encoder-decoder (Informer §3, Figure 2; the "Transformer" of the Autoformer/FEDformer repositories):
     embeddings with positions, post-norm encoder layers (with ``distil``, a :class:`DistillingLayer` after each but
     the last), post-norm decoder layers (self-attention, cross-attention, feed-forward), LayerNorm, a linear map to the
-    variables. The decoder's input is the history's last ``label_len`` steps followed by zeros."""
+    variables. The decoder's input is the history's last ``label_len`` steps followed by zeros. ``self_attention(length,
+    causal)`` builds each self-attention: the encoder's bidirectional, the decoder's masked (:class:`SelfAttention`)."""
 
-    def __init__(self, cfg: ForecastConfig, self_attention: Callable[[int], nn.Module],
+    def __init__(self, cfg: ForecastConfig, self_attention: Callable[[int, bool], nn.Module],
                  cross_attention: CrossFactory | None = None, distil: bool = False) -> None:
         super().__init__()
         self.cfg = cfg
@@ -316,10 +322,11 @@ class TransformerForecaster(nn.Module):
         lengths = distilled_lengths(cfg.input_len, cfg.e_layers) if distil else [cfg.input_len] * cfg.e_layers
         self.enc_embed = DataEmbedding(cfg.variables, cfg.d_model, cfg.marks, cfg.dropout)
         self.dec_embed = DataEmbedding(cfg.variables, cfg.d_model, cfg.marks, cfg.dropout)
-        self.encoder = nn.ModuleList(_EncoderLayer(cfg, self_attention(n)) for n in lengths)
+        self.encoder = nn.ModuleList(_EncoderLayer(cfg, self_attention(n, False)) for n in lengths)
         self.distil = nn.ModuleList(DistillingLayer(cfg.d_model) for _ in lengths[1:]) if distil else None
+        # the decoder's self-attention is masked (causal), as the authors' decoders mask it
         self.decoder = nn.ModuleList(
-            _DecoderLayer(cfg, self_attention(cfg.decoder_len), cross_attention(cfg.decoder_len, lengths[-1]))
+            _DecoderLayer(cfg, self_attention(cfg.decoder_len, True), cross_attention(cfg.decoder_len, lengths[-1]))
             for _ in range(cfg.d_layers))
         self.enc_norm, self.dec_norm = nn.LayerNorm(cfg.d_model), nn.LayerNorm(cfg.d_model)
         self.project = nn.Linear(cfg.d_model, cfg.variables)

@@ -8,9 +8,9 @@ Informer's encoder-decoder (:class:`~harness.kinds.forecasting.blocks.Transforme
 and full softmax cross-attention, as the authors build it.
 
 Choices and deviations:
-- The decoder's ProbSparse self-attention is the zoo's non-causal one; the authors mask it causally (``mask_flag``).
-  The decoder's input after the ``label_len`` history steps is zeros, so no target value can leak either way; the
-  causal mask only changes which positions each decoder step reads.
+- The decoder's ProbSparse self-attention is masked, as the authors mask it (``mask_flag``): the zoo's causal
+  ProbSparse, whose choice of active queries reads each query's own past only (the authors' top-u over the whole
+  sequence lets a later position change which earlier queries are active; ``attentions/probsparse.py`` says how).
 - ``factor`` 3, the forecasting scripts' value (the module default is 5).
 """
 
@@ -23,4 +23,4 @@ from .blocks import ForecastConfig, SelfAttention, TransformerForecaster
 
 def build(cfg: ForecastConfig, name: str = "probsparse") -> nn.Module:
     """Informer with ``cfg``'s sizes."""
-    return TransformerForecaster(cfg, lambda n: SelfAttention(name, cfg, n), distil=True)
+    return TransformerForecaster(cfg, lambda n, causal: SelfAttention(name, cfg, n, causal), distil=True)

@@ -20,4 +20,4 @@ from .blocks import ForecastConfig, SelfAttention, TransformerForecaster
 
 def build(cfg: ForecastConfig, name: str = "logsparse") -> nn.Module:
     """LogTrans with ``cfg``'s sizes."""
-    return TransformerForecaster(cfg, lambda n: SelfAttention(name, cfg, n))
+    return TransformerForecaster(cfg, lambda n, causal: SelfAttention(name, cfg, n, causal))

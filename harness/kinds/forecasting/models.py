@@ -32,7 +32,7 @@ ARCHITECTURES: dict[str, tuple[str, str, Callable[[ForecastConfig, str], nn.Modu
 
 
 def _transformer(cfg: ForecastConfig, name: str) -> nn.Module:
-    return TransformerForecaster(cfg, lambda n: SelfAttention(name, cfg, n))
+    return TransformerForecaster(cfg, lambda n, causal: SelfAttention(name, cfg, n, causal))
 
 
 TRANSFORMER = ("Transformer", blocks.__name__, _transformer)

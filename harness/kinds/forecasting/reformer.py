@@ -22,4 +22,4 @@ from .blocks import ForecastConfig, SelfAttention, TransformerForecaster
 
 def build(cfg: ForecastConfig, name: str = "reformer") -> nn.Module:
     """Reformer's attention in the Informer encoder-decoder, with ``cfg``'s sizes."""
-    return TransformerForecaster(cfg, lambda n: SelfAttention(name, cfg, n))
+    return TransformerForecaster(cfg, lambda n, causal: SelfAttention(name, cfg, n, causal))

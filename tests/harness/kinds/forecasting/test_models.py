@@ -82,3 +82,14 @@ def test_the_suites_attention_config_reaches_the_attention(name: str) -> None:
     model = build_forecaster(name, cfg)
     configs = [m.cfg for m in model.modules() if hasattr(m, "cfg") and hasattr(m.cfg, "max_seq_len")]
     assert configs and all(c.dropout == 0.3 for c in configs)
+
+
+@pytest.mark.parametrize(("name", "causal"), [("probsparse", True), ("vanilla", True), ("logsparse", True),
+                                              ("reformer", True), ("linformer", False)])
+def test_the_decoders_self_attention_is_masked_where_the_variant_has_a_causal_form(name: str, causal: bool) -> None:
+    """As the authors' decoders mask theirs (``mask_flag``): a variant's causal form, where it has one."""
+    cfg = ForecastConfig(input_len=64, horizon=32, variables=2, d_model=16, heads=2, d_ff=32)
+    model = build_forecaster(name, cfg)
+    assert isinstance(model, TransformerForecaster)
+    assert all(layer.self_attention.attention.cfg.causal is causal for layer in model.decoder)
+    assert not any(layer.attention.attention.cfg.causal for layer in model.encoder)
