@@ -103,11 +103,11 @@ approximation: setup $(RAY_SETUP)
 report: setup
 	$(BIN)/attnbench report $(OUT)
 
-# The whole project on one GPU in a few minutes (harness/run/gpu_check.py): CUDA tests, every suite's smoke profile on
+# The whole project on one GPU in a few minutes (tools/gpu_check.py): CUDA tests, every suite's smoke profile on
 # cuda, the speed suite's `gpu` profile. PYTHON_RUN=python3 uses a system Python that has torch with CUDA (no .venv).
 PYTHON_RUN ?= $(BIN)/python
 gpu-check: $(if $(filter $(BIN)/python,$(PYTHON_RUN)),setup-dev)
-	$(PYTHON_RUN) -m harness.run.gpu_check --out $(OUT)/gpu-check
+	$(PYTHON_RUN) -m tools.gpu_check --out $(OUT)/gpu-check
 
 test: setup-dev
 	$(BIN)/python -m pytest
@@ -116,7 +116,7 @@ test-slow: setup-dev
 	$(BIN)/python -m pytest -m slow
 
 lint: setup-dev
-	$(BIN)/ruff check attentions harness tests
+	$(BIN)/ruff check attentions harness tests tools
 
 # After adding or changing a variant: the registry's catalogue that `attnbench list` reads without torch
 # (harness/catalog.py; a test fails while it is stale).

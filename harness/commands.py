@@ -23,9 +23,9 @@ from .core.store import Store
 from .core.suite import Suite, expand_patterns
 from .light import default_cpu_threads
 from .report.compare import compare, counts_as_regression, parse_side, render, suite_baseline
+from .report.compositional import default_out_dir, load_suite_results, rank
 from .report.export import write_suite_reports
 from .report.highlight import highlighting, split_patterns
-from .report.rank import default_out_dir, load_suite_results, rank
 from .report.ranking import write_ranking
 from .run.execute import RunSummary
 from .run.progress import duration, files_line
@@ -262,7 +262,8 @@ def highlight_patterns(args: argparse.Namespace) -> list[str]:
 
 
 def cmd_rank(args: argparse.Namespace) -> int:
-    """``report --rank DIR...``: one ranking of the variants across the suites' stores (harness.report.rank)."""
+    """``report --rank DIR...``: one ranking of the variants across the suites' stores (a compositional index,
+    :mod:`harness.report.compositional`)."""
     out_dir = check_out_dir(args.out_dir or default_out_dir(args.rank), "--out-dir")
     ranking = rank([load_suite_results(d) for d in args.rank])
     written = write_ranking(ranking, out_dir)

@@ -175,7 +175,7 @@ def test_each_layer_imports_only_what_is_below_it() -> None:
 
 
 def test_the_layer_check_sees_a_violation() -> None:
-    planted = {"harness.report.rank": {"harness.kinds.accuracy.summary"},
+    planted = {"harness.report.compositional": {"harness.kinds.accuracy.summary"},
                "harness.kinds.forecasting.kind": {"harness.kinds.accuracy.cells"},
                "harness.core.store": {"harness.report.format"}, "harness.kinds.speed.cells": {"harness.measure.group"}}
     assert len(_layer_violations(planted)) == 3

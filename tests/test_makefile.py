@@ -9,11 +9,11 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 
-MODULES = sorted(set(re.findall(r"-m ((?:harness|attentions)[\w.]*)", (REPO_ROOT / "Makefile").read_text())))
+MODULES = sorted(set(re.findall(r"-m ((?:harness|attentions|tools)[\w.]*)", (REPO_ROOT / "Makefile").read_text())))
 
 
 def test_the_makefile_runs_modules() -> None:
-    assert "harness.run.gpu_check" in MODULES and "harness.catalog" in MODULES
+    assert "tools.gpu_check" in MODULES and "harness.catalog" in MODULES
 
 
 @pytest.mark.parametrize("module", MODULES)

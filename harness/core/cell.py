@@ -165,21 +165,29 @@ def classify_exception(exc: BaseException) -> CellResult:
 
 @contextlib.contextmanager
 def cpu_memory_cap(fraction: float = 0.9) -> Iterator[None]:
-    """Cap this process's address space at its current size + ``fraction`` of available RAM.
+    """Cap this process's address space so that what it may touch from now on fits ``fraction`` of available RAM.
 
     Without a cap, an n^2 cell that does not fit makes Linux's OOM killer end the whole sweep; with it the
     allocation fails inside torch ("can't allocate memory") and the cell is recorded as ``oom``.
+
+    The cap is on address space, which memory handed back with ``malloc_trim`` (:func:`~harness.core.tunables.
+    release_freed_memory`: its pages released, its addresses kept) does not leave: the heap can be touched again up to
+    its mapped size without growing the address space. So the room granted for growth is ``fraction`` of available
+    RAM less that mapped-but-not-resident part (VmSize − VmRSS), never below nothing: whatever the process touches,
+    reused or new, stays within its resident memory now plus ``fraction`` of what is available.
     """
     try:
         with open("/proc/self/status") as f:
-            vm_kb = next(int(line.split()[1]) for line in f if line.startswith("VmSize:"))
+            status = {line.split(":")[0]: line.split()[1] for line in f if line.startswith(("VmSize:", "VmRSS:"))}
+        vm_kb, rss_kb = int(status["VmSize"]), int(status["VmRSS"])
         with open("/proc/meminfo") as f:
             avail_kb = next(int(line.split()[1]) for line in f if line.startswith("MemAvailable:"))
         soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    except (OSError, StopIteration, ValueError):  # not Linux: run without a cap
+    except (OSError, StopIteration, ValueError, KeyError):  # not Linux: run without a cap
         yield
         return
-    cap = (vm_kb + int(avail_kb * fraction)) * 1024
+    growth_kb = max(0, int(avail_kb * fraction) - (vm_kb - rss_kb))
+    cap = (vm_kb + growth_kb) * 1024
     if hard != resource.RLIM_INFINITY:
         cap = min(cap, hard)
     resource.setrlimit(resource.RLIMIT_AS, (cap, hard))

@@ -2,12 +2,12 @@
 the CLI look it up here instead of branching on the kind (see :class:`harness.core.suite.SuiteKind`).
 
 Adding a kind = one package that builds a ``SuiteKind`` and one entry below; the kinds register into
-:data:`harness.core.kinds.KINDS`, which the core, the runner and the report primitives read (none imports a kind).
+:data:`harness.core.kind_table.KINDS`, which the core, the runner and the report primitives read (none imports a kind).
 """
 
 from __future__ import annotations
 
-from ..core.kinds import KINDS, register_kind
+from ..core.kind_table import KINDS, register_kind
 from ..core.suite import Axis
 from .accuracy.kind import KIND as ACCURACY
 from .approximation.kind import KIND as APPROXIMATION

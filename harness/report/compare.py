@@ -37,7 +37,7 @@ from typing import Any
 import pandas as pd
 
 from ..core.errors import UserError
-from ..core.kinds import KINDS
+from ..core.kind_table import KINDS
 from ..core.store import Store
 from .format import md_table, sig2
 from .stats import Ratio, mann_whitney_p, ratio_of_medians

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import UserError
-from ..core.kinds import KINDS
+from ..core.kind_table import KINDS
 from ..core.store import Store
 
 

@@ -1,5 +1,5 @@
 """The ranking of ``attnbench report --rank`` as files: ranking.md / .tex / .csv with the method, coverage and
-notes (the ranking itself: :mod:`harness.report.rank`)."""
+notes (the ranking itself: :mod:`harness.report.compositional`)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .compositional import COVERAGE_MARK, STEM, Ranking
 from .format import (
     MISSING,
     Fmt,
@@ -18,7 +19,6 @@ from .format import (
     write_csv,
     write_table_files,
 )
-from .rank import COVERAGE_MARK, STEM, Ranking
 
 
 def _z_text(value: float, fmt: Fmt) -> str:

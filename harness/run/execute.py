@@ -16,7 +16,7 @@ import torch
 from ..core import faults
 from ..core.cell import Cell, CellResult, Context
 from ..core.errors import first_line, printable
-from ..core.kinds import is_timed
+from ..core.kind_table import is_timed
 from ..core.store import Store
 from ..core.suite import SuiteKind
 from ..kinds import KINDS

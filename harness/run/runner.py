@@ -31,7 +31,7 @@ from ..core.cell import Cell, Context
 from ..core.envinfo import collect_env
 from ..core.errors import RunFailed, UserError, printable
 from ..core.files import DATA_CACHE, directory_lock, refuse_links_outside, refuse_symlinks, remove_temporaries
-from ..core.kinds import is_timed
+from ..core.kind_table import is_timed
 from ..core.store import Store
 from ..core.suite import Suite, expand_patterns
 from ..measure.quiet import BUSY_CORES, other_load

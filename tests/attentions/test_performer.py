@@ -237,7 +237,7 @@ def test_chunked_form_is_the_same_function(chunk_size: int) -> None:
 
 
 #: Non-view ATen ops of one training fwd+bwd on the meta device (the GPU layout) at B 4, D 512, H 8, n = 16K, dropout
-#: off (as ``tests.attentions.gpu_comparisons public``):
+#: off (as ``tools.gpu_comparisons public``):
 #: 643 when CUDA ran 8 chunks as the CPU does, 123 in one pass, 93 with one chunk's shift taken as the global one and
 #: finite-or-zero as one op; lucidrains' performer-pytorch, which the H200 ran faster: 95. The regression bound.
 GPU_LAYOUT_MAX_OPS = 93

@@ -3,8 +3,9 @@
 A cell builds the variant's causal form (``causal=True``, eval, ``dropout`` 0), runs ``prefill`` over a random
 prompt of ``context`` tokens into a state sized for ``context + 1`` tokens (:mod:`attentions._decode`), and measures:
 
-- ``prefill_ms``: the prompt through the parallel causal form, the median of :data:`PREFILL_CALLS` calls (each
-  allocating its own state, as a new request does);
+- ``prefill_ms``: the prompt through the parallel causal form, the median of :data:`PREFILL_CALLS` − 1 calls (each
+  allocating its own state, as a new request does), or the one call measured for the state where that took longer
+  than :data:`PREFILL_ONCE_S`;
 - ``state_bytes``: what the state holds per batch, as the allocator counts it (the bytes a prefill allocates and still
   holds at its end, less its output), and ``state_bytes_per_sequence``; ``state_bytes_tensors`` is the sum of the
   state's tensors, which the allocator's figure must equal on the CPU;
@@ -37,8 +38,11 @@ from ...measure.group import Workload, measure_workloads
 from ...measure.memory import retained_memory_bytes
 
 TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-#: Prefill calls a cell times (each a whole prompt: seconds at long contexts, so a few, not a timing loop).
+#: Prefill calls a cell times (each a whole prompt: seconds at long contexts, so a few, not a timing loop); one only
+#: where it took longer than :data:`PREFILL_ONCE_S` (a long prompt's prefill varies by a few percent, and three of
+#: them at 32K tokens took minutes per group: the prefill is a side figure of a decode cell).
 PREFILL_CALLS = 3
+PREFILL_ONCE_S = 0.5
 
 
 def rewind(state: Any, length: int) -> None:
@@ -70,26 +74,31 @@ def _check_finite(what: str, tensor: Tensor) -> None:
 
 
 def _prefill(module: nn.Module, prompt: Tensor, capacity: int, device: torch.device) -> tuple[list[float], Any, int]:
-    """(the prefill times in ms, the state of the last prefill, the bytes it holds as the allocator counts them)."""
-    times = []
-    for _ in range(PREFILL_CALLS - 1):
-        started = time.perf_counter()
-        with torch.inference_mode():
-            y, _ = module.prefill(prompt, None, capacity=capacity)
-        _sync(device)
-        times.append((time.perf_counter() - started) * 1e3)
-        _check_finite("the prefill's output", y)
-        del y
+    """(the prefill times in ms, the state of the first prefill, the bytes it holds as the allocator counts them).
 
-    def last() -> tuple[Tensor, Any]:
+    The first call runs under the allocator's profiler (its state's bytes); where it took longer than
+    :data:`PREFILL_ONCE_S` its time is the only sample (the profiler's record of a few large allocations costs
+    little beside seconds of compute), else :data:`PREFILL_CALLS` − 1 more calls give the times."""
+
+    def call() -> tuple[Tensor, Any]:
         with torch.inference_mode():
             return module.prefill(prompt, None, capacity=capacity)
 
     started = time.perf_counter()
-    (y, state), retained = retained_memory_bytes(last, device)
-    times.append((time.perf_counter() - started) * 1e3)  # the last call under the allocator's profiler: counted too
+    (y, state), retained = retained_memory_bytes(call, device)
+    first = (time.perf_counter() - started) * 1e3
     _check_finite("the prefill's output", y)
     held = retained - y.numel() * y.element_size()
+    del y
+    if first > PREFILL_ONCE_S * 1e3:
+        return [first], state, held
+    times = []
+    for _ in range(PREFILL_CALLS - 1):
+        started = time.perf_counter()
+        y, _ = call()
+        _sync(device)
+        times.append((time.perf_counter() - started) * 1e3)
+        del y
     return times, state, held
 
 

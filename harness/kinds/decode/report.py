@@ -110,6 +110,22 @@ def _speedups(sub: pd.DataFrame, samples: Mapping[tuple[str, str], Sequence[floa
     return out
 
 
+def shown_attentions(sub: pd.DataFrame) -> list[str]:
+    """The attentions a table has a row for: those with a cell that ran (ok, or a failure worth a mark); one that was
+    ``unsupported`` in every cell (no causal form, no decoding) is named in the note instead."""
+    ran = sub[sub["status"] != "unsupported"]
+    return list(dict.fromkeys(ran["attention"]))
+
+
+def not_decoding_note(sub: pd.DataFrame) -> str:
+    """The sentence naming the attentions left out of a table because none of their cells could run here."""
+    left = sorted(set(sub["attention"]) - set(shown_attentions(sub)))
+    if not left:
+        return ""
+    return (f" Not shown, as they do not decode here (their reasons: `attnbench list NAME`, results.csv): "
+            f"{', '.join(display_name(n) for n in left)}.")
+
+
 def _faster_from(speedups: Mapping[tuple[str, int], float], name: str, contexts: Sequence[int]) -> int | None:
     """The shortest context from which ``name`` decodes faster than the baseline at every measured context."""
     measured = [(c, speedups[(name, c)]) for c in contexts if (name, c) in speedups]
@@ -144,7 +160,7 @@ def decode_table(sub: pd.DataFrame, samples: Mapping[tuple[str, str], Sequence[f
                  fmt: Fmt, row_names: Mapping[str, str] | None = None) -> str:
     """The group's table (see the module docstring), in Markdown or LaTeX."""
     contexts = sorted(int(c) for c in sub["context"].unique())
-    names = table_order(sub["attention"].unique(), baseline)
+    names = table_order(shown_attentions(sub), baseline)
     speedups = _speedups(sub, samples, baseline)
     base_state = sub[(sub["attention"] == baseline) & (sub["status"] == "ok")].set_index("context")["state_bytes"]
     parts = []
@@ -253,7 +269,7 @@ def write_decode_reports(df: pd.DataFrame, out_dir: Path, *, env: Mapping[str, o
     for group, sub in _groups(df):
         stem = f"decode_{_slug(group)}"
         title = _title(group, suite)
-        written += write_table_files(out_dir, stem, title=title, note=note, env=env,
+        written += write_table_files(out_dir, stem, title=title, note=note + not_decoding_note(sub), env=env,
                                      md_body=decode_table(sub, samples, baseline=baseline, fmt="md",
                                                           row_names=row_names),
                                      tex_body=decode_table(sub, samples, baseline=baseline, fmt="tex",

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.errors import UserError
-from ..core.kinds import KINDS
+from ..core.kind_table import KINDS
 from ..core.store import Store
 from ..core.suite import RankedQuantity, SuiteKind
 from .format import (

@@ -1,4 +1,4 @@
-"""``make gpu-check`` (harness.run.gpu_check) without a GPU: its refusal, and each part's verdict and summary line
+"""``make gpu-check`` (tools.gpu_check) without a GPU: its refusal, and each part's verdict and summary line
 from the outputs its commands leave (the commands themselves are faked: they need CUDA)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import torch
 
-import harness.run.gpu_check as gpu_check
+import tools.gpu_check as gpu_check
 
 
 def test_without_a_gpu_it_says_so_and_exits_2(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],

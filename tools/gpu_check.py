@@ -1,4 +1,4 @@
-"""``make gpu-check`` (or ``python -m harness.run.gpu_check``): the whole project on one GPU in a few minutes.
+"""``make gpu-check`` (or ``python -m tools.gpu_check``): the whole project on one GPU in a few minutes.
 
 Three parts, each one summary line (its full output in ``OUT/<part>.log``):
 
@@ -28,8 +28,8 @@ from pathlib import Path
 
 import pandas as pd
 
-SUITES = ("speed", "memory", "accuracy", "robustness", "hyperparams", "ablation", "incoherence", "forecasting",
-          "approximation")
+#: Every suite of suites/ (a suite added there is checked too, without editing this file).
+SUITES = tuple(sorted(p.stem for p in (Path(__file__).resolve().parents[1] / "suites").glob("*.yaml")))
 # test_compile.py compiles for the CPU (CI runs it): on a GPU machine it took minutes and adds nothing GPU-specific
 TESTS = ("tests/attentions/test_cuda.py", "tests/attentions/test_autocast.py",
          "tests/attentions/test_s3attention_gpu.py", "tests/harness/measure/test_gpu.py")

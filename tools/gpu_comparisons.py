@@ -1,8 +1,8 @@
 """Two GPU tables, for a GPU session's note (not a test: no ``test_`` prefix). Run on an idle GPU machine:
 
-    python -m tests.attentions.gpu_comparisons s3 --before FILE      # S3Attention before/after against SDPA
-    python -m tests.attentions.gpu_comparisons public                # the zoo against the public implementations
-    python -m tests.attentions.gpu_comparisons ops                   # the same pairs' op counts (any machine)
+    python -m tools.gpu_comparisons s3 --before FILE      # S3Attention before/after against SDPA
+    python -m tools.gpu_comparisons public                # the zoo against the public implementations
+    python -m tools.gpu_comparisons ops                   # the same pairs' op counts (any machine)
 
 ``s3``: S3Attention as it is now, as it was in ``FILE`` (an older ``attentions/s3attention.py`` with its registration
 lines removed, imports absolute) and ``vanilla_sdpa``, bf16 autocast fwd+bwd, B 4, H 8, D 512, n = 1K/4K/16K, timed in

@@ -3,7 +3,7 @@ before/after figures of the README and the session note. Not a test (no ``test_`
 under the timing malloc settings:
 
     GLIBC_TUNABLES=$(.venv/bin/python -c "from harness.core.tunables import GLIBC_TUNABLES_TIMING as g; print(g)") \
-        .venv/bin/python -m tests.attentions.s3_before_after 1024,2048,4096 1 20
+        .venv/bin/python -m tools.s3_before_after 1024,2048,4096 1 20
 
 Arguments: lengths, intra-op threads, rounds (B 4, H 2, D 64). GFLOP/s are over the useful FLOPs, those of the layer
 before tuning (the tuned layer executes more because of its block-diagonal zero blocks).

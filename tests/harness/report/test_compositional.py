@@ -13,7 +13,7 @@ import pytest
 
 from harness.core.cell import Cell
 from harness.core.store import Store
-from harness.report.rank import COVERAGE_MARK, SuiteResults, default_out_dir, rank, suite_metrics, zscores
+from harness.report.compositional import COVERAGE_MARK, SuiteResults, default_out_dir, rank, suite_metrics, zscores
 from harness.report.ranking import method_text, notes_text, ranking_table
 from tests.conftest import CliResult
 
