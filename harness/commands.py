@@ -26,7 +26,7 @@ from .report.compare import compare, counts_as_regression, parse_side, render, s
 from .report.compositional import default_out_dir, load_suite_results, rank
 from .report.export import write_suite_reports
 from .report.highlight import highlighting, split_patterns
-from .report.ranking import write_ranking
+from .report.ranking import profiles_text, write_ranking
 from .run.execute import RunSummary
 from .run.progress import duration, files_line
 from .run.ray_executor import check_address, default_cpus_per_task, require_ray
@@ -267,7 +267,14 @@ def cmd_rank(args: argparse.Namespace) -> int:
     out_dir = check_out_dir(args.out_dir or default_out_dir(args.rank), "--out-dir")
     ranking = rank([load_suite_results(d) for d in args.rank])
     written = write_ranking(ranking, out_dir)
-    print(f"ranked {len(ranking.table)} variants over {len(ranking.suites)} suites; wrote {len(written)} files:")
+    if ranking.mixed_profiles:
+        print(printable(f"attnbench: warning: {profiles_text(ranking).replace('**', '')}"), file=sys.stderr)
+    idle = len(ranking.suites) - len(ranking.contributing)
+    shown = len(ranking.table) - len(ranking.controls)
+    print(f"ranked {shown} variants over {len(ranking.contributing)} suites"
+          + (f" ({idle} more gave no metric: see the method)" if idle else "")
+          + (f"; {len(ranking.controls)} controls shown apart, not ranked" if ranking.controls else "")
+          + f"; wrote {len(written)} files:")
     for path in written:
         print(printable(f"  {path}"))
     return 0

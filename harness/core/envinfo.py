@@ -34,9 +34,12 @@ def collect_env(device: torch.device) -> dict[str, object]:
         device: The device the benchmark runs on.
 
     Returns:
-        A dict with the keys device, device_name, cpu_model, torch_version, cuda_version,
+        A dict with the keys device, device_name, cpu_model, cpu_capability, cpu_bf16, torch_version, cuda_version,
         cudnn_version, python_version, threads, interop_threads, cpu_count, platform, hostname,
-        git_commit, time_utc, glibc_tunables, xformers_version and numpy_version.
+        git_commit, time_utc, glibc_tunables, xformers_version and numpy_version. ``cpu_model`` is the model name
+        with its family, model and stepping (a virtual machine's model name can be as bare as "AMD EPYC");
+        ``cpu_capability`` the instruction set torch's CPU kernels were dispatched for (``AVX2``, ``AVX512``);
+        ``cpu_bf16`` whether the CPU computes bfloat16 natively (:func:`cpu_bf16`).
     """
     import torch  # here: collect_cpu_env and the helpers below answer without it
 
@@ -45,6 +48,8 @@ def collect_env(device: torch.device) -> dict[str, object]:
         "device": _safe(lambda: _device_str(device)),
         "device_name": _safe(lambda: _device_name(device)) if device.type == "cuda" else cpu_model,
         "cpu_model": cpu_model,
+        "cpu_capability": _safe(torch.backends.cpu.get_cpu_capability),
+        "cpu_bf16": _safe(cpu_bf16),
         "torch_version": _safe(lambda: str(torch.__version__)),
         "cuda_version": _safe(lambda: torch.version.cuda),
         "cudnn_version": _safe(torch.backends.cudnn.version),
@@ -84,10 +89,12 @@ def torch_build() -> dict[str, str | None]:
 def collect_cpu_env(threads: int) -> dict[str, object]:
     """The block :func:`collect_env` gives for the CPU, without importing torch: ``threads`` is the intra-op thread
     count a run would use, ``interop_threads`` is None (only torch knows its pool), ``cudnn_version`` None (a CPU
-    build has none; a CUDA build goes through :func:`collect_env`)."""
+    build has none; a CUDA build goes through :func:`collect_env`), ``cpu_capability`` None (the instruction set
+    torch dispatches for is torch's to say)."""
     cpu_model = _safe(_cpu_model)
     return {
-        "device": "cpu", "device_name": cpu_model, "cpu_model": cpu_model, "torch_version": torch_build()["version"],
+        "device": "cpu", "device_name": cpu_model, "cpu_model": cpu_model, "cpu_capability": None,
+        "cpu_bf16": _safe(cpu_bf16), "torch_version": torch_build()["version"],
         "cuda_version": torch_build()["cuda"], "cudnn_version": None, "python_version": platform.python_version(),
         "threads": threads, "interop_threads": None, "cpu_count": os.cpu_count(), "platform": _safe(platform.platform),
         "hostname": _safe(socket.gethostname), "git_commit": _safe(_git_commit),
@@ -127,15 +134,50 @@ def _device_name(device: torch.device) -> str:
     return torch.cuda.get_device_name(device)
 
 
-def _cpu_model() -> str | None:
-    """The CPU model name from /proc/cpuinfo (Linux), else what platform reports."""
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's fields of /proc/cpuinfo (Linux; empty elsewhere)."""
+    fields: dict[str, str] = {}
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        pass
-    return platform.processor() or None
+        return fields
+    for line in text.splitlines():
+        if not line.strip():
+            if fields:
+                break  # the first processor's block ends
+            continue
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
+def _cpu_model() -> str | None:
+    """The CPU model as a paper's hardware line needs it: the model name from /proc/cpuinfo (Linux) with its family,
+    model and stepping (which tell the generation where a virtual machine's name does not: "AMD EPYC"), and whether
+    it is a virtual machine; else what platform reports."""
+    info = _cpuinfo()
+    name = info.get("model name") or platform.processor() or None
+    if name is None:
+        return None
+    ids = [f"{label} {info[key]}" for key, label in (("cpu family", "family"), ("model", "model"),
+                                                       ("stepping", "stepping")) if info.get(key)]
+    vm = ["virtual machine"] if "hypervisor" in info.get("flags", "").split() else []
+    return f"{name} ({', '.join(ids + vm)})" if ids or vm else name
+
+
+#: CPU flags of native bfloat16 arithmetic: x86's AVX-512 BF16 and AMX (Linux's /proc/cpuinfo names), Arm's BF16.
+BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")
+
+
+def cpu_bf16() -> str | None:
+    """``native`` where the CPU computes bfloat16 in hardware (:data:`BF16_FLAGS`), ``emulated`` where it does not
+    (torch then converts in software, many times slower than float32), None where the flags
+    cannot be read."""
+    info = _cpuinfo()
+    flags = (info.get("flags") or info.get("Features") or "").split()
+    if not flags:
+        return None
+    return "native" if set(flags) & set(BF16_FLAGS) else "emulated"
 
 
 def _module_version(name: str) -> str | None:

@@ -170,13 +170,44 @@ def directory_lock(directory: str | Path, what: str = "attnbench run") -> Iterat
 
     A second holder gets a :class:`~harness.core.errors.UserError` naming the first one's pid at once (exit 2), never a
     wait: two runs into one output directory would share checkpoints and temporary files. The lock is released when
-    the process ends, however it ends (``flock`` on an open descriptor), so a killed run leaves no stale lock.
+    the process ends, however it ends (``flock`` on an open descriptor), so a killed run leaves no stale lock; a run
+    that ends in Python (done, an error, Ctrl-C) removes the file too, so that ``.lock`` exists only while a run is in
+    progress (a killed run's file stays, unlocked, and the next run takes it over).
     """
     directory = Path(directory)
+    for _ in range(_LOCK_TRIES):
+        fd = _open_lock(directory)
+        try:
+            _take(fd, directory, what)
+        except BaseException:
+            os.close(fd)
+            raise
+        if _still_the_file(fd, directory / ".lock"):
+            break
+        os.close(fd)  # removed by a run that ended between our open and our lock: lock the new file instead
+    else:
+        raise UserError(f"{directory / '.lock'}: replaced {_LOCK_TRIES} times while this run took it; another run is "
+                        f"starting and ending there, wait for it or give another --out")
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        yield
+    finally:
+        with contextlib.suppress(OSError):  # removed while still held, so no other run can be holding it
+            os.unlink(directory / ".lock")
+        os.close(fd)  # releases the lock
+
+
+#: How often :func:`directory_lock` takes a lock file that a finishing run removed meanwhile before giving up.
+_LOCK_TRIES = 5
+
+
+def _open_lock(directory: Path) -> int:
+    """The descriptor of ``directory``'s ``.lock``, created with the directory where missing."""
     try:  # the first thing a run creates: a place it cannot write (/proc, a read-only mount) is bad input, said here
         directory.mkdir(parents=True, exist_ok=True)
         # O_NOFOLLOW: a .lock planted as a link to another file must not be truncated and written
-        fd = os.open(directory / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        return os.open(directory / ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise UserError(f"{directory / '.lock'} is a symbolic link; remove it (a run locks only a real "
@@ -185,15 +216,24 @@ def directory_lock(directory: str | Path, what: str = "attnbench run") -> Iterat
             raise EnvironmentFault(exc.filename or directory, exc) from None
         raise UserError(f"{directory}: cannot be created or written ({exc.strerror or exc}); choose another "
                         f"output directory (--out)") from None
+
+
+def _take(fd: int, directory: Path, what: str) -> None:
+    """Lock ``fd`` at once, or refuse naming the holder's pid."""
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
-            raise UserError(f"{directory} is in use by another {what} (pid {holder}); wait for it to finish or give "
-                            f"another --out") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
-        yield
-    finally:
-        os.close(fd)  # releases the lock
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+        raise UserError(f"{directory} is in use by another {what} (pid {holder}); wait for it to finish or give "
+                        f"another --out") from None
+
+
+def _still_the_file(fd: int, path: Path) -> bool:
+    """Whether the locked descriptor is still the file at ``path`` (a finishing run unlinks its lock file: a lock
+    on the unlinked file would exclude nobody)."""
+    try:
+        here = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (here.st_dev, here.st_ino) == (held.st_dev, held.st_ino)

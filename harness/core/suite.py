@@ -36,8 +36,8 @@ PROFILES_REQUIRED = ("smoke", "quick", "paper")
 #: Top-level keys of every suite file; each kind adds its own (:attr:`SuiteKind.keys`).
 COMMON_KEYS = frozenset({"name", "description", "kind", "axes", "config", "attention_config", "skip", "report",
                          "profiles"})
-#: ``report`` keys of every suite; each kind adds its own (:attr:`SuiteKind.report_keys`).
-REPORT_DEFAULTS: dict[str, Any] = {"baseline": "vanilla", "tables": None, "row_names": None}
+#: ``report`` keys of every suite (``rows``: what a paper's LaTeX table prints, null: the paper's); kinds add their own.
+REPORT_DEFAULTS: dict[str, Any] = {"baseline": "vanilla", "tables": None, "row_names": None, "rows": None}
 #: The largest integer a suite may give (an axis value, a model size, a seed): torch and numpy take shapes and seeds as
 #: C integers, so a larger one overflows or asks for an impossible allocation instead of failing cleanly.
 INT_MAX = 2**31 - 1
@@ -81,7 +81,8 @@ BOOL: Rule = (lambda v: isinstance(v, bool), "true or false")
 TEXT: Rule = (lambda v: isinstance(v, str) and v != "", "a non-empty string")
 #: ``report``: the reports read these after the whole sweep, so a wrong type must fail before the first cell.
 #: ``tables`` and ``row_names`` depend on the suite's kind: :func:`validate_tables` checks them.
-REPORT_RULES: dict[str, Rule] = {"baseline": TEXT}
+REPORT_RULES: dict[str, Rule] = {"baseline": TEXT, "rows": (lambda v: v is None or isinstance(v, list) and all(
+    isinstance(r, str) and attentions.list_attentions(r) for r in v) and v, "null or registered names or patterns")}
 #: A report key naming an attention, or null (``compare_reference``).
 ATTENTION_OR_NULL: Rule = (_is_text_or_null, "a registered attention's name, or null")
 

@@ -42,18 +42,50 @@ def timing_env_active() -> bool:
     return set(GLIBC_TUNABLES_TIMING.split(":")) <= active
 
 
-def release_freed_memory() -> bool:
-    """Hand the memory glibc's malloc holds free back to the OS (``malloc_trim(0)``: the heap top and the free pages
-    inside the heap); called between timed groups, since the timing settings never trim during one. Returns whether
-    it ran (False where the C library is not glibc)."""
+def _glibc() -> object | None:
+    """glibc through ctypes, or None where the C library is another (musl, macOS)."""
     import ctypes
     import ctypes.util
 
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        trim = libc.malloc_trim
-    except (OSError, AttributeError):  # musl, macOS: no malloc_trim, nothing of glibc's to release
+        libc.malloc_trim, libc.mallopt  # noqa: B018  (both glibc's: absent elsewhere)
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+def release_freed_memory() -> bool:
+    """Hand the memory glibc's malloc holds free back to the OS (``malloc_trim(0)``: the heap top and the free pages
+    inside the heap); called between timed groups, since the timing settings never trim during one. Returns whether
+    it ran (False where the C library is not glibc)."""
+    import ctypes
+
+    libc = _glibc()
+    if libc is None:
         return False
-    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
-    trim(0)
+    libc.malloc_trim.argtypes, libc.malloc_trim.restype = [ctypes.c_size_t], ctypes.c_int
+    libc.malloc_trim(0)
     return True
+
+
+#: mallopt's parameters (glibc's malloc.h).
+_M_MMAP_THRESHOLD, _M_MMAP_MAX = -3, -4
+#: Blocks from this size on are mapped on their own by :func:`map_large_blocks` (the timing settings' threshold).
+LARGE_BLOCK_BYTES = 32 * 2**20
+
+
+def map_large_blocks() -> bool:
+    """From now on, let glibc map every block of :data:`LARGE_BLOCK_BYTES` or more on its own (and unmap it when freed),
+    undoing the timing settings' ``mmap_max=0`` for this process. For kinds whose timed calls allocate small blocks
+    only (a decoding step) while their setup allocates gigabytes once (a long prompt's prefill): freed from the heap,
+    those would be handed back by ``malloc_trim`` with their addresses kept, so that touching them again grows no
+    address space and the memory cap (:func:`harness.core.cell.cpu_memory_cap`) must count them against what may
+    still be allocated. Returns whether it ran (False where the C library is not glibc)."""
+    import ctypes
+
+    libc = _glibc()
+    if libc is None:
+        return False
+    libc.mallopt.argtypes, libc.mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return bool(libc.mallopt(_M_MMAP_MAX, 65536) and libc.mallopt(_M_MMAP_THRESHOLD, LARGE_BLOCK_BYTES))

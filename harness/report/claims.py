@@ -330,9 +330,17 @@ def comparisons(parts: Mapping[str, Interval | None], above: bool, unit: str, pr
 # The studies.
 
 
+#: What ``claims.md`` says where a kind checks no claim of the paper (:func:`write_claims`'s ``without``).
+NO_CLAIMS = "none of the claims this suite's kind checks applies to the attentions and settings that ran"
+
+
 def write_claims(out_dir: Path, claims: Sequence[Claim], *, suite: str, stand_ins: bool = False,
-                 smoke: bool = False, seeds: int | None = None) -> list[Path]:
-    """``claims.md``: one row per claim with the measured figure and the verdict (nothing when no claim applies).
+                 smoke: bool = False, seeds: int | None = None, without: str = NO_CLAIMS) -> list[Path]:
+    """``claims.md``: one row per claim with the measured figure and the verdict.
+
+    Every suite writes one, so that a reader looking for the verdicts finds the reason there are none: with no claim,
+    the file says so and why (``without``: e.g. the kind's paper makes no claim about it, and which profile or suite
+    can judge one).
 
     ``stand_ins``: the results were measured on generated stand-ins, so a verdict speaks of them, not of the paper's
     data: ``reproduced`` reads ``consistent on stand-ins`` and ``contradicted`` ``inconsistent on stand-ins``.
@@ -341,7 +349,8 @@ def write_claims(out_dir: Path, claims: Sequence[Claim], *, suite: str, stand_in
     seeds can reach a verdict, whatever its figures, and the file says so once, with the profile that can.
     """
     if not claims:
-        return []
+        text = f"### The paper's claims — {suite}\n\nNo claim of the paper is checked here: {without}.\n"
+        return [atomic_write_text(out_dir / "claims.md", text)]
     if smoke:
         claims = [Claim(c.table, c.claim, c.measured, SMOKE) for c in claims]
     elif stand_ins:

@@ -12,12 +12,17 @@ Unlike CAB, whose means and standard deviations are fixed constants of its paper
 over the variants ranked together, so the index says where a variant stands among those; adding or removing one
 changes every index. Nothing is dropped silently: a variant without a value for a metric (a failed cell, a cell not
 run, a suite that did not run it) is listed with the reason, and its indices are means over what it has.
+
+Controls (the registry's group ``controls``: ``none``, ``mean_pool``) are never ranked: a layer that mixes nothing is
+the fastest and leanest of all, and would both take a rank and move every other variant's z-score. They are scored
+against the ranked variants' mean and std (without entering them) and shown apart. Suites of different profiles (a
+smoke run's tiny data beside a quick run's) are ranked together only with a mark saying so.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Hashable, Sequence
+from collections.abc import Collection, Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +36,7 @@ from ..core.suite import RankedQuantity, SuiteKind
 from .format import (
     shown_env,
 )
+from .groups import group_of
 
 #: What a suite is ranked on is its kind's (:attr:`~harness.core.suite.SuiteKind.ranked`): speed, time and memory;
 #: accuracy, accuracy; approximation, time and error (each variant at its default budget, :func:`at_defaults`);
@@ -43,6 +49,8 @@ REPLICATE_AXES = ("seed",)
 PRIMARY_AXES = ("task", "seq_len", "mode")
 #: Marks a variant whose overall index is a mean over fewer suites than were ranked.
 COVERAGE_MARK: dict[str, str] = {"md": "†", "tex": r"$^\dagger$"}
+#: The registry group whose members are never ranked (:func:`is_control`).
+CONTROLS = "controls"
 #: A std this small relative to the mean is rounding of equal values: their z-scores are 0, not ±1 from noise.
 _EQUAL_RTOL = 1e-12
 STEM = "ranking"
@@ -56,6 +64,7 @@ class SuiteResults:
     directory: Path
     df: pd.DataFrame
     runs: pd.DataFrame
+    profile: str = ""
 
 
 @dataclass(frozen=True)
@@ -74,6 +83,8 @@ class Ranking:
         env: the environment of the newest run shown, with ``runs`` naming every run behind the numbers, per suite.
         budgets: per suite that sweeps approximation budgets, the budgets left out of the ranking (settings of their
             variant: :func:`at_defaults`), in words.
+        controls: the variants shown apart and never ranked (:func:`is_control`), in the table's order.
+        profiles: per suite, the profile its runs ran (``smoke``, ``quick``, ...; "" where unknown).
     """
 
     table: pd.DataFrame
@@ -84,6 +95,24 @@ class Ranking:
     directories: dict[str, Path]
     env: dict[str, object]
     budgets: dict[str, str] = field(default_factory=dict)
+    controls: list[str] = field(default_factory=list)
+    profiles: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def contributing(self) -> list[str]:
+        """The suites that gave at least one ranked metric (an index column), in the order given."""
+        return [s for s in self.suites if s in self.table.columns]
+
+    @property
+    def mixed_profiles(self) -> bool:
+        """Whether suites of different profiles are ranked together (a smoke run's figures beside a quick run's)."""
+        return len({p for s, p in self.profiles.items() if s in self.contributing and p}) > 1
+
+
+def is_control(variant: str) -> bool:
+    """Whether a ranked variant (``none``, ``none (r=1)``) is a control: its attention is in the registry's
+    :data:`CONTROLS` group."""
+    return group_of(str(variant).partition(" (")[0]) == CONTROLS
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -109,7 +138,7 @@ def load_suite_results(directory: str | Path) -> SuiteResults:
     if df.empty:
         raise UserError(f"--rank {directory}: the store holds no results yet; run the suite first")
     profile = str(runs["profile"].iloc[-1])
-    return SuiteResults(f"{df['suite'].iloc[0]}/{profile}", directory, df, runs)
+    return SuiteResults(f"{df['suite'].iloc[0]}/{profile}", directory, df, runs, profile)
 
 
 def default_out_dir(directories: Sequence[str | Path]) -> Path:
@@ -231,22 +260,26 @@ def _describe(used: Sequence[RankedQuantity], shown: Sequence[str], df: pd.DataF
 # z-scores and the index
 
 
-def zscores(values: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Adds ``z`` to ``values``: per (suite, metric), (x − mean) / std over the variants with a value, times −1 where
-    lower is better, so a higher z is always better.
+def zscores(values: pd.DataFrame, controls: Collection[str] = ()) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Adds ``z`` to ``values``: per (suite, metric), (x − mean) / std over the ranked variants with a value, times −1
+    where lower is better, so a higher z is always better.
 
     The std is the population std (ddof=0), so two variants get ±1. Where every value is equal (std 0, or a std that
-    is only rounding of equal values) every z is 0: the metric tells the variants nothing apart.
+    is only rounding of equal values) every z is 0: the metric tells the variants nothing apart. ``controls`` enter
+    neither the mean nor the std (nor the count of values): each is scored against the ranked variants, so that a
+    layer mixing nothing moves no other variant's z-score.
 
     Returns:
         ``values`` with ``z`` for the ranked metrics, and the skipped metrics (suite, metric, n_values): those with
-        fewer than two values, which no z-score can be taken over.
+        fewer than two values of ranked variants, which no z-score can be taken over.
     """
     keys = ["suite", "metric"]
-    n_values = values.groupby(keys, sort=False)["value"].transform("count")
-    skipped = (values[n_values < 2].groupby(keys, sort=False)["value"].count().rename("n_values").reset_index())
+    reference = values["value"].where(~values["variant"].isin(list(controls)))
+    n_values = reference.groupby([values[k] for k in keys], sort=False).transform("count")
+    skipped = (values.assign(_reference=reference)[n_values < 2].groupby(keys, sort=False)["_reference"].count()
+               .rename("n_values").reset_index())
     ranked = values[n_values >= 2].copy()
-    grouped = ranked.groupby(keys, sort=False)["value"]
+    grouped = reference[n_values >= 2].groupby([ranked[k] for k in keys], sort=False)
     mean, std = grouped.transform("mean"), grouped.transform(lambda x: x.std(ddof=0))
     equal = ~(std > _EQUAL_RTOL * mean.abs().clip(lower=np.finfo(float).tiny))
     sign = np.where(ranked["higher_is_better"].astype(bool), 1.0, -1.0)
@@ -287,26 +320,39 @@ def rank(suites: Sequence[SuiteResults]) -> Ranking:
         frames.append(values)
         present[label] = set(_variant_names(_normalised(df)))
     variants = sorted(set().union(*present.values()))
-    ranked, skipped = zscores(pd.concat(frames, ignore_index=True))
+    controls = [v for v in variants if is_control(v)]
+    ranked, skipped = zscores(pd.concat(frames, ignore_index=True), controls)
     if ranked.empty:
         raise UserError("--rank: nothing to rank: no metric of these suites has a value for two variants; rank "
                         "suites that ran at least two variants")
     values = _complete(ranked, present, variants)
-    index = values.pivot_table(index="variant", columns="suite", values="z", aggfunc="mean")
-    ranked_suites = [s for s in labels if s in index.columns]
-    index = index.reindex(index=variants, columns=ranked_suites)
-    table = index.reset_index()
-    table.columns.name = None
-    table.insert(1, "overall", index.mean(axis=1, skipna=True).to_numpy())
-    table.insert(1, "rank", table["overall"].rank(ascending=False, method="min").astype("Int64"))
-    table["suites_covered"] = index.notna().sum(axis=1).to_numpy()
-    table["suites_total"] = len(ranked_suites)
-    table["metrics_covered"] = values.groupby("variant")["z"].count().reindex(variants).to_numpy()
-    table["metrics_total"] = len(values[["suite", "metric"]].drop_duplicates())
-    table = table.sort_values(["overall", "variant"], ascending=[False, True], na_position="last", ignore_index=True)
+    table = _index_table(values, [s for s in labels if s in set(values["suite"])], variants, controls)
     return Ranking(table, values, skipped, labels, descriptions, dict(zip(labels, (s.directory for s in suites),
                                                                           strict=True)), _env(labels, suites),
-                   {label: text for label, text in budgets.items() if text})
+                   {label: text for label, text in budgets.items() if text},
+                   [v for v in table["variant"] if v in set(controls)],
+                   {label: s.profile for label, s in zip(labels, suites, strict=True)})
+
+
+def _index_table(values: pd.DataFrame, suites: Sequence[str], variants: Sequence[str],
+                 controls: Sequence[str]) -> pd.DataFrame:
+    """One row per variant: its suite indices (the means of its z-scores per suite), their mean (overall), its rank
+    among the ranked variants (none for a control) and its coverage; the ranked variants best first, then the
+    controls."""
+    index = values.pivot_table(index="variant", columns="suite", values="z", aggfunc="mean")
+    index = index.reindex(index=variants, columns=[s for s in suites if s in index.columns])
+    table = index.reset_index()
+    table.columns.name = None
+    control = table["variant"].isin(list(controls))
+    table.insert(1, "overall", index.mean(axis=1, skipna=True).to_numpy())
+    table.insert(1, "rank", table["overall"].where(~control).rank(ascending=False, method="min").astype("Int64"))
+    table["control"] = control
+    table["suites_covered"] = index.notna().sum(axis=1).to_numpy()
+    table["suites_total"] = len(index.columns)
+    table["metrics_covered"] = values.groupby("variant")["z"].count().reindex(variants).to_numpy()
+    table["metrics_total"] = len(values[["suite", "metric"]].drop_duplicates())
+    return table.sort_values(["control", "overall", "variant"], ascending=[True, False, True], na_position="last",
+                             ignore_index=True)
 
 
 def _is_default(attention: str, budget: object) -> bool:

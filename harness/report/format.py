@@ -7,6 +7,7 @@ same in Table 1, Table 4 and the study tables.
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import json
 import math
@@ -22,7 +23,8 @@ from .. import catalog
 from ..core import datasource
 from ..core.files import atomic_write, atomic_write_text
 from ..core.suite import is_finite_number
-from .latex import tex_comment, tex_escape, tex_float  # noqa: F401  (re-exported)
+from .latex import tex_comment, tex_escape, tex_float, tex_longtable, tex_text  # noqa: F401  (re-exported)
+from .tabular import booktabs, footnote_row, heading_line  # noqa: F401  (re-exported)
 
 Fmt = Literal["md", "tex"]
 MIB = 2**20
@@ -98,11 +100,35 @@ def suite_title(suite: str) -> str:
     return words[:1].upper() + words[1:] + space + rest
 
 
+def dropped_text(names: Sequence[str], reasons: Sequence[str]) -> str:
+    """The sentence naming the rows a table leaves out because they ran nowhere in it (unsupported or failed in every
+    cell), with the statuses why: an empty row says nothing a paper wants to print."""
+    return f"Not run here ({', '.join(sorted(set(reasons)))}): " + ", ".join(names) + "."
+
+
 def dropped_note(names: Sequence[str], reasons: Sequence[str], n_columns: int) -> list[str]:
-    """The LaTeX footnote row naming the variants a table leaves out because they ran nowhere in it (unsupported or
-    failed in every cell), with the statuses why: an empty row says nothing a paper wants to print."""
-    note = f"Not run here ({', '.join(sorted(set(reasons)))}): " + ", ".join(names) + "."
-    return [rf"\multicolumn{{{n_columns}}}{{l}}{{\footnotesize {note}}}"]
+    """:func:`dropped_text` as the LaTeX footnote row of a tabular (the float writer sets it under the table)."""
+    return footnote_row(dropped_text(names, reasons), n_columns)
+
+
+def with_dropped(table: str, names: Sequence[str], reasons: Sequence[str], fmt: Fmt) -> str:
+    """A rendered table with :func:`dropped_text` under it: a Markdown line, or a LaTeX footnote row in its tabular."""
+    if not names:
+        return table
+    if fmt == "md":
+        return f"{table}\n\n{dropped_text(names, reasons)}"
+    head, _, tail = table.rpartition("\\bottomrule")
+    n_columns = len(re.match(r"\\begin\{tabular\}\{([a-z]*)\}", table).group(1))  # type: ignore[union-attr]
+    return head + " & ".join(dropped_note(list(names), reasons, n_columns)) + " \\\\\n\\bottomrule" + tail
+
+
+def printed_rows(names: Sequence[str], rows: Sequence[str] | None, baseline: str | None = None) -> list[str]:
+    """The rows of ``names`` a paper's table prints: those matching ``rows`` (registry names or fnmatch patterns:
+    the suite's ``report.rows``, else the kind's default), and the ``baseline`` its multipliers are against; in the
+    order of ``names``. Every row, where ``rows`` is None."""
+    if rows is None:
+        return list(names)
+    return [n for n in names if n == baseline or any(fnmatch.fnmatchcase(n, p) for p in rows)]
 
 
 @dataclass(frozen=True)
@@ -153,6 +179,26 @@ def format_value(value: float) -> str:
     return f"{value:.{decimals}f}"
 
 
+#: The minus sign of a negative number in a table cell (a hyphen is not one).
+MINUS: dict[str, str] = {"md": "−", "tex": "$-$"}
+
+
+def with_minus(text: str, fmt: Fmt) -> str:
+    """A number's text as a table shows it: a leading hyphen (Python's minus), and one after an opening ``[`` or
+    ``(``, or a space, as a real minus sign."""
+    return re.sub(r"(^|(?<=[\[( ]))-(?=[\d.])", lambda _: MINUS[fmt], text)
+
+
+def number(value: float, fmt: Fmt) -> str:
+    """:func:`format_value` with a real minus sign: the text of a measured value in every table cell."""
+    return with_minus(format_value(value), fmt)
+
+
+def signed(value: float, fmt: Fmt, decimals: int = 2) -> str:
+    """A difference with its sign always shown, ``+1.23`` or ``−1.23`` (``$-$1.23`` in LaTeX)."""
+    return with_minus(f"{value:+.{decimals}f}", fmt)
+
+
 def escape(text: str, fmt: Fmt) -> str:
     """A label made safe for a Markdown table cell (``|`` would end the cell; ``<`` and ``>`` as entities, so that no
     raw HTML a suite's name holds reaches a page that renders the Markdown) or LaTeX."""
@@ -190,10 +236,11 @@ def mark(text: str, rank: int | None, fmt: Fmt) -> str:
 
 
 def sub_tables(parts: Sequence[tuple[str, str]], fmt: Fmt) -> str:
-    """Several tables under headings: Markdown ``####`` lines, LaTeX one tabular each after a comment."""
+    """Several tables under headings (prose): Markdown ``####`` lines, LaTeX one tabular each after its heading line,
+    which the float shows over it."""
     if fmt == "md":
         return "\n\n".join(f"#### {heading}\n\n{body}" for heading, body in parts)
-    return "\n\n".join(f"{tex_comment(heading)}\n{body}" for heading, body in parts)
+    return "\n\n".join(f"{heading_line(tex_text(heading))}\n{body}" for heading, body in parts)
 
 
 def md_table(header: Sequence[str], rows: Sequence[Sequence[str]], n_left: int = 1) -> str:
@@ -207,19 +254,6 @@ def md_table(header: Sequence[str], rows: Sequence[Sequence[str]], n_left: int =
 
     rule = [":" + "-" * (w + 1) if i < n_left else "-" * (w + 1) + ":" for i, w in enumerate(widths)]
     return "\n".join([line(header), "|" + "|".join(rule) + "|", *map(line, rows)])
-
-
-def booktabs(columns: str, head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """A LaTeX booktabs ``tabular`` with column spec ``columns``, ``head`` lines (already LaTeX) above the mid rule."""
-    return "\n".join([
-        rf"\begin{{tabular}}{{{columns}}}",
-        r"\toprule",
-        *head,
-        r"\midrule",
-        *(" & ".join(row) + r" \\" for row in rows),
-        r"\bottomrule",
-        r"\end{tabular}",
-    ])
 
 
 def render_table(header: Sequence[str], rows: Sequence[Sequence[str]], fmt: Fmt) -> str:
@@ -239,7 +273,12 @@ def env_summary(env: Mapping[str, object]) -> str:
     data = f"{env['data']}. " if env.get("data") else ""  # what the numbers were measured on, first
     if env.get("runs"):
         return f"{data}{where} · {env['runs']}"
-    return f"{data}{where} · {get('threads')} threads · commit {get('git_commit')} · {get('time_utc')}"
+    return f"{data}{where} · {threads_text(get('threads'))} · commit {get('git_commit')} · {get('time_utc')}"
+
+
+def threads_text(threads: object) -> str:
+    """``1 thread``, ``4 threads``."""
+    return f"{threads} thread" + ("" if str(threads) == "1" else "s")
 
 
 def with_data(env: Mapping[str, object], df: pd.DataFrame, real: str) -> dict[str, object]:
@@ -256,7 +295,7 @@ def shown_env(runs: pd.DataFrame) -> dict[str, object]:
         return {}
     env = dict(runs.iloc[-1]["env"])
     env["runs"] = "; ".join(f"run {r.run_id} (commit {_short(r.commit)}, {r.started_utc}, "
-                            f"{r.env.get('threads')} threads)" for r in runs.itertuples())
+                            f"{threads_text(r.env.get('threads'))})" for r in runs.itertuples())
     return env
 
 
@@ -281,13 +320,26 @@ def sig2(value: float) -> str:
 
 
 def write_table_files(out_dir: Path, stem: str, *, title: str, note: str, md_body: str, tex_body: str,
-                      env: Mapping[str, object]) -> list[Path]:
-    """``<stem>.md`` (title, table, note, environment) and ``<stem>.tex``: a complete table float (caption = title
-    and note, label ``tab:<stem>``, the packages it needs; :func:`harness.report.latex.tex_float`), where it was
-    measured as a comment (the full environment is in ``env.json``)."""
+                      env: Mapping[str, object], tex_full: str | None = None, keys: int | None = None,
+                      tex_note: str | None = None) -> list[Path]:
+    """``<stem>.md`` (title, table, note, environment) and ``<stem>.tex``: a complete table float (caption = the
+    title, the note under the table, label ``tab:<stem>``, the packages it needs;
+    :func:`harness.report.latex.tex_float`), where it was measured as a comment (the full environment is in
+    ``env.json``). With ``tex_full`` (the table with every row, where ``tex_body`` prints the paper's rows only), also
+    ``<stem>_full.tex``, a long table for a supplement (:func:`harness.report.latex.tex_longtable`). ``keys``: the
+    label columns a tabular split by columns repeats (default: the left-aligned ones); ``tex_note``: the LaTeX
+    table's note where it differs from the Markdown's."""
     md = f"### {title}\n\n{md_body}\n\n{note}\n\n_Environment: {env_summary(env)}_\n"
-    tex = tex_float(tex_body, caption=f"{title}. {note}", label=stem, comments=(env_summary(env),))
-    return [atomic_write_text(out_dir / f"{stem}.md", md), atomic_write_text(out_dir / f"{stem}.tex", tex)]
+    full_line = f"Every row: {stem}_full.tex (a long table for a supplement)."
+    comments = (env_summary(env), *([full_line] if tex_full else []))
+    layout = {"caption": title, "notes": note if tex_note is None else tex_note, "comments": comments, "keys": keys}
+    written = [atomic_write_text(out_dir / f"{stem}.md", md),
+               atomic_write_text(out_dir / f"{stem}.tex", tex_float(tex_body, label=stem, **layout))]
+    if tex_full is not None:
+        full = tex_longtable(tex_full, label=f"{stem}_full", **{**layout, "caption": f"{title}: every row",
+                                                                 "comments": comments[:1]})
+        written.append(atomic_write_text(out_dir / f"{stem}_full.tex", full))
+    return written
 
 
 #: Leading characters a spreadsheet reads as a formula (OWASP's CSV injection list): a cell starting with one is

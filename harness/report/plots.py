@@ -1,8 +1,8 @@
 """What every kind's figures share: the paper style (one column of 3.3 in or two of 6.9 in, 8-pt fonts, TrueType
 fonts in the PDF), a colour-blind-safe style per line with the baselines emphasised, small multiples by the zoo's
-groups (:mod:`harness.report.groups`), ``--highlight``, log ticks that never crowd, crossings marked on a line, dot
-charts for a figure with one x value, and the atomic write of a figure as PNG and PDF (each kind draws its own
-figures with these)."""
+groups (:mod:`harness.report.groups`) with one shared legend, ``--highlight``, log ticks that never crowd, crossings
+marked on a line, point labels placed where they overlap nothing, dot charts for a figure with one x value, and the
+atomic write of a figure as PNG and PDF (each kind draws its own figures with these)."""
 
 from __future__ import annotations
 
@@ -47,9 +47,12 @@ PAPER_RC: dict[str, object] = {
     "xtick.minor.size": 1.5, "ytick.minor.size": 1.5, "figure.labelsize": 8, "figure.constrained_layout.use": True,
     "savefig.pad_inches": 0.02,
 }
-#: Paul Tol's "muted" scheme: nine colours told apart under every common colour-vision deficiency, ordered so that
-#: the first few differ most. Black and greys are kept for the baselines and the lines ``--highlight`` mutes.
-PALETTE = ("#332288", "#CC6677", "#117733", "#DDCC77", "#88CCEE", "#882255", "#44AA99", "#999933", "#AA4499")
+#: Paul Tol's "muted" scheme with its three pale colours darkened (sand to ochre, cyan to blue, teal a shade): as
+#: Tol gives them, sand and cyan reach under 1.8:1 contrast on white, too faint for a thin line on paper; each colour
+#: here reaches at least 3:1 (the WCAG minimum for graphics), and the closest pair under simulated protanopia,
+#: deuteranopia and tritanopia stays as far apart as in Tol's own scheme (tests/harness/report/test_plots.py checks
+#: both). Black and greys are kept for the baselines and the lines ``--highlight`` mutes.
+PALETTE = ("#332288", "#CC6677", "#117733", "#8C660E", "#297DCC", "#882255", "#32A68F", "#999933", "#AA4499")
 MARKERS = "osD^vPX<>hp*"
 BASELINE_STYLES = ({"color": "black", "ls": "-"}, {"color": "0.45", "ls": "--"}, {"color": "0.6", "ls": ":"})
 MUTED = {"color": "0.78", "lw": 0.7, "marker": "", "zorder": 1}
@@ -69,10 +72,12 @@ def variant_style(i: int) -> dict[str, str]:
     return {"color": PALETTE[i % len(PALETTE)], "marker": MARKERS[i % len(MARKERS)]}
 
 
-def line_styles(names: Sequence[str], baselines: Sequence[str] = ()) -> dict[str, dict[str, object]]:
+def line_styles(names: Sequence[str], baselines: Sequence[str] = (), *,
+                mute: bool = True) -> dict[str, dict[str, object]]:
     """The style of every line of one panel: the baselines thick in black and greys, under the others; with a
-    ``--highlight``, the matching variants coloured on top and the rest grey and thin; else a colour and marker each
-    in the order given."""
+    ``--highlight``, the matching variants thicker, coloured and on top, and (``mute``) the rest grey and thin; else a
+    colour and marker each in the order given. Small multiples pass ``mute=False``: a family's panel tells its members
+    apart by colour, and the highlighted variant is drawn in every panel (:func:`panel_layout`)."""
     styles: dict[str, dict[str, object]] = {}
     for i, name in enumerate(b for b in baselines if b in names):
         styles[name] = {**BASELINE_STYLES[min(i, len(BASELINE_STYLES) - 1)], "lw": 1.8,
@@ -81,11 +86,11 @@ def line_styles(names: Sequence[str], baselines: Sequence[str] = ()) -> dict[str
     for name in names:
         if name in styles:
             continue
-        if is_highlighted(name) is False:
+        if is_highlighted(name) is False and mute:
             styles[name] = dict(MUTED)
             continue
-        styles[name] = {**variant_style(coloured), "lw": 1.0 if is_highlighted(name) is None else 1.5,
-                        "zorder": 2 if is_highlighted(name) is None else 4}
+        styles[name] = {**variant_style(coloured), "lw": 1.8 if is_highlighted(name) else 1.0,
+                        "zorder": 4 if is_highlighted(name) else 2}
         coloured += 1
     return styles
 
@@ -117,6 +122,21 @@ def panels(names: Iterable[str], baselines: Sequence[str] = ()) -> list[tuple[st
         out += [(group if parts == 1 else f"{group} ({i + 1}/{parts})", members[i * size:(i + 1) * size])
                 for i in range(parts)]
     return out
+
+
+def panel_layout(names: Iterable[str], baselines: Sequence[str] = ()) -> tuple[list[str], list[tuple[str, list[str]]]]:
+    """(the lines every panel draws, the :func:`panels`): the baselines present and, where the figure is small
+    multiples, the variants ``--highlight`` matches, so a highlighted variant is seen beside every family instead of
+    alone in its own group's panel (a panel left empty by that is dropped)."""
+    names = list(dict.fromkeys(names))
+    every = [b for b in baselines if b in names]
+    layout = panels(names, baselines)
+    highlighted = [n for _title, members in layout for n in members if is_highlighted(n)]
+    rest = [(title, [m for m in members if m not in highlighted]) for title, members in layout]
+    rest = [(title, members) for title, members in rest if members]
+    if len(layout) == 1 or not highlighted or not rest:
+        return every, layout
+    return [*every, *highlighted], rest
 
 
 def wrap_title(title: str, width_in: float, fontsize: float = 8.0) -> str:
@@ -170,6 +190,22 @@ def panel_legend(ax: plt.Axes, handles: Sequence[Line2D]) -> None:
         return
     ax.legend(handles=list(handles), loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0,
               ncol=1 if len(handles) <= 14 else 2)
+
+
+def figure_legends(fig: plt.Figure, own: Sequence[tuple[plt.Axes, Sequence[Line2D]]], every: Sequence[Line2D],
+                   keys: Sequence[Line2D] = ()) -> None:
+    """The legends of a :func:`panel_grid` figure: ``own`` gives each panel's handles of its own lines, ``every`` the
+    lines drawn in every panel (baselines, a ``--highlight``) and ``keys`` what marks mean (OOM, a crossover ring).
+    A single panel gets one legend under the figure; small multiples a legend of their own lines beside each panel
+    and one shared legend over the panels, so that no panel repeats the baselines and the keys."""
+    if len(own) == 1:
+        panel_legend(own[0][0], [*every, *own[0][1], *keys])
+        return
+    for ax, handles in own:
+        panel_legend(ax, handles)
+    shared = [*every, *keys]
+    if shared:
+        fig.legend(handles=shared, loc="outside upper center", ncol=min(len(shared), 4))
 
 
 def outside_legend(ax: plt.Axes, handles: list | None = None) -> None:

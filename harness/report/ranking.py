@@ -1,5 +1,8 @@
 """The ranking of ``attnbench report --rank`` as files: ranking.md / .tex / .csv with the method, coverage and
-notes (the ranking itself: :mod:`harness.report.compositional`)."""
+notes, the controls in a table of their own (the ranking itself: :mod:`harness.report.compositional`).
+
+``ranking.tex`` is one float whose caption holds the notes on one paragraph: a blank line inside ``\\caption`` is a
+paragraph break there, which LaTeX refuses ("Paragraph ended before \\@caption was complete")."""
 
 from __future__ import annotations
 
@@ -7,18 +10,21 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..core.files import atomic_write_text
 from .compositional import COVERAGE_MARK, STEM, Ranking
 from .format import (
     MISSING,
     Fmt,
     display_name,
+    env_summary,
     escape,
     md_table,
     render_table,
-    tex_comment,
     write_csv,
-    write_table_files,
 )
+from .latex import tex_float
+
+TITLE = "Ranking across suites (compositional index)"
 
 
 def _z_text(value: float, fmt: Fmt) -> str:
@@ -29,16 +35,28 @@ def _z_text(value: float, fmt: Fmt) -> str:
 
 def ranking_table(ranking: Ranking, fmt: Fmt) -> str:
     """Rank, variant, overall index (marked where it is a mean over fewer suites than ranked), the index of each
-    suite (— where the variant has none) and how many of the ranked metrics it has."""
-    suites = [s for s in ranking.suites if s in ranking.table.columns]
+    suite (— where the variant has none) and how many of the ranked metrics it has; the controls are not rows of it
+    (:func:`controls_table`)."""
+    return _index_rows(ranking, fmt, controls=False)
+
+
+def controls_table(ranking: Ranking, fmt: Fmt) -> str:
+    """The controls, unranked: their indices against the ranked variants' mean and std ("" when none ran)."""
+    return _index_rows(ranking, fmt, controls=True) if ranking.controls else ""
+
+
+def _index_rows(ranking: Ranking, fmt: Fmt, *, controls: bool) -> str:
+    suites = ranking.contributing
     rows = []
-    for r in ranking.table.to_dict("records"):
+    for r in ranking.table[ranking.table["control"] == controls].to_dict("records"):
         partial = 0 < r["suites_covered"] < r["suites_total"]
-        rows.append([MISSING[fmt] if pd.isna(r["rank"]) else str(r["rank"]), escape(_shown(r["variant"]), fmt),
+        rank = [] if controls else [MISSING[fmt] if pd.isna(r["rank"]) else str(r["rank"])]
+        rows.append([*rank, escape(_shown(r["variant"]), fmt),
                      _z_text(r["overall"], fmt) + (COVERAGE_MARK[fmt] if partial else ""),
                      *(_z_text(r[s], fmt) for s in suites), f"{r['metrics_covered']}/{r['metrics_total']}"])
-    header = ["Rank", "Variant", "Overall", *(escape(s, fmt) for s in suites), "Metrics"]
-    return md_table(header, rows, n_left=2) if fmt == "md" else render_table(header, rows, fmt)
+    header = [*([] if controls else ["Rank"]), "Control (not ranked)" if controls else "Variant", "Overall",
+              *(escape(s, fmt) for s in suites), "Metrics"]
+    return md_table(header, rows, n_left=1 if controls else 2) if fmt == "md" else render_table(header, rows, fmt)
 
 
 def _shown(variant: str) -> str:
@@ -48,23 +66,44 @@ def _shown(variant: str) -> str:
 
 
 def method_text(ranking: Ranking) -> list[str]:
-    """The header paragraph: how the index is computed, and what each suite contributes."""
+    """The header paragraph: mixed profiles first, how the index is computed, what each suite contributes, which
+    suites gave nothing and why, and how the controls are scored."""
     n_metrics = ranking.values.groupby("suite")["metric"].nunique()
-    lines = ["Compositional index, as CAB's (Zhang et al., ICML 2023): z-score per metric across variants, "
-             "z = (x − mean) / std over the variants that have a value (population std; where all values are equal, "
-             "z = 0 for all); sign: higher is better (time and memory negated); mean within suite, then mean across "
-             "suites. The z-scores are taken over the variants ranked here: adding or removing one changes every "
-             "index."]
-    for suite in ranking.suites:
-        n = int(n_metrics.get(suite, 0))
+    lines = [profiles_text(ranking)] if ranking.mixed_profiles else []
+    lines.append("Compositional index, as CAB's (Zhang et al., ICML 2023): z-score per metric across variants, "
+                 "z = (x − mean) / std over the variants that have a value (population std; where all values are "
+                 "equal, z = 0 for all); sign: higher is better (time and memory negated); mean within suite, then "
+                 f"mean across the {len(ranking.contributing)} suites that contribute a metric. The z-scores are taken "
+                 "over the variants ranked here: adding or removing one changes every index.")
+    for suite in ranking.contributing:
         skipped = int((ranking.skipped["suite"] == suite).sum())
         extra = f"; {skipped} skipped (fewer than 2 variants with a value)" if skipped else ""
-        lines.append(f"{n} metrics from suite {suite} ({ranking.directories[suite]}): "
+        lines.append(f"{int(n_metrics.get(suite, 0))} metrics from suite {suite} ({ranking.directories[suite]}): "
                      f"{ranking.descriptions[suite]}{extra}.")
         if suite in ranking.budgets:
             lines.append(f"Budgets of {suite} are settings of their variant, not variants of their own: each variant "
                          f"is ranked at its registered defaults; not ranked: {ranking.budgets[suite]}.")
+    idle = [s for s in ranking.suites if s not in ranking.contributing]
+    if idle:
+        lines.append("No metric from " + "; ".join(f"{s} ({ranking.directories[s]}): {ranking.descriptions[s]}"
+                                                     for s in idle) + ".")
+    if ranking.controls:
+        lines.append(f"Controls ({', '.join(ranking.controls)}) are not ranked: a layer that mixes nothing would take "
+                     "a rank and move every other variant's z-score. Their indices are z-scores against the ranked "
+                     "variants' mean and std, shown apart.")
     return lines
+
+
+def profiles_text(ranking: Ranking) -> str:
+    """The mark of a ranking over suites of different profiles (empty when they share one)."""
+    if not ranking.mixed_profiles:
+        return ""
+    shown = ", ".join(f"{s} ({ranking.profiles[s] or 'profile unknown'})" for s in ranking.contributing)
+    smoke = any(ranking.profiles.get(s) == "smoke" for s in ranking.contributing)
+    why = (" A smoke profile checks that the pipeline runs (a few examples, a few steps): its figures are not "
+           "measurements, and here they weigh as much as the others." if smoke else "")
+    return (f"**Budgets of different size ranked together**: {shown}. Each suite's index reads its own profile's "
+            f"sizes; rank suites of one profile to compare like with like.{why}")
 
 
 def _coverage_lines(ranking: Ranking) -> list[str]:
@@ -128,16 +167,19 @@ def notes_text(ranking: Ranking) -> list[str]:
 
 
 def write_ranking(ranking: Ranking, out_dir: str | Path) -> list[Path]:
-    """``ranking.md`` and ``ranking.tex`` (the table with the method above it and the notes below),
-    ``ranking.csv`` (variant, rank, overall, the per-suite indices, coverage) and ``ranking_metrics.csv`` (every
-    value and z-score behind them, with the reason a value is missing), each written atomically into ``out_dir``."""
+    """``ranking.md`` and ``ranking.tex`` (the method above the table, the controls' table, the notes below),
+    ``ranking.csv`` (variant, rank, overall, the per-suite indices, whether it is a control, coverage) and
+    ``ranking_metrics.csv`` (every value and z-score behind them, with the reason a value is missing), each written
+    atomically into ``out_dir``."""
     out_dir = Path(out_dir)
     method, notes = method_text(ranking), notes_text(ranking)
-    written = write_table_files(
-        out_dir, STEM, title="Ranking across suites (compositional index)", note="\n\n".join(notes),
-        md_body="\n\n".join([*method, ranking_table(ranking, "md")]),
-        tex_body="\n".join([tex_comment(" ".join(method)), ranking_table(ranking, "tex")]), env=ranking.env)
+    controls = {fmt: controls_table(ranking, fmt) for fmt in ("md", "tex")}
+    md = "\n\n".join([f"### {TITLE}", *method, ranking_table(ranking, "md"), *filter(None, [controls["md"]]),
+                       *notes, f"_Environment: {env_summary(ranking.env)}_"]) + "\n"
+    tabular = ranking_table(ranking, "tex") + (f"\n\\medskip\n{controls['tex']}" if controls["tex"] else "")
+    # one paragraph: a blank line would end the caption's argument (see the module docstring)
+    caption = " ".join(" ".join([TITLE + ".", profiles_text(ranking), *notes]).split())
+    tex = tex_float(tabular, caption=caption, label=STEM, comments=(env_summary(ranking.env), *method))
     values = ranking.values.drop(columns=["runs", "ok_runs"]).rename(columns={"column": "store_column"})
-    return [*written, write_csv(ranking.table, out_dir / f"{STEM}.csv"),
-            write_csv(values, out_dir / f"{STEM}_metrics.csv")]
-
+    return [atomic_write_text(out_dir / f"{STEM}.md", md), atomic_write_text(out_dir / f"{STEM}.tex", tex),
+            write_csv(ranking.table, out_dir / f"{STEM}.csv"), write_csv(values, out_dir / f"{STEM}_metrics.csv")]

@@ -104,6 +104,8 @@ def run_suite(
         todo = [c for c in cells if c.key not in done]
         env = _run_env(suite, device, todo, "isolate" if isolate else "in-process", executor, address, cpus_per_task)
         run_id = store.start_run(suite.name, suite.profile, env, argv or [])
+        if line := emulated_bf16(todo, env):
+            print(printable(f"attnbench: warning: {line}"), file=sys.stderr, flush=True)
         summary = RunSummary(directory, len(cells), len(cells) - len(todo))
         tty = sys.stderr.isatty() if progress is None else progress
         ctx = Context(directory, Path(out) / DATA_CACHE, env.get("gemm_peak_gflops"), timeout_s,
@@ -198,6 +200,21 @@ def _run_summary(summary: RunSummary) -> dict[str, Any]:
     return {"statuses": summary.statuses, "noisy": len(summary.noisy), "references": summary.references,
             "load_other_cores_max": max(load, default=None),
             "load_other_cores_mean": sum(load) / len(load) if load else None}
+
+
+def emulated_bf16(cells: list[Cell], env: dict[str, Any]) -> str | None:
+    """The warning, before anything runs, that the bfloat16 cells of a CPU run measure software emulation: a CPU
+    without bfloat16 instructions (``cpu_bf16`` of the run's environment) makes torch convert every operation, which
+    multiplies a bfloat16 layer's time many times over float32's; None where that does not apply."""
+    bf16 = [c for c in cells if c.params.get("dtype") == "bfloat16" and str(c.device).startswith("cpu")
+            and not c.skip_reason]
+    if not bf16 or env.get("cpu_bf16") != "emulated":
+        return None
+    return (f"{len(bf16)} cells run in bfloat16 on a CPU without bfloat16 instructions ({env.get('cpu_model')}; torch "
+            f"dispatches for {env.get('cpu_capability') or 'an unknown instruction set'}, and no avx512_bf16 or "
+            f"amx_bf16): torch emulates them in software, many times slower than float32, so their times measure "
+            f"the emulation, not the layer. Leave them out (--set dtype=float32) or time bfloat16 on a GPU or a CPU "
+            f"that has it")
 
 
 def _run_env(suite: Suite, device: str, todo: list[Cell], local_executor: str, executor: str, address: str | None,

@@ -51,6 +51,12 @@ PAPER_IMAGE_MARGIN = 100.0 * (PAPER_IMAGE["s3attention"] / PAPER_IMAGE["luna"] -
 IMAGE_MARGIN_BOUND = PAPER_IMAGE_MARGIN / 2
 
 
+def not_judged(table: str, quote: str, why: str) -> list[Claim]:
+    """The one row of a claim these results cannot judge: the sentence, why not, and what can judge it (a profile or
+    a suite), so that ``claims.md`` never leaves a reader guessing."""
+    return [Claim(table, quote, f"not judged: {why}", NOT_MEASURED)]
+
+
 def is_other_model(attention: str) -> bool:
     """Whether a Table 1 row is another model S3Attention is compared with: not S3Attention itself or one of its
     presets (the paper's "best" row is S3Attention too), and not a control (which no paper's table has)."""
@@ -72,7 +78,10 @@ def table1_claims(df: pd.DataFrame, s3: str = S3) -> list[Claim]:
     names = sorted({k[0] for k in wide.index}) if not wide.empty else []
     others = [a for a in names if is_other_model(str(a))]
     if s3 not in names or not others:
-        return []
+        ran = ", ".join(map(str, names)) or "no model finished ok"
+        return not_judged("Table 1", f"{QUOTE_TABLE1_AVERAGE} {QUOTE_TABLE1_IMAGE}",
+                          f"needs S3Attention and another model of the table (not a control) finished ok (here: "
+                          f"{ran}); every profile of suites/accuracy.yaml runs S3Attention beside vanilla")
     average = {a: paired(wide, (s3,), (a,), AVG) for a in others}
     measured, verdict = comparisons(average, above=True, unit=" pts")
     out = [Claim("Table 1", f"{QUOTE_TABLE1_AVERAGE} Rule: S3Attention with fixed parameters (r, s1, s2 = 8) has a "
@@ -112,16 +121,34 @@ def robust_verdicts(mean: object, lo: object, hi: object, n: object, a: float) -
     return sign_verdicts(mean, lo, hi, n, above=True, bound=robust_bound(a))
 
 
-def _learned(wide: pd.DataFrame, model: tuple, control: tuple) -> bool | None:
+def _clean_values(wide: pd.DataFrame, key: tuple) -> pd.Series:
+    """The per-seed accuracies of row ``key`` (attention, variant, task) at a = 0 (empty where it has none)."""
+    if wide.empty or 0.0 not in wide.columns or key not in wide.index.droplevel("seed"):
+        return pd.Series(dtype=float)
+    return wide.loc[key][0.0].dropna()
+
+
+def _statuses_at_zero(cells: pd.DataFrame, key: tuple) -> str:
+    """How the cells of row ``key`` (attention, variant, task) at a = 0 ended, e.g. ``error/oom``."""
+    rows = cells[(cells["attention"] == key[0]) & (cells["variant"] == key[1]) & (cells["task"] == key[2])]
+    statuses = sorted(set(rows.loc[rows["noise"] == 0, "status"].astype(str)))
+    return "/".join(statuses) if statuses else "not run at a = 0"
+
+
+def _learned(wide: pd.DataFrame, model: tuple, control: tuple, cells: pd.DataFrame) -> tuple[bool | None, str]:
     """Whether ``model`` beat the no-mixing control at a = 0 by more than the seed spread (the larger std over seeds
-    of the two, as Table 1's ° mark), None where either did not run."""
-    if model == control or model not in wide.index.droplevel("seed") or control not in wide.index.droplevel("seed"):
-        return None
-    mine, theirs = wide.loc[model][0.0].dropna(), wide.loc[control][0.0].dropna()
-    if mine.empty or theirs.empty:
-        return None
+    of the two, as Table 1's ° mark); None where that cannot be told, with the reason in words: the control did not
+    run, or it or the model has no ok result at a = 0 (their statuses there). ``cells``: every cell, failed ones
+    too."""
+    mine, theirs = _clean_values(wide, model), _clean_values(wide, control)
+    if theirs.empty and not (cells["attention"] == control[0]).any():
+        return None, f"no `{CONTROL}` control ran"
+    if theirs.empty:
+        return None, f"the `{CONTROL}` control has no ok result at a = 0 ({_statuses_at_zero(cells, control)})"
+    if mine.empty:
+        return None, f"S3Attention has no ok result at a = 0 ({_statuses_at_zero(cells, model)})"
     spread = max(float(x.std(ddof=1)) if len(x) > 1 else 0.0 for x in (mine, theirs))
-    return float(mine.mean()) - float(theirs.mean()) > spread
+    return float(mine.mean()) - float(theirs.mean()) > spread, ""
 
 
 def table5_claims(df: pd.DataFrame, baseline: str = "vanilla") -> list[Claim]:
@@ -138,14 +165,18 @@ def table5_claims(df: pd.DataFrame, baseline: str = "vanilla") -> list[Claim]:
     sub = df[(df["noise"] == 0) | (df["noise_on"] == "train+test")]
     levels = [a for a in PAPER_TABLE5_S3 if a in set(sub["noise"].astype(float))]
     if not levels:
-        return []
+        ran = ", ".join(f"{a:g}" for a in sorted(set(sub["noise"].astype(float)))) or "none"
+        return not_judged("Table 5", QUOTE_TABLE5,
+                          f"needs noise on train and test at one of the paper's amplitudes a = "
+                          f"{', '.join(f'{a:g}' for a in PAPER_TABLE5_S3)} (here, on train and test or clean: a = "
+                          f"{ran}); suites/robustness.yaml runs a = 2 and 8 (quick) or 2, 4 and 8 (paper)")
     a = max(levels)
     wide = per_seed(sub, ["attention", "variant", "task"], column="noise")
     models = sorted({k[:3] for k in wide.index}) if not wide.empty else []
     out = []
     for model in (m for m in models if m[0] == S3):
         control = (CONTROL, *model[1:])
-        learned = _learned(wide, model, control)
+        learned, unknown = _learned(wide, model, control, sub)
         where = ", ".join(str(x) for x in model[1:] if x)
         claim = (f"{QUOTE_TABLE5} Rule: S3Attention's accuracy at a = {a:g} ({where}; noise on train and test) changes "
                  f"from a = 0 by more than {robust_bound(a):.2f}% (relative, per seed): 3/2 of the paper's own "
@@ -158,7 +189,7 @@ def table5_claims(df: pd.DataFrame, baseline: str = "vanilla") -> list[Claim]:
         rows = wide.loc[model]
         iv = t_interval((100.0 * (rows[a] - rows[0.0]) / rows[0.0]).dropna().tolist()) if a in rows else None
         verdict = NOT_MEASURED if iv is None else str(robust_verdicts(iv.mean, iv.lo, iv.hi, iv.n, a)[()])
-        note = (f"; no `{CONTROL}` control ran, so whether S3Attention learned is not known" if learned is None
+        note = (f"; {unknown}, so whether S3Attention learned is not known" if learned is None
                 else f"; above the `{CONTROL}` control at a = 0 by more than the seed spread")
         out.append(Claim("Table 5", claim, f"change at a = {a:g}: {interval_words(iv, '%')}{note}", verdict))
     return out
@@ -184,6 +215,10 @@ def table6_claims(df: pd.DataFrame, sweeps: Mapping[str, Sequence[tuple[object, 
         rows = sweeps.get(parameter, [])
         worst = [label for value, label in rows if value == 1]
         if not worst:
+            varied = ", ".join(str(value) for value, _ in rows) or "not varied"
+            out += not_judged("Table 6", QUOTE_TABLE6[parameter],
+                              f"the sweep holds no {parameter} = 1 (here {parameter}: {varied}); the quick and paper "
+                              f"profiles of suites/hyperparams.yaml vary {parameter} from 1")
             continue
         for attention in sorted({k[0] for k in wide.index}) if not wide.empty else []:
             others = {f"{parameter}={value}": paired(wide, (attention, worst[0]), (attention, label), AVG)
@@ -214,7 +249,9 @@ def table7_claims(df: pd.DataFrame, ablations: Sequence[str], base_variant: str,
             measured, verdict = comparisons(others, False, " pts")
             out.append(Claim("Table 7", f"{QUOTE_TABLE7} Rule: removing column attention hurts most ({attention})",
                              f"its Average minus each other removal's {measured}", verdict))
-    return out
+    return out or not_judged("Table 7", QUOTE_TABLE7, "needs S3Attention with one component removed beside its "
+                                                    f"`{base_variant}` variant, both finished ok; suites/ablation.yaml "
+                                                    "runs them")
 
 
 #: Appendix, verbatim.
@@ -265,4 +302,6 @@ def tableS7_claims(df: pd.DataFrame, ranks: Sequence[int], target_pct: float = 3
                         f"{1.5 * target_pct:g}]%; beyond it, a stronger smoothing than the paper's){label}",
             "; ".join(f"{t}: {interval_words(iv if iv.n else None, '%')}" for t, iv in datasets.items()) + basis,
             verdict))
-    return out
+    return out or not_judged("Table S7", QUOTE_TABLES7, "needs μ-incoherence measured on S3Attention's cells (the "
+                                                      "suite's `incoherence` settings); suites/incoherence.yaml "
+                                                      "measures it")

@@ -337,7 +337,7 @@ def outputs(suite: Suite) -> tuple[str, ...]:
     """What an accuracy run writes: the raw results and curves, each of its tables in three formats and a
     learning-curve figure per task."""
     tables = suite.report["tables"] or [TABLES[0]]
-    return ("results.csv", "env.json", "curves.csv",
+    return ("results.csv", "env.json", "curves.csv", "claims.md",
             *(f"{t}.{ext}" for t in tables for ext in ("md", "tex", "csv")),
             *(f"curves_{task}.{ext}" for task in suite.axes["task"] for ext in ("png", "pdf")))
 

@@ -58,7 +58,9 @@ from ...measure.group import is_time_cell, timing_env
 from ...measure.timing import TIMING_DEFAULTS
 from ...models.probe import PROBE_DIR, load_probe
 from ...models.tasks import TASKS
+from ...report.claims import write_claims
 from ...report.format import shown_env
+from .claims import NO_PAPER_CLAIMS
 from .cells import describe, measure_cell, measure_group
 
 FIXED_DEFAULTS: dict[str, Any] = {"batch_size": 2, "dim": 64, "heads": 2, "seed": 0, "matrix_max_seq_len": 1024}
@@ -267,9 +269,10 @@ def write_reports(store: Store, name: str, options: Mapping[str, Any], keys: lis
     # here, not at the top: the reports load matplotlib, which a cell's worker process never needs
     from .report import write_approximation_reports
 
-    return write_approximation_reports(df, store.path.parent, env=shown_env(store.runs(set(df["run_id"]))),
-                                       suite=name, reference=options.get("baseline", "vanilla_sdpa"),
-                                       samples=store.samples(timing_groups=groups))
+    written = write_approximation_reports(df, store.path.parent, env=shown_env(store.runs(set(df["run_id"]))),
+                                          suite=name, reference=options.get("baseline", "vanilla_sdpa"),
+                                          samples=store.samples(timing_groups=groups))
+    return written + write_claims(store.path.parent, [], suite=name, without=NO_PAPER_CLAIMS)
 
 
 KIND = SuiteKind(
@@ -283,7 +286,7 @@ KIND = SuiteKind(
             RankedQuantity("rel_fro", "error against softmax", higher_is_better=False)),
     shown_axes=("budget", "input", "seq_len"),
     outputs=lambda suite: ("results.csv", "env.json", "approximation.md", "approximation.tex", "approximation.csv",
-                           "pareto_*.png", "pareto_*.pdf"),
+                           "pareto_*.png", "pareto_*.pdf", "claims.md"),
     result_columns=lambda suite: ("key", "attention", "budget", "input", "seq_len", "device", "status", "message",
                                   "rel_fro", "max_abs", "cos_mean", "cos_min", "time_ms_median"),
 )

@@ -34,6 +34,7 @@ import attentions
 
 from ...core import faults
 from ...core.cell import Cell, CellResult, Context, NonFinite, classify_exception, memory_cap, time_limit
+from ...core.tunables import map_large_blocks
 from ...measure.group import Workload, measure_workloads
 from ...measure.memory import retained_memory_bytes
 
@@ -110,6 +111,7 @@ def _sync(device: torch.device) -> None:
 def _prepare(cell: Cell, ctx: Context) -> Workload | CellResult:
     """Build, prefill and measure the state; the step, ready to be timed with its group. A failure is the result."""
     faults.point("measure.cell", cell.label)
+    map_large_blocks()  # a prefill's gigabytes mapped on their own and unmapped when freed (see map_large_blocks)
     device = torch.device(cell.device)
     p = cell.params
     try:

@@ -55,7 +55,9 @@ from ...measure.group import is_time_cell
 from ...measure.quiet import calibrate
 from ...measure.timing import TIMING_DEFAULTS
 from ...measure.traffic import measure_memory_bandwidth_gbs
+from ...report.claims import write_claims
 from ...report.format import shown_env
+from .claims import NO_PAPER_CLAIMS
 from .cells import TORCH_DTYPES, describe, measure_cell, measure_group
 
 AXES = {
@@ -159,9 +161,10 @@ def write_reports(store: Store, name: str, options: Mapping[str, Any], keys: lis
     # here, not at the top: the reports load matplotlib, which a cell's worker process never needs
     from .report import write_decode_reports
 
-    return write_decode_reports(df, store.path.parent, env=shown_env(runs), suite=name,
-                                baseline=options.get("baseline", "vanilla_sdpa"), bandwidth=bandwidth,
-                                samples=store.group_samples(groups), row_names=options.get("row_names"))
+    written = write_decode_reports(df, store.path.parent, env=shown_env(runs), suite=name,
+                                   baseline=options.get("baseline", "vanilla_sdpa"), bandwidth=bandwidth,
+                                   samples=store.group_samples(groups), row_names=options.get("row_names"))
+    return written + write_claims(store.path.parent, [], suite=name, without=NO_PAPER_CLAIMS)
 
 
 KIND = SuiteKind(
@@ -173,7 +176,7 @@ KIND = SuiteKind(
             RankedQuantity("state_bytes", "decoding state", higher_is_better=False)),
     shown_axes=("context", "batch_size", "heads", "head_dim", "kv_heads", "dtype"),
     outputs=lambda suite: ("results.csv", "env.json", "decode_*.md", "decode_*.tex", "decode_*.png", "decode_*.pdf",
-                           "slopes.md", "slopes.csv"),
+                           "slopes.md", "slopes.csv", "claims.md"),
     result_columns=lambda suite: ("key", "attention", "context", "batch_size", "heads", "head_dim", "dtype", "device",
                                   "status", "message", "ms_per_token", "time_ms_median", "time_ms_iqr", "tokens_per_s",
                                   "prefill_ms", "state_bytes", "bandwidth_bound_ms"),

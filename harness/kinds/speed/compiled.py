@@ -7,7 +7,7 @@ the two groups, which the groups' noise flags record.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -19,12 +19,14 @@ from ...report.format import (
     display_name,
     escape,
     length_label,
+    printed_rows,
     refaults,
     render_table,
     sig2,
     write_csv,
     write_table_files,
 )
+from ...report.groups import table_order
 
 COLUMNS = ("attention", "seq_len", "time_ms_eager", "time_ms_compiled", "refaults_eager", "refaults_compiled",
            "compile_speedup", "compile_s",
@@ -64,38 +66,43 @@ def compile_comparison(df: pd.DataFrame) -> pd.DataFrame:
     return out[list(COLUMNS)].sort_values(["attention", "seq_len"])
 
 
-def comparison_table(cmp: pd.DataFrame, fmt: Fmt) -> str:
+def comparison_table(cmp: pd.DataFrame, fmt: Fmt, *, baseline: str | None = None,
+                     row_names: Mapping[str, str] | None = None, rows: Sequence[str] | None = None) -> str:
     """Variants × lengths: ``eager ms → compiled ms (eager/compiled×) [compile s]`` (eager and compiled side by
-    side), or the compiled cell's failure status."""
+    side), or the compiled cell's failure status; the variants in Table 4's names and order (``rows``: the variants
+    to print, None for every one)."""
     lengths = sorted(int(n) for n in cmp["seq_len"].unique())
     cells = cmp.set_index(["attention", "seq_len"]).to_dict("index")
+    out = []
+    for name in printed_rows(table_order(set(cmp["attention"]), baseline), rows, baseline):
+        out.append([escape(display_name(name, row_names), fmt), *(_cell(cells.get((name, n)), fmt) for n in lengths)])
+    return render_table(["Attention", *(length_label(n) for n in lengths)], out, fmt)
+
+
+def _cell(c: Mapping[str, object] | None, fmt: Fmt) -> str:
+    """One comparison cell (see :func:`comparison_table`)."""
     times, arrow = ("×", "→") if fmt == "md" else (r"$\times$", r"$\to$")
-    rows = []
-    for name in cmp["attention"].unique():
-        row = [escape(display_name(name), fmt)]
-        for n in lengths:
-            c = cells.get((name, n))
-            if c is None:
-                row.append(MISSING[fmt])
-            elif c["status_compiled"] != "ok":
-                row.append(escape(str(c["status_compiled"]), fmt))
-            else:
-                ratio = f" ({sig2(c['compile_speedup'])}{times})" if pd.notna(c["compile_speedup"]) else ""
-                eager = (f"{c['time_ms_eager']:.3g}{REFAULT_MARK[fmt] if c['refaults_eager'] else ''} {arrow} "
-                         if pd.notna(c["time_ms_eager"]) else "")
-                took = f" [{c['compile_s']:.3g} s]" if pd.notna(c["compile_s"]) else ""
-                unchecked = UNCHECKED[fmt] if str(c.get("compile_check", "")).startswith("not compared") else ""
-                refaulted = REFAULT_MARK[fmt] if c["refaults_compiled"] else ""
-                row.append(f"{eager}{c['time_ms_compiled']:.3g}{unchecked}{refaulted}{ratio}{took}")
-        rows.append(row)
-    return render_table(["Attention", *(length_label(n) for n in lengths)], rows, fmt)
+    if c is None:
+        return MISSING[fmt]
+    if c["status_compiled"] != "ok":
+        return escape(str(c["status_compiled"]), fmt)
+    ratio = f" ({sig2(c['compile_speedup'])}{times})" if pd.notna(c["compile_speedup"]) else ""
+    eager = (f"{c['time_ms_eager']:.3g}{REFAULT_MARK[fmt] if c['refaults_eager'] else ''} {arrow} "
+             if pd.notna(c["time_ms_eager"]) else "")
+    took = f" [{c['compile_s']:.3g} s]" if pd.notna(c["compile_s"]) else ""
+    unchecked = UNCHECKED[fmt] if str(c.get("compile_check", "")).startswith("not compared") else ""
+    refaulted = REFAULT_MARK[fmt] if c["refaults_compiled"] else ""
+    return f"{eager}{c['time_ms_compiled']:.3g}{unchecked}{refaulted}{ratio}{took}"
 
 
 def write_compile_comparison(df: pd.DataFrame, out_dir: Path, *, group_columns: tuple[str, ...],
                              slug_of: Callable[[Mapping[str, object]], str],
                              title_of: Callable[[Mapping[str, object]], str], suite: str,
-                             env: Mapping[str, object]) -> list[Path]:
-    """Per group of the columns other than ``compile`` that has both: ``compile_<slug>.md``/``.tex``, and
+                             env: Mapping[str, object], baseline: str | None = None,
+                             row_names: Mapping[str, str] | None = None,
+                             rows: Sequence[str] | None = None) -> list[Path]:
+    """Per group of the columns other than ``compile`` that has both: ``compile_<slug>.md``/``.tex`` (LaTeX: the
+    ``rows`` a paper prints, and ``compile_<slug>_full.tex`` of every row where those leave some out), and
     ``compile.csv`` with every row."""
     if "time_ms_median" not in df.columns or df["compile"].nunique() < 2:
         return []
@@ -113,9 +120,12 @@ def write_compile_comparison(df: pd.DataFrame, out_dir: Path, *, group_columns: 
         if cmp.empty:
             continue
         frames.append(cmp.assign(**g))
+        names = {"baseline": baseline, "row_names": row_names}
+        full = comparison_table(cmp, "tex", **names)
+        printed = comparison_table(cmp, "tex", rows=rows, **names)
         written += write_table_files(out_dir, f"compile_{slug_of(g)}", title=f"torch.compile — {suite}: {title_of(g)}",
-                                     note=note, env=env, md_body=comparison_table(cmp, "md"),
-                                     tex_body=comparison_table(cmp, "tex"))
+                                     note=note, env=env, md_body=comparison_table(cmp, "md", **names),
+                                     tex_body=printed, tex_full=full if full != printed else None)
     if frames:
         table = pd.concat(frames, ignore_index=True)
         written.insert(0, write_csv(table[[*by, *COLUMNS]], out_dir / "compile.csv"))

@@ -170,7 +170,7 @@ def write_reports(store: Store, name: str, options: Mapping[str, Any], keys: lis
                                baseline=options.get("baseline", "vanilla"),
                                slope_min_seq_len=int(options.get("slope_min_seq_len", 1024)),
                                samples=store.group_samples(groups), roofs=roofs, row_names=options.get("row_names"),
-                               smoke=is_smoke(runs["profile"]))
+                               smoke=is_smoke(runs["profile"]), rows=options.get("rows"))
 
 
 #: The results.csv columns of every cell, then those each metric adds.
@@ -182,7 +182,7 @@ METRIC_COLUMNS = {"time": ("time_ms_median", "time_ms_iqr"), "memory": ("peak_me
 def outputs(suite: Suite) -> tuple[str, ...]:
     """What a speed run writes: the raw results, Table 4 in both formats, the scaling figures of what it measures."""
     figures = tuple(f"{m}_*.{ext}" for m in ("time", "memory") if m in suite.settings.metrics for ext in ("png", "pdf"))
-    return ("results.csv", "env.json", "table4_*.md", "table4_*.tex", "slopes.md", *figures)
+    return ("results.csv", "env.json", "table4_*.md", "table4_*.tex", "slopes.md", "claims.md", *figures)
 
 
 def result_columns(suite: Suite) -> tuple[str, ...]:

@@ -12,7 +12,7 @@ from harness.core import envinfo
 from harness.core.envinfo import collect_env
 
 KEYS = set(
-    "device device_name cpu_model torch_version cuda_version cudnn_version python_version threads"
+    "device device_name cpu_model cpu_capability cpu_bf16 torch_version cuda_version cudnn_version python_version threads"
     " interop_threads cpu_count platform hostname git_commit time_utc glibc_tunables xformers_version"
     " numpy_version".split()
 )
@@ -63,9 +63,27 @@ def test_the_cpu_block_without_torch_matches_collect_env() -> None:
     full = collect_env(torch.device("cpu"))
     light = envinfo.collect_cpu_env(threads=3)
     assert list(light) == list(full)
-    for key in ("device", "device_name", "cpu_model", "torch_version", "cuda_version", "python_version", "cpu_count",
+    for key in ("device", "device_name", "cpu_model", "cpu_bf16", "torch_version", "cuda_version", "python_version", "cpu_count",
                 "platform", "hostname", "git_commit", "glibc_tunables", "numpy_version"):
         assert light[key] == full[key], key
     assert light["threads"] == 3 and light["interop_threads"] is None
     if full["cuda_version"] is None:
         assert light["cudnn_version"] == full["cudnn_version"]
+
+
+#: /proc/cpuinfo of a virtual machine whose model name is only the brand, on an AVX2 CPU (no bfloat16 instructions).
+AVX2_VM = {"vendor_id": "AuthenticAMD", "cpu family": "23", "model": "49", "model name": "AMD EPYC", "stepping": "0",
+           "flags": "fpu sse2 avx avx2 fma hypervisor"}
+
+
+def test_the_cpu_is_named_as_a_hardware_line_needs_and_its_isa_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """"AMD EPYC" was all a paper's hardware line got: the family, model and stepping tell the generation, and the
+    instruction set torch dispatches for tells whether bfloat16 is emulated."""
+    monkeypatch.setattr(envinfo, "_cpuinfo", lambda: dict(AVX2_VM))
+    env = collect_env(torch.device("cpu"))
+    assert env["cpu_model"] == env["device_name"] == "AMD EPYC (family 23, model 49, stepping 0, virtual machine)"
+    assert env["cpu_capability"] == torch.backends.cpu.get_cpu_capability() and env["cpu_bf16"] == "emulated"
+    monkeypatch.setattr(envinfo, "_cpuinfo", lambda: {**AVX2_VM, "flags": "avx2 avx512f avx512_bf16"})
+    assert envinfo.cpu_bf16() == "native"
+    monkeypatch.setattr(envinfo, "_cpuinfo", dict)
+    assert envinfo.cpu_bf16() is None

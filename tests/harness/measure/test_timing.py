@@ -157,3 +157,43 @@ def test_a_freed_block_stays_for_the_next_call_and_is_given_back_between_groups(
     assert (kept < block / 2) is refaults, kept
     if not refaults:  # what the heap kept during the "group" goes back to the OS between groups
         assert released > block / 2, released
+
+
+_UNMAPS = """
+import ctypes, sys
+from harness.core.tunables import map_large_blocks, release_freed_memory
+
+libc = ctypes.CDLL("libc.so.6")
+libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+
+def mapped_not_resident() -> int:  # what the memory cap counts against the room it grants (cpu_memory_cap)
+    with open("/proc/self/status") as f:
+        kb = {line.split(":")[0]: int(line.split()[1]) for line in f if line.startswith(("VmSize:", "VmRSS:"))}
+    return (kb["VmSize"] - kb["VmRSS"]) * 1024
+
+if sys.argv[1] == "1":
+    assert map_large_blocks()
+release_freed_memory()
+start = mapped_not_resident()
+block = libc.malloc(2**28)  # a prefill's scores (256 MiB here), freed before the timed steps
+ctypes.memset(block, 1, 2**28)
+kept_alive = libc.malloc(2**20)  # what the prefill leaves (its cache): above the block, so the heap cannot shrink
+libc.free(block)
+release_freed_memory()  # what the harness does between groups: the block's pages go, its addresses stay
+print(mapped_not_resident() - start)
+libc.free(kept_alive)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc only")
+@pytest.mark.parametrize("mapped", [True, False])  # False: the control, where the freed block stays in the address space
+def test_map_large_blocks_gives_a_freed_block_s_address_space_back(mapped: bool) -> None:
+    """Address space a freed block keeps counts against the memory cap (``RLIMIT_AS``): after ``map_large_blocks`` a
+    freed large block leaves none behind, where under the timing settings alone it stays mapped, a hole in the heap."""
+    env = {**os.environ, "GLIBC_TUNABLES": GLIBC_TUNABLES_TIMING, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-c", _UNMAPS, "1" if mapped else "0"], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    kept = int(proc.stdout)
+    assert (kept < 2**26) is mapped, kept

@@ -18,6 +18,7 @@ from harness.report.claims import (
     sign_verdict,
 )
 from harness.report.stats import Interval, t_interval
+from harness.run.suitefile import load_suite
 
 #: Studies per simulated rate in the claims' calibration tests (``test_*calibration*``): enough that three standard
 #: errors of a 5% rate are 1.5 points, few enough that each test runs in a second or two.
@@ -180,3 +181,11 @@ def test_the_claims_file_names_every_verdict_word_and_says_when_seeds_are_too_fe
     assert "**consistent on stand-ins, and stronger**" in stand_ins and "These results rest on" not in stand_ins
     smoke = write_claims(tmp_path, claims, suite="s", smoke=True, seeds=2)[0].read_text()
     assert "These results rest on" not in smoke  # a smoke profile assesses nothing anyway
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).parents[3] / "suites").glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_suite_writes_a_claims_file(path: Path) -> None:
+    """Every suite's run writes claims.md (the smoke tests check the files a kind declares), even a kind whose papers
+    make no claim: the file then says so, and which profile or suite can judge one."""
+    suite = load_suite(path, "smoke")
+    assert "claims.md" in suite.kind.outputs(suite)

@@ -1,5 +1,7 @@
 """``attnbench report --rank``: z-scores and their sign, the index computed by hand, std = 0, missing and partial
-values reported, skipped metrics, robustness suites ranked on their noisy cells, and the CLI end to end."""
+values reported, skipped metrics, robustness suites ranked on their noisy cells, controls shown apart and never
+ranked, suites of different profiles marked, suites that give nothing not counted, a LaTeX file that compiles, and
+the CLI end to end."""
 
 from __future__ import annotations
 
@@ -14,8 +16,16 @@ import pytest
 from harness.core.cell import Cell
 from harness.core.store import Store
 from harness.report.compositional import COVERAGE_MARK, SuiteResults, default_out_dir, rank, suite_metrics, zscores
-from harness.report.ranking import method_text, notes_text, ranking_table
+from harness.report.ranking import (
+    controls_table,
+    method_text,
+    notes_text,
+    profiles_text,
+    ranking_table,
+    write_ranking,
+)
 from tests.conftest import CliResult
+from tests.latex import ENGINE, compile_tex
 
 Z1 = math.sqrt(1.5)  # z of the best of three evenly spaced values (population std)
 
@@ -190,7 +200,7 @@ def test_cli_rank_end_to_end(cli: Callable[..., CliResult], stores: list[Path], 
     assert list(csv["variant"]) == ["a", "c", "b"] and list(csv["rank"]) == [1, 2, 3]
     assert csv.loc[0, "overall"] == pytest.approx(Z1) and list(csv.columns[3:5]) == ["speed/smoke", "accuracy/smoke"]
     md = (out_dir / "ranking.md").read_text()
-    assert "z-score per metric across variants" in md and "mean within suite, then mean across suites" in md
+    assert "z-score per metric across variants" in md and "mean within suite, then mean across the 2 suites that contribute a metric" in md
     assert "2 metrics from suite speed/smoke" in md and "1 metrics from suite accuracy/smoke" in md
     assert "test-cpu" in md  # the environment of the runs behind the numbers
     tex = (out_dir / "ranking.tex").read_text()
@@ -247,3 +257,76 @@ def test_approximation_budgets_are_settings_of_their_variant() -> None:
     assert ranking.budgets == {"approximation/quick": "linformer: k=32; local: window=200, window=800 (none at its "
                                                       "defaults: not ranked here)"}
     assert any("not ranked: linformer: k=32" in line for line in method_text(ranking))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Controls, profiles, suites that give nothing, the LaTeX file
+
+
+def test_controls_are_shown_apart_and_never_ranked() -> None:
+    """`none` mixes nothing: the fastest and leanest of all. It takes no rank and moves no ranked variant's z-score;
+    its index is scored against the ranked variants and shown in a table of its own."""
+    fast = speed_rows({"a": 1.0, "b": 2.0, "c": 3.0, "none": 0.01}, {"a": 10.0, "b": 30.0, "c": 20.0, "none": 0.0})
+    with_control = rank([suite("speed/smoke", fast), suite("accuracy/smoke", ACCURACY)])
+    without = rank([suite("speed/smoke", SPEED), suite("accuracy/smoke", ACCURACY)])
+    table = with_control.table.set_index("variant")
+    assert pd.isna(table.loc["none", "rank"]) and bool(table.loc["none", "control"])
+    assert list(with_control.table["variant"]) == ["a", "c", "b", "none"] and with_control.controls == ["none"]
+    assert table.loc["none", "speed/smoke"] > table.loc["a", "speed/smoke"]  # scored, against the ranked variants
+    pd.testing.assert_series_equal(table.loc[["a", "b", "c"], "overall"],
+                                   without.table.set_index("variant").loc[["a", "b", "c"], "overall"])
+    md = ranking_table(with_control, "md")
+    assert "none" not in md and "| none " in controls_table(with_control, "md")
+    assert any("Controls (none) are not ranked" in line for line in method_text(with_control))
+
+
+def test_suites_of_different_profiles_are_marked() -> None:
+    quick = SuiteResults("speed/quick", Path("speed/quick"), frame(SPEED), pd.DataFrame(), "quick")
+    smoke = SuiteResults("accuracy/smoke", Path("accuracy/smoke"), frame(ACCURACY), pd.DataFrame(), "smoke")
+    mixed = rank([quick, smoke])
+    assert mixed.mixed_profiles
+    assert method_text(mixed)[0].startswith("**Budgets of different size ranked together**: speed/quick (quick), "
+                                            "accuracy/smoke (smoke)")
+    assert "A smoke profile checks that the pipeline runs" in profiles_text(mixed)
+    same = rank([quick, SuiteResults("accuracy/quick", Path("accuracy/quick"), frame(ACCURACY), pd.DataFrame(),
+                                     "quick")])
+    assert not same.mixed_profiles and profiles_text(same) == "" and "Budgets" not in method_text(same)[0]
+
+
+def test_a_suite_that_gives_no_metric_is_not_counted_as_ranked() -> None:
+    failed = [(accuracy_cell(a, suite="robustness"), "error", {}) for a in ("a", "b")]
+    ranking = rank([suite("speed/smoke", SPEED), suite("robustness/smoke", failed)])
+    assert ranking.contributing == ["speed/smoke"] and ranking.suites == ["speed/smoke", "robustness/smoke"]
+    method = method_text(ranking)
+    assert "mean across the 1 suites that contribute a metric" in method[0]
+    assert not any(line.startswith("0 metrics from") for line in method)
+    assert any(line.startswith("No metric from robustness/smoke") and "error=2" in line for line in method)
+
+
+def test_the_cli_says_how_many_suites_contribute_and_warns_of_mixed_profiles(
+        cli: Callable[..., CliResult], tmp_path: Path) -> None:
+    speed = write_store(tmp_path / "r" / "speed" / "smoke", "speed", SPEED)
+    with Store(tmp_path / "r" / "acc" / "quick" / "results.db") as store:
+        run = store.start_run("accuracy", "quick", {"device_name": "test-cpu"}, [])
+        for cell, status, metrics in ACCURACY:
+            store.put(run, cell, status, "", metrics)
+    failed = write_store(tmp_path / "r" / "rob" / "smoke", "robustness",
+                         [(accuracy_cell(a, suite="robustness"), "error", {}) for a in ("a", "b")])
+    result = cli("report", "--rank", speed, tmp_path / "r" / "acc" / "quick", failed)
+    assert result.code == 0, result.err
+    assert result.out.splitlines()[0].startswith("ranked 3 variants over 2 suites (1 more gave no metric")
+    assert "warning: Budgets of different size ranked together" in result.err
+
+
+def test_the_latex_ranking_is_one_float_whose_caption_holds_no_blank_line(tmp_path: Path) -> None:
+    speed = [*SPEED, (speed_cell("e"), "oom", {}), *speed_rows({"none": 0.1}, {"none": 1.0})]
+    ranking = rank([suite("speed/smoke", speed), suite("accuracy/smoke", ACCURACY)])
+    assert len(notes_text(ranking)) > 1  # several notes: joined by blank lines before
+    write_ranking(ranking, tmp_path)
+    tex = (tmp_path / "ranking.tex").read_text()
+    caption = tex[tex.index(r"\caption{"):tex.index(r"\label{")]
+    assert "\n\n" not in caption and caption.count("\n") == 1
+    assert r"\medskip" in tex and "Control (not ranked)" in tex
+    if ENGINE is not None:
+        pdf, problems = compile_tex([tmp_path / "ranking.tex"], tmp_path / "latex")
+        assert pdf is not None and not [p for p in problems.splitlines() if p.startswith("!")], problems

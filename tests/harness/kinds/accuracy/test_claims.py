@@ -20,7 +20,7 @@ from harness.kinds.accuracy.claims import (
     tableS7_claims,
 )
 from harness.kinds.accuracy.table1 import write_accuracy_reports
-from harness.report.claims import CONTRADICTED, INCONCLUSIVE, REPRODUCED, STRONGER
+from harness.report.claims import CONTRADICTED, INCONCLUSIVE, NOT_MEASURED, REPRODUCED, STRONGER
 from tests.harness.kinds.accuracy.test_studies import cells
 
 
@@ -87,6 +87,36 @@ def test_table5_with_the_control_says_s3attention_learned() -> None:
     assert claim.verdict == REPRODUCED, claim.measured  # −4% to −5% of 0.50: above −7.38%
     assert "above the `none` control at a = 0 by more than the seed spread" in claim.measured
     assert "no `none` control ran" not in claim.measured
+
+
+def test_table5_says_which_of_the_two_has_no_clean_result() -> None:
+    """The control's row is in the table (it ran at a = 8), but its clean cells failed: the claim must say that,
+    not that no control ran."""
+    df = _with_control({"none": (0.10, (0.0, 0.0, 0.0)), "s3attention": (0.50, (0.02, 0.025, 0.022))})
+    df.loc[(df["attention"] == "none") & (df["noise"] == 0), "status"] = "error"
+    (claim,) = table5_claims(df)
+    assert "the `none` control has no ok result at a = 0 (error)" in claim.measured
+    assert "no `none` control ran" not in claim.measured
+    (claim,) = table5_claims(df[df["attention"] != "none"])
+    assert "no `none` control ran, so whether S3Attention learned is not known" in claim.measured
+
+
+def test_claims_a_profile_cannot_judge_say_so_and_name_what_can() -> None:
+    """A hyperparams smoke run varies r and s2 over 4 and 8 only: Table 6's claims are rows saying so (and naming
+    the profiles that vary them from 1), never an absent claims.md."""
+    sweeps = {"r": [(4, "r4"), (8, "base")], "s2": [(4, "s2_4"), (8, "base")]}
+    df = _variants({"r4": (0.30, 0.31, 0.29), "base": (0.50, 0.52, 0.49), "s2_4": (0.60, 0.62, 0.61)})
+    claims = table6_claims(df, sweeps)
+    assert [c.verdict for c in claims] == [NOT_MEASURED, NOT_MEASURED]
+    assert "the sweep holds no r = 1 (here r: 4, 8)" in claims[0].measured
+    assert "suites/hyperparams.yaml vary r from 1" in claims[0].measured
+    (row,) = table7_claims(df, ["base"], "base")
+    assert row.verdict == NOT_MEASURED and "suites/ablation.yaml" in row.measured
+    (row,) = tableS7_claims(df, [8])
+    assert row.verdict == NOT_MEASURED and "suites/incoherence.yaml" in row.measured
+    clean = _with_control({"none": (0.10, (0.0, 0.0, 0.0)), "s3attention": (0.5, (0.0, 0.0, 0.0))})
+    (row,) = table5_claims(clean[clean["noise"] == 0])
+    assert row.verdict == NOT_MEASURED and "suites/robustness.yaml" in row.measured
 
 
 def test_table6_claims() -> None:
@@ -267,7 +297,8 @@ def test_table1_claims_are_contradicted_by_a_better_model_but_not_by_controls_or
               "s3attention_released": (48.0, 75.0, 85.0, 60.0, 80.0), "none": (48.0, 75.0, 85.0, 60.0, 80.0)}
     average, _ = table1_claims(_table1(others))
     assert average.verdict == REPRODUCED and "vs vanilla" in average.measured and "vs none" not in average.measured
-    assert table1_claims(_table1({"s3attention": PAPER_TABLE1["s3attention"]})) == []
+    (alone,) = table1_claims(_table1({"s3attention": PAPER_TABLE1["s3attention"]}))
+    assert alone.verdict == NOT_MEASURED and "not judged: needs S3Attention and another model" in alone.measured
 
 
 def test_table1_claims_are_written_with_the_table_and_two_seeds_say_no_verdict(tmp_path: Path) -> None:

@@ -40,7 +40,10 @@ def test_speed_claims_and_claims_file(tmp_path: Path) -> None:
     (path,) = write_claims(tmp_path, grows + shrinks, suite="speed")
     text = path.read_text()
     assert text.startswith("### The paper's claims — speed") and "2 reproduced, 2 contradicted" in text
-    assert write_claims(tmp_path / "none", [], suite="x") == []
+    # no claim applies: the file still says so, and why (every suite writes one)
+    (empty,) = write_claims(tmp_path / "none", [], suite="x", without="its paper makes no claim about it")
+    assert empty.read_text() == ("### The paper's claims — x\n\nNo claim of the paper is checked here: its paper "
+                                 "makes no claim about it.\n")
     # a smoke profile assesses nothing, whatever the figures say; the figures stay
     (path,) = write_claims(tmp_path / "smoke", grows + shrinks, suite="speed", smoke=True)
     text = path.read_text()
@@ -154,3 +157,12 @@ def test_a_baseline_out_of_memory_at_3k_is_not_called_not_run() -> None:
     sentence = speed_claims(df, "vanilla", ["mode"])[0]
     assert sentence.verdict == NOT_MEASURED
     assert sentence.measured == "vanilla ran at n = 3072 and ended oom"
+
+
+def test_without_s3attention_the_sentence_says_what_runs_it() -> None:
+    rows = [{"attention": a, "seq_len": 3072, "mode": "train_step", "status": "ok", "time_ms_median": 1.0}
+            for a in ("vanilla", "linformer")]
+    (claim,) = speed_claims(pd.DataFrame(rows), "vanilla", ["mode"])
+    assert claim.verdict == NOT_MEASURED
+    assert claim.measured.startswith("not judged: S3Attention did not run here (attentions: linformer, vanilla)")
+    assert "`paper` profile of suites/speed.yaml" in claim.measured
