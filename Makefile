@@ -22,8 +22,10 @@ ADDRESS    ?=
 # RUN_EXECUTOR and RUN_EXTRA are set per target below (training suites differ from the timing suites).
 RUN_EXECUTOR = $(EXECUTOR)
 RUN_EXTRA    =
-RUN         = $(BIN)/attnbench run --profile $(PROFILE) --device $(DEVICE) --out $(OUT) $(if $(THREADS),--threads $(THREADS)) \
-              --executor $(RUN_EXECUTOR) $(if $(ADDRESS),--address $(ADDRESS)) $(RUN_EXTRA)
+RUN_PROFILE  = $(PROFILE)
+RUN         = $(BIN)/attnbench run --profile $(RUN_PROFILE) --device $(DEVICE) --out $(OUT) \
+              $(if $(THREADS),--threads $(THREADS)) --executor $(RUN_EXECUTOR) $(if $(ADDRESS),--address $(ADDRESS)) \
+              $(RUN_EXTRA)
 
 DATA_DIR   ?=
 # Training suites on the CPU run two cells at a time, one core each, through Ray (installed on first use): the
@@ -43,15 +45,17 @@ setup: $(STAMP)
 setup-dev: $(DEV_STAMP)
 setup-ray: $(RAY_STAMP)
 
-# torch first, from TORCH_SPEC (the CPU wheel these machines carry; TORCH_INDEX picks another wheel index, e.g. a
-# CUDA one), so the project's `torch>=2.4` requirement is already met and pip never pulls a multi-GB CUDA build
-# by accident. A different TORCH_SPEC or TORCH_INDEX than the installed one reinstalls.
+# torch first, from TORCH_SPEC, so the project's `torch>=2.4` requirement is already met when attnbench installs.
+# Where from (tools/torch_index.py): TORCH_INDEX if given (e.g. a CUDA index); PyPI (its CUDA build) where an NVIDIA
+# GPU is found; a local wheel where pip has one (these machines carry the CPU build); else PyTorch's CPU index, so
+# that a fresh machine without a GPU does not pull PyPI's multi-GB CUDA build. A different TORCH_SPEC or TORCH_INDEX
+# than the installed one reinstalls.
 ifneq ($(strip $(shell cat $(STAMP) 2>/dev/null)),$(strip $(TORCH_SPEC) $(TORCH_INDEX)))
 $(STAMP): FORCE
 endif
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q "$(TORCH_SPEC)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(BIN)/python -m pip install -q "$(TORCH_SPEC)" $$($(BIN)/python -m tools.torch_index "$(TORCH_SPEC)" "$(TORCH_INDEX)")
 	$(BIN)/python -m pip install -q -e .
 	@echo "$(TORCH_SPEC) $(TORCH_INDEX)" > $(STAMP)
 
@@ -76,8 +80,10 @@ bench-memory: setup $(RAY_SETUP)
 bench-decode: setup $(RAY_SETUP)
 	$(RUN) suites/decode.yaml
 
-bench-long: setup
-	$(BIN)/attnbench run suites/speed.yaml --profile long --device $(DEVICE) --out $(OUT)
+# The speed suite's `long` profile (n = 1K…16K), with THREADS, EXECUTOR and ADDRESS as every other target
+bench-long: RUN_PROFILE = long
+bench-long: setup $(RAY_SETUP)
+	$(RUN) suites/speed.yaml
 
 # LRA accuracy (Table 1): offline generators, or the real LRA files with DATA_DIR=/path/to/lra
 accuracy: setup $(if $(filter ray,$(STUDY_EXECUTOR)),setup-ray)

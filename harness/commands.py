@@ -21,7 +21,7 @@ from .core.errors import Terminated, UserError, printable
 from .core.files import refuse_symlinks
 from .core.store import Store
 from .core.suite import Suite, expand_patterns
-from .light import default_cpu_threads
+from .light import attnbench_command, default_cpu_threads
 from .report.compare import compare, counts_as_regression, parse_side, render, suite_baseline
 from .report.compositional import default_out_dir, load_suite_results, rank
 from .report.export import write_suite_reports
@@ -141,7 +141,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise  # stopped before the run began: nothing stored (harness.cli says so)
         stored = getattr(exc, "stored_cells", None)  # None: stopped before the first cell was measured
         count = "the finished cells" if stored is None else f"{stored} cells"
-        resume = " ".join(shlex.quote(a) for a in args.argv)
+        resume = " ".join([attnbench_command(), *(shlex.quote(a) for a in args.argv[1:])])
         how = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
         print(printable(f"attnbench: {how}; {count} of {suite.name}/{suite.profile} are stored in "
                         f"{suite_dir(out, suite)}; resume with: {resume}"), file=sys.stderr)

@@ -13,8 +13,10 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import sys
 import textwrap
+from pathlib import Path
 
 from .catalog import entries, is_fresh
 from .core.envinfo import collect_cpu_env, torch_build
@@ -125,6 +127,19 @@ def cmd_env(args: argparse.Namespace) -> int:
     """The CPU environment block a run would store (its threads: the run's default)."""
     print(json.dumps(collect_cpu_env(threads=default_cpu_threads()), indent=2))
     return 0
+
+
+def attnbench_command() -> str:
+    """How to type this program in the shell that ran it, for the hints a command prints: ``attnbench`` where that
+    name on PATH is this installation's script; else the script's path, relative where it lies below the working
+    directory (``.venv/bin/attnbench``: ``make setup`` installs it there and the Makefile calls it by that path, so
+    after ``make bench-speed`` a bare ``attnbench`` is "command not found" until ``source .venv/bin/activate``)."""
+    script = Path(sys.executable).parent / "attnbench"
+    found = shutil.which("attnbench")
+    if not script.is_file() or (found and os.path.realpath(found) == os.path.realpath(script)):
+        return "attnbench"
+    here = Path.cwd()
+    return str(script.relative_to(here)) if here != Path(here.anchor) and script.is_relative_to(here) else str(script)
 
 
 #: ``args.func`` -> the torch-free command

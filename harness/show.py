@@ -10,6 +10,7 @@ out, or that the results are stale.
 from __future__ import annotations
 
 import shlex
+import textwrap
 from collections import Counter
 from pathlib import Path
 
@@ -17,8 +18,11 @@ from .core.current import Stored, current
 from .core.errors import UserError
 from .core.schema import STATUSES, cell_column, loads_column, open_read_only
 
-#: Report files listed one by one up to this many; more are counted by extension.
-LISTED_FILES = 12
+#: ``show`` stays within this many columns; a group of files wraps below its name.
+SHOW_WIDTH = 120
+#: The kinds of report files, in the order ``show`` lists them, by extension (a table's CSV is listed with the table).
+FIGURES = ("png", "pdf", "svg")
+TABLES = ("md", "tex")
 
 
 def stores_under(path: Path, command: str = "show") -> list[Path]:
@@ -48,15 +52,40 @@ def _latest_cells(db: object, path: Path) -> tuple[list[tuple[str, str]], list[s
     return [extra[row.index] for row in kept], notes
 
 
-def _files(folder: Path) -> str:
+def _files(folder: Path) -> list[str]:
+    """Every report file of ``folder``, one line per kind (data, tables, figures, claims, other), the formats of one
+    file name together (``table1.{csv,md,tex}``), wrapped within :data:`SHOW_WIDTH` columns: a run ends by pointing
+    here for the list of what it wrote."""
     names = sorted(p.name for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")
                    and not p.name.startswith("results.db"))
     if not names:
-        return "none yet (`attnbench report DIR` writes them)"
-    if len(names) <= LISTED_FILES:
-        return ", ".join(names)
-    by_ext = Counter(Path(n).suffix.lstrip(".") or "other" for n in names)
-    return f"{len(names)}: " + ", ".join(f"{n} .{ext}" for ext, n in sorted(by_ext.items()))
+        return ["  files: none yet (`attnbench report DIR` writes them)"]
+    stems: dict[str, list[str]] = {}
+    for name in names:
+        stem, dot, ext = name.rpartition(".")
+        stems.setdefault(stem if dot else name, []).append(ext if dot else "")
+    groups: dict[str, list[str]] = {"data": [], "tables": [], "figures": [], "claims": [], "other": []}
+    for stem, exts in stems.items():
+        figures, rest = [e for e in exts if e in FIGURES], [e for e in exts if e not in FIGURES]
+        if figures:  # a roofline's table and figure share a name
+            groups["figures"].append(_formats(stem, figures))
+        if rest:
+            kind = ("claims" if stem == "claims" else "tables" if set(rest) & set(TABLES)
+                    else "data" if set(rest) <= {"csv", "json"} else "other")
+            groups[kind].append(_formats(stem, rest))
+    lines = [f"  files: {len(names)}"]
+    for kind, shown in groups.items():
+        if shown:
+            lines.append(textwrap.fill(", ".join(shown), width=SHOW_WIDTH, initial_indent=f"    {kind}: ",
+                                       subsequent_indent=" " * (6 + len(kind)), break_on_hyphens=False))
+    return lines
+
+
+def _formats(stem: str, exts: list[str]) -> str:
+    """``table1.md``, or ``table1.{csv,md,tex}`` for a name written in several formats (a name without one as is)."""
+    if exts == [""]:
+        return stem
+    return f"{stem}.{exts[0]}" if len(exts) == 1 else f"{stem}.{{{','.join(exts)}}}"
 
 
 def describe(path: Path) -> str:
@@ -83,7 +112,7 @@ def describe(path: Path) -> str:
     if timed:
         noisy = sum(1 for m in timed if m.get("noisy"))
         lines.append(f"  noisy: {noisy} of {len(timed)} timed ok cells flagged † (timed on a busy machine)")
-    lines.append(f"  files: {_files(path.parent)}")
+    lines += _files(path.parent)
     return "\n".join(lines)
 
 

@@ -171,8 +171,7 @@ BF16_FLAGS = ("avx512_bf16", "amx_bf16", "bf16")
 
 def cpu_bf16() -> str | None:
     """``native`` where the CPU computes bfloat16 in hardware (:data:`BF16_FLAGS`), ``emulated`` where it does not
-    (torch then converts in software, many times slower than float32), None where the flags
-    cannot be read."""
+    (torch then converts in software, many times slower than float32), None where the flags cannot be read."""
     info = _cpuinfo()
     flags = (info.get("flags") or info.get("Features") or "").split()
     if not flags:

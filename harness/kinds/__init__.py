@@ -1,23 +1,23 @@
 """The table of suite kinds: a suite file's ``kind`` key names one, and the loader, the runner, the store's reports and
 the CLI look it up here instead of branching on the kind (see :class:`harness.core.suite.SuiteKind`).
 
-Adding a kind = one package that builds a ``SuiteKind`` and one entry below; the kinds register into
-:data:`harness.core.kind_table.KINDS`, which the core, the runner and the report primitives read (none imports a kind).
+Adding a kind = one package whose ``kind`` module builds a ``SuiteKind`` as ``KIND``, and one line below. A kind's
+package is imported when a suite of that kind is first looked up (:class:`harness.core.kind_table.KindTable`), so that
+running one kind loads no other.
 """
 
 from __future__ import annotations
 
-from ..core.kind_table import KINDS, register_kind
+from ..core.kind_table import KINDS
 from ..core.suite import Axis
-from .accuracy.kind import KIND as ACCURACY
-from .approximation.kind import KIND as APPROXIMATION
-from .decode.kind import KIND as DECODE
-from .forecasting.kind import KIND as FORECASTING
-from .speed.kind import KIND as SPEED
 
-for _kind in (SPEED, ACCURACY, APPROXIMATION, FORECASTING, DECODE):  # one entry per kind
-    register_kind(_kind)
-DEFAULT_KIND = SPEED.name
+KINDS.declare("speed", "harness.kinds.speed.kind")
+KINDS.declare("accuracy", "harness.kinds.accuracy.kind")
+KINDS.declare("approximation", "harness.kinds.approximation.kind")
+KINDS.declare("forecasting", "harness.kinds.forecasting.kind")
+KINDS.declare("decode", "harness.kinds.decode.kind")
+#: The kind of a suite file without a ``kind`` key.
+DEFAULT_KIND = "speed"
 
 
 def every_axis() -> dict[str, Axis]:

@@ -1,6 +1,10 @@
 """Time a group of prepared workloads together: interleaved rounds, the machine's load and the reference kernel's
 drift around them, the GPU's state, each call as a CUDA graph where asked. Shared by the kinds that time (speed,
-approximation); each builds its own workloads."""
+approximation); each builds its own workloads.
+
+While a group is timed, whoever listens in this process (:func:`listening`: the run's console) hears after each
+timed block how far the group has got and can ask the other processes' load so far: a group of many variants takes
+minutes, and an ETA or a busy machine that waits for its end comes late."""
 
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ from .compile import compiles, no_recompiles
 from .flops import measure_gemm_peak_gflops
 from .gpu import gpu_state, slowdown_reason, time_graph
 from .quiet import calibrate, cpu_times, load_between, noise_flags
-from .timing import time_interleaved
+from .timing import MIN_ROUNDS, time_interleaved
 from .traffic import measure_memory_bandwidth_gbs
 
 
@@ -55,9 +59,32 @@ class Workload:
     result: CellResult | None = None  # set by the group's timing; None = ok, untimed (memory and FLOPs only)
 
 
+#: A listener hears (the share of the group's timed blocks done, a call giving other processes' CPU use in cores
+#: since the group's timing began, None where unknown).
+Listener = Callable[[float, Callable[[], float | None]], None]
+_LISTENERS: list[Listener] = []
+
+
+@contextlib.contextmanager
+def listening(listener: Listener) -> Iterator[None]:
+    """Inside, ``listener`` hears every timed group of this process after each of its timed blocks."""
+    _LISTENERS.append(listener)
+    try:
+        yield
+    finally:
+        _LISTENERS.remove(listener)
+
+
+def _blocks(n: int, timing: dict[str, Any]) -> int:
+    """How many timed blocks :func:`~harness.measure.timing.time_interleaved` runs for ``n`` functions: a warm-up
+    block each, then one per function per round."""
+    return n * (1 + max(int(timing.get("min_repeats", MIN_ROUNDS)), MIN_ROUNDS))
+
+
 def time_group(timed: list[Workload], ctx: Context) -> None:
     """Time the workloads interleaved and set each one's result (ok with samples, or the failure)."""
     device = torch.device(timed[0].cell.device)
+    blocks = [0, 0]  # done, expected (set below, once the timing settings are read)
 
     @contextlib.contextmanager
     def guard(i: int) -> Iterator[None]:
@@ -72,10 +99,16 @@ def time_group(timed: list[Workload], ctx: Context) -> None:
             raise CellTimeout(f"cell exceeded its {ctx.timeout_s:g} s time limit") from None
         finally:
             timed[i].spent_s += time.perf_counter() - started
+            blocks[0] += 1
+            for listener in list(_LISTENERS):
+                # what is printed about a timing must never become the timed cell's failure
+                with contextlib.suppress(Exception):
+                    listener(blocks[0] / blocks[1], lambda: load_between(window, cpu_times())["load_other_cores"])
 
     timing = dict(timed[0].cell.timing)
     graphs = bool(timing.pop("cuda_graph", False)) and device.type == "cuda"
     timing.pop("gpu_profile", None)
+    blocks[1] = _blocks(len(timed), timing)
     before = calibrate(device) if ctx.calibration_ms else None
     state = gpu_state(device)
     window = cpu_times()

@@ -18,7 +18,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
-from .tabular import FONT_PT, LINE_PT, Tabular, parse
+from .tabular import FONT_PT, LINE_PT, Tabular, cell_width, parse
 
 #: The packages every generated float needs, named in its first line; the supplementary long tables need these.
 PACKAGES = ("booktabs", "graphicx")
@@ -99,6 +99,12 @@ def label_columns(spec: str) -> int:
     return max(1, len(spec) - len(spec.lstrip("l")))
 
 
+def _caption(title: str) -> str:
+    """A title as a caption: without its "Table N — " (LaTeX numbers the table), a capital first."""
+    text = re.sub(r"^Table \S+ — ", "", title)
+    return tex_text(text[:1].upper() + text[1:])
+
+
 def _tightest(tables: Sequence[Tabular], keys: int | None) -> tuple[str, list[Tabular]]:
     """The float environment and tabulars of the narrowest setting that keeps the text large (see the module
     docstring)."""
@@ -116,14 +122,15 @@ def _tightest(tables: Sequence[Tabular], keys: int | None) -> tuple[str, list[Ta
 
 
 def _text_height(text: str, width: float, font_pt: float) -> float:
-    """The height (pt) of a paragraph of ``text`` (LaTeX) at ``width``: about half an em per character."""
-    return math.ceil(len(text) * 0.5 * font_pt / width) * 1.2 * font_pt if text else 0.0
+    """The height (pt) of a paragraph of ``text`` (LaTeX) at ``width``: its lines (ragged, a tenth longer than the
+    glyphs' width) at 1.2 times the font size."""
+    return math.ceil(1.1 * cell_width(text, font_pt) / width) * 1.2 * font_pt if text else 0.0
 
 
 def _pages(tables: Sequence[Tabular], width: float, reserved: float) -> list[list[Tabular]]:
     """The tabulars in floats that each fit a page with ``reserved`` pt of caption and notes: whole tabulars where
     they fit, a tabular taller than a page in parts of its rows (its head repeated)."""
-    room = 0.92 * PAGE_PT - reserved
+    room = 0.95 * PAGE_PT - reserved
     pages: list[list[Tabular]] = [[]]
     used = 0.0
     for table in tables:
@@ -159,26 +166,35 @@ def tex_float(body: str, *, caption: str, label: str, notes: str = "", comments:
     under the packages line. ``keys``: the label columns a split tabular repeats (default: the left-aligned ones).
     One float where it fits a page, else several (``(continued)``, labels ``tab:<label>-2``, ...)."""
     tables, other = parse(body)
-    caption = tex_text(re.sub(r"^Table \S+ — ", "", caption))  # LaTeX numbers the table itself
-    paragraphs = [*tex_notes(notes), *(n for t in tables for n in t.notes)]
+    caption = _caption(caption)
+    paragraphs = list(dict.fromkeys([*tex_notes(notes), *(n for t in tables for n in t.notes)]))
     safe_label = re.sub(r"[^A-Za-z0-9:._-]+", "-", label)
     env, tables = _tightest(tables, keys) if tables else ("table", [])
     width = COLUMN_PT if env == "table" else TEXT_PT
-    reserved = _text_height(caption, width, FONT_PT) + _text_height(" ".join(paragraphs), width, 8.0) + 2 * LINE_PT
+    # the notes as wide as the table, at least a column
+    note_width = width if env == "table" else min(TEXT_PT, max(COLUMN_PT, *(t.width() for t in tables)))
+    reserved = (_text_height(caption, width, FONT_PT) + _text_height(" ".join(paragraphs), note_width, 8.0)
+                + 2 * LINE_PT)
     pages = _pages(tables, width, reserved) if tables else [[]]
+    notes = _notes(paragraphs, note_width)
     lines = _header(PACKAGES, comments)
     for i, page in enumerate(pages):
         blocks = [_fitted(t, width) for t in page]
-        last = i == len(pages) - 1
         lines += [rf"\begin{{{env}}}[t]", r"\centering", r"\small",
                   rf"\caption{{{caption}{' (continued)' if i else ''}}}",
-                  rf"\label{{tab:{safe_label}{f'-{i + 1}' if i else ''}}}",
+                  rf"\label{{tab:{safe_label}{f'-{i + 1}' if i else ''}}}", r"\smallskip",
                   *(other if i == 0 else []),
                   *[line for n, block in enumerate(blocks) for line in ([r"\par\medskip"] if n else []) + block],
-                  *([r"\par\smallskip", r"\footnotesize\raggedright", r"\par ".join(paragraphs)]
-                    if last and paragraphs else []),
-                  rf"\end{{{env}}}"]
+                  *(notes if i == len(pages) - 1 else []), rf"\end{{{env}}}"]
     return "\n".join(lines) + "\n"
+
+
+def _notes(paragraphs: Sequence[str], width: float) -> list[str]:
+    """The notes under a float, in ``\\footnotesize``, as wide as the table (at least a column), left-aligned."""
+    if not paragraphs:
+        return []
+    return [r"\par\smallskip", rf"\begin{{minipage}}{{{min(width, TEXT_PT):.0f}pt}}\footnotesize\raggedright",
+            r"\par ".join(paragraphs), r"\end{minipage}"]
 
 
 def tex_longtable(body: str, *, caption: str, label: str, notes: str = "", comments: Sequence[str] = (),
@@ -187,9 +203,9 @@ def tex_longtable(body: str, *, caption: str, label: str, notes: str = "", comme
     over the first, each tabular split by columns where it is wider than the text, the notes under the last. In a
     two-column document the file starts a one-column page (longtable does not break pages in two columns)."""
     tables, other = parse(body)
-    paragraphs = [*tex_notes(notes), *(n for t in tables for n in t.notes)]
+    paragraphs = list(dict.fromkeys([*tex_notes(notes), *(n for t in tables for n in t.notes)]))
     parts = [p for t in tables for p in t.split(TEXT_PT / MARGIN, keys or label_columns(t.spec))]
-    caption = tex_text(re.sub(r"^Table \S+ — ", "", caption))
+    caption = _caption(caption)
     lines = [*_header(LONG_PACKAGES, comments, " Longtable breaks pages in one-column mode only: in a two-column "
                                               "document this starts a one-column page."),
              r"\makeatletter\if@twocolumn\onecolumn\fi\makeatother", *other, r"\begingroup\small"]
@@ -200,7 +216,7 @@ def tex_longtable(body: str, *, caption: str, label: str, notes: str = "", comme
         more = rf"\multicolumn{{{len(part.spec)}}}{{r}}{{\footnotesize continued on the next page}}\\"
         lines += [rf"\begin{{longtable}}{{{part.spec}}}", *first, *heading, *head, r"\endfirsthead", *head,
                   r"\endhead", r"\midrule", more, r"\endfoot", r"\bottomrule", r"\endlastfoot", *part.body,
-                  r"\end{longtable}"]
-    lines += [r"\endgroup", *([r"{\footnotesize\noindent " + r"\par ".join(paragraphs) + r"\par}"]
+                  r"\end{longtable}", *([] if i == 0 else [r"\addtocounter{table}{-1}"])]  # no caption, no number
+    lines += [r"\endgroup", *([r"{\footnotesize\noindent " + r"\par\noindent ".join(paragraphs) + r"\par}"]
                               if paragraphs else [])]
     return "\n".join(lines) + "\n"

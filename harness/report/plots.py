@@ -20,21 +20,32 @@ import numpy as np
 import pandas as pd
 
 from ..core.files import atomic_write
+from .format import length_label
 from .groups import group_of, paper_order
 from .highlight import highlighting, is_highlighted, split_patterns  # noqa: F401  (re-exported)
+from .labels import crossing_handle, declutter, label_point, mark_crossing  # noqa: F401  (re-exported)
 
 # Benchmarks run headless (servers, CI) and only write files, so never pick an interactive backend.
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.layout_engine import ConstrainedLayoutEngine  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.ticker import FuncFormatter, Locator, LogLocator, MaxNLocator, NullFormatter  # noqa: E402
-from matplotlib.transforms import Bbox  # noqa: E402
+from matplotlib.ticker import (  # noqa: E402
+    FuncFormatter,
+    Locator,
+    LogLocator,
+    MaxNLocator,
+    NullFormatter,
+    NullLocator,
+)
 
 COLUMN_IN, DOUBLE_IN = 3.3, 6.9  # a one-column and a two-column figure of a two-column paper
 MAX_TICKS = 8  # labelled ticks per axis: more collide at 7 pt in a column's width
 SINGLE_PANEL_MAX = 8  # up to this many variants besides the baselines, one panel reads; more go into small multiples
 PANEL_MAX = 9  # lines besides the baselines in one panel: the palette's colours
+SINGLE_AXES_IN = 2.5  # the height of a one-panel figure without its legend
+LEGEND_LINE_IN = 0.115  # a 6.5-pt legend line with its spacing
+HALF_COLUMN_CHARS = 27  # the longest legend label two columns of a 3.3-in figure's legend hold side by side
 _FORMATS = (("png", {"dpi": 150}), ("pdf", {}))  # the PDF is the paper's copy (vector); the PNG is to look at
 PAPER_RC: dict[str, object] = {
     "font.size": 8, "axes.titlesize": 8, "axes.labelsize": 8, "figure.titlesize": 8, "xtick.labelsize": 7,
@@ -79,19 +90,21 @@ def line_styles(names: Sequence[str], baselines: Sequence[str] = (), *,
     colour and marker each in the order given. Small multiples pass ``mute=False``: a family's panel tells its members
     apart by colour, and the highlighted variant is drawn in every panel (:func:`panel_layout`)."""
     styles: dict[str, dict[str, object]] = {}
+    # the baselines under the variants: a variant that matches one (SDPA beside the math kernel, a cache of the same
+    # size) stays visible on top of its thick line
     for i, name in enumerate(b for b in baselines if b in names):
         styles[name] = {**BASELINE_STYLES[min(i, len(BASELINE_STYLES) - 1)], "lw": 1.8,
-                        "marker": MARKERS[i % len(MARKERS)], "zorder": 3}
-    coloured = 0
-    for name in names:
-        if name in styles:
-            continue
+                        "marker": MARKERS[i % len(MARKERS)], "zorder": 1.5}
+    highlighted = [n for n in names if n not in styles and is_highlighted(n)]
+    for i, name in enumerate(highlighted):  # the first colours, the same in every panel, and no other line's
+        styles[name] = {**variant_style(i), "lw": 1.8, "zorder": 4}
+    colours = PALETTE[len(highlighted):] or PALETTE
+    for i, name in enumerate(n for n in names if n not in styles):
         if is_highlighted(name) is False and mute:
             styles[name] = dict(MUTED)
             continue
-        styles[name] = {**variant_style(coloured), "lw": 1.8 if is_highlighted(name) else 1.0,
-                        "zorder": 4 if is_highlighted(name) else 2}
-        coloured += 1
+        styles[name] = {"color": colours[i % len(colours)], "marker": MARKERS[(i + len(highlighted)) % len(MARKERS)],
+                        "lw": 1.0, "zorder": 2}
     return styles
 
 
@@ -148,17 +161,18 @@ def wrap_title(title: str, width_in: float, fontsize: float = 8.0) -> str:
     return textwrap.fill(title, width=max(20, int(width_in * 72 / (0.58 * fontsize)))).replace("\u00a0", " ")
 
 
-def panel_grid(n: int, *, entries: int, sharey: bool = True) -> tuple[plt.Figure, list[plt.Axes]]:
-    """A figure of ``n`` panels with shared axes, each tall enough for a legend of ``entries`` lines beside it: one
-    column wide for one panel (its legend below, in two columns), else two panels a row, two columns wide. Unused
-    cells are hidden. Call inside :func:`paper_style`."""
+def panel_grid(n: int, *, entries: int, shared: int = 0, sharey: bool = True) -> tuple[plt.Figure, list[plt.Axes]]:
+    """A figure of ``n`` panels with shared axes, each tall enough for a legend of ``entries`` lines beside it and the
+    figure for a shared legend of ``shared`` entries under it (:func:`figure_legends`): one column wide for one panel
+    (its one legend below, in two columns), else two panels a row, two columns wide. Unused cells are hidden. Call
+    inside :func:`paper_style`."""
     if n == 1:  # a legend beside would leave a column's axes a third of its width
-        fig, ax = plt.subplots(figsize=(COLUMN_IN, 2.5 + 0.115 * math.ceil(entries / 2)))
+        fig, ax = plt.subplots(figsize=(COLUMN_IN, SINGLE_AXES_IN + LEGEND_LINE_IN * math.ceil((entries + shared) / 2)))
         return fig, [ax]
     row_in = max(1.7, 0.118 * entries + 0.55)  # a 6.5-pt legend line with its spacing is about 0.11 in
     rows = math.ceil(n / 2)
-    fig, grid = plt.subplots(rows, 2, figsize=(DOUBLE_IN, row_in * rows + 0.4), sharex=True, sharey=sharey,
-                             squeeze=False)
+    fig, grid = plt.subplots(rows, 2, figsize=(DOUBLE_IN, row_in * rows + 0.55 + 0.115 * math.ceil(shared / 4)),
+                             sharex=True, sharey=sharey, squeeze=False)
     axes = list(grid.ravel())
     for i, ax in enumerate(axes[n:], start=n):
         ax.set_visible(False)
@@ -167,14 +181,16 @@ def panel_grid(n: int, *, entries: int, sharey: bool = True) -> tuple[plt.Figure
 
 
 def grid_labels(fig: plt.Figure, axes: Sequence[plt.Axes], xlabel: str, ylabel: str, title: str) -> None:
-    """Axis labels and title of a :func:`panel_grid` figure, wrapped to its width: on the axes of a single panel,
-    once for the whole grid otherwise."""
+    """Axis labels and title of a :func:`panel_grid` figure, wrapped to its width: on the axes of a single panel; for a
+    grid, the x label under the bottom panel of each column (the layout stacks the shared legend under those, where
+    it drew a figure-wide x label over it) and the y label once."""
     width = fig.get_figwidth()
     if len(axes) == 1:
         axes[0].set_xlabel(wrap_title(xlabel, width * 0.8))
         axes[0].set_ylabel(wrap_title(ylabel, fig.get_figheight() * 0.8))
     else:
-        fig.supxlabel(wrap_title(xlabel, width * 0.8))
+        for ax in axes[-2:]:  # the last two panels end the two columns (panel_grid)
+            ax.set_xlabel(wrap_title(xlabel, width * 0.4))
         fig.supylabel(wrap_title(ylabel, fig.get_figheight() * 0.8))
     fig.suptitle(wrap_title(title, width))
 
@@ -186,7 +202,10 @@ def panel_legend(ax: plt.Axes, handles: Sequence[Line2D]) -> None:
         return
     fig = ax.get_figure()
     if len([a for a in fig.axes if a.get_visible()]) == 1:
-        fig.legend(handles=list(handles), loc="outside lower center", ncol=2)
+        # two columns where the labels fit half a column's width, else one (the figure grows to hold it)
+        ncol = 2 if max(len(h.get_label()) for h in handles) <= HALF_COLUMN_CHARS else 1
+        fig.set_figheight(max(fig.get_figheight(), SINGLE_AXES_IN + LEGEND_LINE_IN * math.ceil(len(handles) / ncol)))
+        fig.legend(handles=list(handles), loc="outside lower center", ncol=ncol)
         return
     ax.legend(handles=list(handles), loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0,
               ncol=1 if len(handles) <= 14 else 2)
@@ -197,7 +216,7 @@ def figure_legends(fig: plt.Figure, own: Sequence[tuple[plt.Axes, Sequence[Line2
     """The legends of a :func:`panel_grid` figure: ``own`` gives each panel's handles of its own lines, ``every`` the
     lines drawn in every panel (baselines, a ``--highlight``) and ``keys`` what marks mean (OOM, a crossover ring).
     A single panel gets one legend under the figure; small multiples a legend of their own lines beside each panel
-    and one shared legend over the panels, so that no panel repeats the baselines and the keys."""
+    and one shared legend under the panels, so that no panel repeats the baselines and the keys."""
     if len(own) == 1:
         panel_legend(own[0][0], [*every, *own[0][1], *keys])
         return
@@ -205,7 +224,7 @@ def figure_legends(fig: plt.Figure, own: Sequence[tuple[plt.Axes, Sequence[Line2
         panel_legend(ax, handles)
     shared = [*every, *keys]
     if shared:
-        fig.legend(handles=shared, loc="outside upper center", ncol=min(len(shared), 4))
+        fig.legend(handles=shared, loc="outside lower center", ncol=min(len(shared), 4))
 
 
 def outside_legend(ax: plt.Axes, handles: list | None = None) -> None:
@@ -261,62 +280,20 @@ def plain_log_axis(axis: matplotlib.axis.Axis) -> None:
     axis.set_minor_formatter(NullFormatter())
 
 
+def length_axis(ax: plt.Axes, lengths: Sequence[int]) -> None:
+    """The x axis of sequence lengths (or contexts): log base 2, ticked only at the measured lengths (every k-th
+    where more than :data:`MAX_TICKS`), labelled 1K, 4K as the tables are (a log-10 axis set 10000 beside 20000)."""
+    ax.set_xscale("log", base=2)
+    lengths = sorted({int(n) for n in lengths})
+    shown = lengths if len(lengths) <= MAX_TICKS else lengths[::math.ceil(len(lengths) / MAX_TICKS)]
+    ax.set_xticks(shown, labels=[length_label(n) for n in shown])
+    ax.xaxis.set_minor_locator(NullLocator())
+
+
 def short_length(n: float) -> str:
-    """A sequence length in three characters or so: 700, 1.8K."""
-    return f"{n / 1024:.2g}K" if n >= 1000 else f"{n:.0f}"
-
-
-_LABEL = "point label"  # the gid of a label at a point, which declutter moves
-
-
-def label_point(ax: plt.Axes, x: float, y: float, text: str, color: object, below: bool = False) -> None:
-    """A short label beside the point (``x``, ``y``), on a white ground; :func:`declutter` moves the labels apart
-    once the figure is laid out."""
-    label = ax.annotate(text, (x, y), xytext=(3, -7 if below else 3), textcoords="offset points", fontsize=6,
-                        color=color, zorder=7, gid=_LABEL,
-                        bbox={"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.8})
-    # not part of the layout: a label moved by declutter must not make the layout shrink the axes to reach it
-    label.set_in_layout(False)
-
-
-def mark_crossing(ax: plt.Axes, x: float, y: float, text: str, color: object, below: bool = False) -> None:
-    """A ring on a line at (``x``, ``y``) with a short label beside it (a crossover on the variant's own line)."""
-    ax.plot([x], [y], ls="", marker="o", ms=5.5, mfc="white", mec=color, mew=1.1, zorder=6)
-    label_point(ax, x, y, text, color, below)
-
-
-def declutter(fig: plt.Figure) -> None:
-    """Moves the point labels of each panel (:func:`label_point`), top to bottom, down until none overlaps one placed
-    before it: many variants cross the baseline near the same length."""
-    fig.draw_without_rendering()  # the layout fixes where every label is (no pixels needed for that)
-    renderer = fig.canvas.get_renderer()
-    for ax in fig.axes:
-        labels = [c for c in ax.texts if c.get_gid() == _LABEL]
-        placed: list[Bbox] = []
-        for label in sorted(labels, key=lambda t: -t.get_window_extent(renderer).y1):
-            box = label.get_window_extent(renderer)
-            if box.x1 > ax.bbox.x1:  # past the right edge, into the legend: put it left of its point
-                label.set_horizontalalignment("right")
-                label.xyann = (-label.xyann[0], label.xyann[1])
-                box = label.get_window_extent(renderer)
-            if box.x0 < ax.bbox.x0:  # then past the left edge, over the tick labels: slid back inside the panel
-                label.xyann = (label.xyann[0] + (ax.bbox.x0 - box.x0) * 72 / fig.dpi + 1, label.xyann[1])
-                box = label.get_window_extent(renderer)
-            for _ in range(len(labels) + 1):
-                hit = next((p for p in placed if box.overlaps(p)), None)
-                if hit is None:
-                    break
-                dx, dy = label.xyann
-                label.xyann = (dx, dy - (box.y1 - hit.y0) * 72 / fig.dpi - 0.5)
-                box = label.get_window_extent(renderer)
-            if box.y0 < ax.bbox.y0 - box.height:  # pushed below the panel: dropped rather than drawn over the next
-                label.set_visible(False)
-                continue
-            placed.append(box)
-
-
-def crossing_handle(against: str) -> Line2D:
-    return Line2D([], [], ls="", marker="o", ms=5.5, mfc="white", mec="0.3", mew=1.1, label=f"crossover vs {against}")
+    """A sequence length in four characters or so, K = 1024 as the tables' 1K: 700, 1000, 1.8K (1000 as 0.98K misread
+    as under a thousand)."""
+    return f"{n / 1024:.2g}K" if round(n) >= 1024 else f"{n:.0f}"
 
 
 def dot_chart(ax: plt.Axes, names: Sequence[str], values: Mapping[str, float], styles: Mapping[str, Mapping],

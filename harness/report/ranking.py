@@ -1,8 +1,8 @@
 """The ranking of ``attnbench report --rank`` as files: ranking.md / .tex / .csv with the method, coverage and
 notes, the controls in a table of their own (the ranking itself: :mod:`harness.report.compositional`).
 
-``ranking.tex`` is one float whose caption holds the notes on one paragraph: a blank line inside ``\\caption`` is a
-paragraph break there, which LaTeX refuses ("Paragraph ended before \\@caption was complete")."""
+``ranking.tex``'s caption is its title, and its notes are paragraphs under the table: notes joined by blank lines inside
+``\\caption`` are paragraph breaks there, which LaTeX refuses ("Paragraph ended before \\@caption was complete")."""
 
 from __future__ import annotations
 
@@ -176,10 +176,11 @@ def write_ranking(ranking: Ranking, out_dir: str | Path) -> list[Path]:
     controls = {fmt: controls_table(ranking, fmt) for fmt in ("md", "tex")}
     md = "\n\n".join([f"### {TITLE}", *method, ranking_table(ranking, "md"), *filter(None, [controls["md"]]),
                        *notes, f"_Environment: {env_summary(ranking.env)}_"]) + "\n"
-    tabular = ranking_table(ranking, "tex") + (f"\n\\medskip\n{controls['tex']}" if controls["tex"] else "")
-    # one paragraph: a blank line would end the caption's argument (see the module docstring)
-    caption = " ".join(" ".join([TITLE + ".", profiles_text(ranking), *notes]).split())
-    tex = tex_float(tabular, caption=caption, label=STEM, comments=(env_summary(ranking.env), *method))
+    tabulars = "\n".join(filter(None, [ranking_table(ranking, "tex"), controls["tex"]]))
+    # the caption is the title; the notes are paragraphs under the table (see the module docstring)
+    tex = tex_float(tabulars, caption=TITLE, label=STEM, notes="\n\n".join(filter(None, [profiles_text(ranking),
+                                                                                        *notes])),
+                    comments=(env_summary(ranking.env), *method))
     values = ranking.values.drop(columns=["runs", "ok_runs"]).rename(columns={"column": "store_column"})
     return [atomic_write_text(out_dir / f"{STEM}.md", md), atomic_write_text(out_dir / f"{STEM}.tex", tex),
             write_csv(ranking.table, out_dir / f"{STEM}.csv"), write_csv(values, out_dir / f"{STEM}_metrics.csv")]

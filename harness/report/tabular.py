@@ -193,18 +193,20 @@ class Tabular:
         return replace(self, body=tuple(body))
 
     def split(self, max_width: float, keys: int) -> list[Tabular]:
-        """The tabular as several, each of its first ``keys`` columns and as many of the others as fit
-        ``max_width`` (pt), cut only where no ``\\multicolumn`` spans the cut; one tabular where it fits."""
+        """The tabular as several, each of its first ``keys`` columns and some of the others: as few as fit
+        ``max_width`` (pt), as even as can be, cut only where no ``\\multicolumn`` spans the cut; one tabular where
+        it fits."""
         if self.width() <= max_width or len(self.spec) <= keys + 1:
             return [self]
         widths = [w + 2 * TABCOLSEP_PT for w in self.column_widths()]
-        parts: list[list[int]] = [[]]
-        for group in self._groups(keys):
-            wide = sum(widths[:keys]) + sum(widths[c] for c in [*parts[-1], *group])
-            if parts[-1] and wide > max_width:
-                parts.append([])
-            parts[-1] += group
-        return [self._columns([*range(keys), *part], n) for n, part in enumerate(parts)]
+        groups = [(g, sum(widths[c] for c in g)) for g in self._groups(keys)]
+        room = max_width - sum(widths[:keys])
+        count = len(_pack(groups, room))
+        low, high = max(w for _, w in groups), max(room, max(w for _, w in groups))
+        for _ in range(30):  # the narrowest room that packs into as few parts: parts of even width
+            mid = (low + high) / 2
+            low, high = (low, mid) if len(_pack(groups, mid)) <= count else (mid, high)
+        return [self._columns([*range(keys), *part], n) for n, part in enumerate(_pack(groups, high))]
 
     def chunks(self, max_height: float) -> list[Tabular]:
         """The tabular as several with the same head, each of as many body rows as fit ``max_height`` (pt)."""
@@ -217,11 +219,12 @@ class Tabular:
 
     def _groups(self, keys: int) -> Iterator[list[int]]:
         """The columns after the first ``keys`` in runs that a ``\\multicolumn`` ties together."""
-        tied = set()
+        tied, data = set(), len(self.spec) - keys
         for row in filter(None, map(cells, (*self.head, *self.body))):
             col = 0
             for cell in row:
-                tied |= set(range(col + 1, col + cell.span))  # no cut before these columns
+                if cell.span < data:  # no cut before these columns; a title over all of them repeats on each part
+                    tied |= set(range(col + 1, col + cell.span))
                 col += cell.span
         group: list[int] = []
         for col in range(keys, len(self.spec)):
@@ -243,16 +246,36 @@ class Tabular:
 
 
 def _keep_columns(line: str, index: dict[int, int]) -> str:
-    """A row or rule line with only the columns of ``index`` (old -> new), its ``\\cmidrule`` s renumbered; "" for
-    a rule line left with no rule."""
+    """A row or rule line with only the columns of ``index`` (old -> new): a ``\\multicolumn`` over kept and
+    dropped columns spans its kept ones, a ``\\cmidrule`` is renumbered and narrowed the same way; "" for a rule
+    line left with no rule."""
     row = cells(line)
     if row is not None:
-        return row_line([c for c, start in zip(row, _starts(row), strict=True) if start in index])
+        kept = [(c, sum(col in index for col in range(start, start + c.span))) for c, start in zip(row, _starts(row),
+                                                                                                   strict=True)]
+        return row_line([replace(c, span=n) for c, n in kept if n])
     rules = list(_CMIDRULE.finditer(line))
     if not rules:
         return line
-    kept = [(m.group(1) or "", index.get(int(m.group(2)) - 1), index.get(int(m.group(3)) - 1)) for m in rules]
-    return " ".join(rf"\cmidrule{trim}{{{a + 1}-{b + 1}}}" for trim, a, b in kept if a is not None and b is not None)
+    out = []
+    for m in rules:
+        inside = [index[c] for c in range(int(m.group(2)) - 1, int(m.group(3))) if c in index]
+        if inside:
+            out.append(rf"\cmidrule{m.group(1) or ''}{{{min(inside) + 1}-{max(inside) + 1}}}")
+    return " ".join(out)
+
+
+def _pack(groups: Sequence[tuple[list[int], float]], room: float) -> list[list[int]]:
+    """Column groups (columns, width) packed in order into parts of at most ``room`` wide (a wider group alone)."""
+    parts: list[list[int]] = [[]]
+    used = 0.0
+    for columns, width in groups:
+        if parts[-1] and used + width > room:
+            parts.append([])
+            used = 0.0
+        parts[-1] += columns
+        used += width
+    return parts
 
 
 def _starts(row: Sequence[Cell]) -> Iterator[int]:

@@ -6,7 +6,9 @@ Every executor (in-process, ``--isolate`` workers, Ray tasks) calls :func:`execu
 
 from __future__ import annotations
 
+import os
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,12 +17,13 @@ import torch
 
 from ..core import faults
 from ..core.cell import Cell, CellResult, Context
-from ..core.errors import first_line, printable
+from ..core.errors import first_line
 from ..core.kind_table import is_timed
 from ..core.store import Store
 from ..core.suite import SuiteKind
 from ..kinds import KINDS
-from .progress import Console
+from ..measure.quiet import BUSY_CORES
+from .progress import EARLY_BUSY_S, Console
 
 #: Distinct warnings kept with a cell (its ``warnings`` metric), the first line of each.
 MAX_WARNINGS = 3
@@ -125,9 +128,21 @@ class Recorder:
     console: Console
 
     def starting(self, cell: Cell) -> None:
-        self.console.bar.set_postfix_str(printable(cell.label))  # a label quotes input: escaped, as Console.write
-        self.console.starting(cell.label)
+        self.console.starting(cell.label)  # the bar shows it escaped, as Console.write: a label quotes input
         faults.point("runner.before_cell", cell.label)
+
+    def in_group(self, fraction: float, load_so_far: Callable[[], float | None]) -> None:
+        """A timed group of this process has done ``fraction`` of its blocks (:func:`harness.measure.group.listening`):
+        the ETA moves, and a busy machine is said once the group has been timed long enough to tell."""
+        self.console.group_progress(fraction)
+        if not self.console.busy_said and self.console.group_elapsed() >= EARLY_BUSY_S:
+            self._check_load(load_so_far())
+
+    def _check_load(self, load: object) -> None:
+        """Say a busy machine (once: :meth:`Console.busy`) when other processes used more than
+        :data:`~harness.measure.quiet.BUSY_CORES` while cells were timed."""
+        if isinstance(load, int | float) and load > BUSY_CORES:
+            self.console.busy(float(load), os.cpu_count() or 1)
 
     def __call__(self, cell: Cell, result: CellResult) -> None:
         faults.point("runner.before_put", cell.label)
@@ -138,6 +153,7 @@ class Recorder:
         self.summary.statuses[result.status] = self.summary.statuses.get(result.status, 0) + 1
         if isinstance(result.metrics.get("load_other_cores"), int | float):
             self.summary.load.append(float(result.metrics["load_other_cores"]))
+            self._check_load(result.metrics["load_other_cores"])
         if result.metrics.get("noisy"):
             self.summary.noisy.append(f"{cell.label}: {result.metrics.get('noisy_reason', '')}")
         if result.metrics.get("warnings"):

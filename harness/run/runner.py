@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tqdm import tqdm
 
 from ..core import faults
 from ..core.cell import Cell, Context
@@ -34,11 +33,12 @@ from ..core.files import DATA_CACHE, directory_lock, refuse_links_outside, refus
 from ..core.kind_table import is_timed
 from ..core.store import Store
 from ..core.suite import Suite, expand_patterns
+from ..measure.group import listening
 from ..measure.quiet import BUSY_CORES, other_load
 from ..report.export import write_suite_reports
 from . import ray_executor
 from .execute import Recorder, RunSummary, execute_group, groups
-from .progress import Console, reasons_line
+from .progress import Console, make_bar, reasons_line
 from .worker import WORKER_DIR, run_isolated_group
 
 
@@ -107,24 +107,14 @@ def run_suite(
         if line := emulated_bf16(todo, env):
             print(printable(f"attnbench: warning: {line}"), file=sys.stderr, flush=True)
         summary = RunSummary(directory, len(cells), len(cells) - len(todo))
-        tty = sys.stderr.isatty() if progress is None else progress
         ctx = Context(directory, Path(out) / DATA_CACHE, env.get("gemm_peak_gflops"), timeout_s,
                       env.get("calibration_ms"), fresh=fresh)
-        for cell in cells:  # a run killed between a cell's row and its clean-up left the clean-up to do
-            if cell.key in done:
-                suite.kind.finished(cell, ctx)
-        if todo:
-            suite.kind.prepare(todo, ctx)
+        _prepare(suite, cells, done, todo, ctx)
         batches = groups(todo, every_cell, suite.report.get("baseline"))
-        total = sum(map(len, batches))
-        summary.references = total - len(todo)
-        # elapsed and ETA in the bar; without a terminal the bar is off and Console prints a line a minute
-        bar = tqdm(total=total, desc=f"{suite.name}/{suite.profile}", unit="cell", disable=not tty,
-                   dynamic_ncols=True, bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}]{postfix}")
-        console = Console(total, tty, bar)
-        skipped = [c.skip_reason for c in todo if c.skip_reason]
-        if line := reasons_line("not run here (the profile's rules, this device, the variants' limits)", skipped):
-            console.write(line)
+        summary.references = sum(map(len, batches)) - len(todo)
+        console, skipped = _console(suite, batches, sys.stderr.isatty() if progress is None else progress,
+                                    quiet_limit_s is not None)
+        bar = console.bar
         record = Recorder(store, run_id, ctx, summary, console)
         try:
             if executor == "ray":
@@ -145,6 +135,27 @@ def run_suite(
         summary.written = write_suite_reports(store, suite.name, suite.report_options())
     summary.wall_s = time.perf_counter() - started
     return summary
+
+
+def _prepare(suite: Suite, cells: list[Cell], done: set[str], todo: list[Cell], ctx: Context) -> None:
+    """Before the first cell: the clean-up a run killed between a cell's row and its clean-up left to do, and what
+    the kind prepares once (its data)."""
+    for cell in cells:
+        if cell.key in done:
+            suite.kind.finished(cell, ctx)
+    if todo:
+        suite.kind.prepare(todo, ctx)
+
+
+def _console(suite: Suite, batches: list[list[Cell]], tty: bool, require_quiet: bool) -> tuple[Console, list[str]]:
+    """The run's console (the bar on a terminal, with elapsed time and ETA; without one the bar is off and the
+    console prints a line a minute), having said which cells do not run here; and their reasons."""
+    total = sum(map(len, batches))
+    console = Console(total, tty, make_bar(total, f"{suite.name}/{suite.profile}", tty), require_quiet=require_quiet)
+    skipped = [c.skip_reason for cells in batches for c in cells if c.skip_reason]
+    if line := reasons_line("not run here (the profile's rules, this device, the variants' limits)", skipped):
+        console.write(line)
+    return console, skipped
 
 
 def _begin(store: Store, directory: Path, suite: Suite) -> None:
@@ -233,18 +244,19 @@ def _run_env(suite: Suite, device: str, todo: list[Cell], local_executor: str, e
 def _run_local(batches: list[list[Cell]], ctx: Context, record: Recorder, isolate: bool,
                quiet_limit_s: float | None) -> None:
     """Run the groups one after the other, in this process or (``isolate``) each in a fresh worker process."""
-    for cells in batches:
-        if quiet_limit_s is not None and any(is_timed(c) for c in cells):
-            wait_for_quiet(quiet_limit_s)
-        for cell in cells:
-            record.starting(cell)
-        if isolate and not all(c.skip_reason for c in cells):
-            results = run_isolated_group(cells, ctx)
-        else:
-            results = execute_group(cells, ctx)
-        for cell, result in zip(cells, results, strict=True):
-            record(cell, result)
-        record.group_done()
+    with listening(record.in_group):  # the groups timed in this process say how far they have got
+        for cells in batches:
+            if quiet_limit_s is not None and any(is_timed(c) for c in cells):
+                wait_for_quiet(quiet_limit_s)
+            for cell in cells:
+                record.starting(cell)
+            if isolate and not all(c.skip_reason for c in cells):
+                results = run_isolated_group(cells, ctx)
+            else:
+                results = execute_group(cells, ctx)
+            for cell, result in zip(cells, results, strict=True):
+                record(cell, result)
+            record.group_done()
 
 
 def wait_for_quiet(limit_s: float, poll_s: float = 1.0) -> None:

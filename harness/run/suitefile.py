@@ -99,7 +99,8 @@ from ..core.suite import (
     validate_fields,
     validate_tables,
 )
-from ..kinds import DEFAULT_KIND, KINDS, every_axis
+from ..kinds import DEFAULT_KIND, KINDS
+from .overrides import CONFIG_PREFIX, is_config_field, unknown_axis
 
 #: Every top-level key of any kind (a profile may only use these; the kind then admits its own).
 _ALL_KEYS = COMMON_KEYS.union(*(kind.keys for kind in KINDS.values()))
@@ -162,7 +163,10 @@ def _resolve(path: Path, doc: dict[str, Any], profile: str, chosen: dict[str, An
     merged = _merge(doc, chosen)
     kind = _kind(path, merged)
     _check_kind_keys(path, merged, kind)
-    config = {k[len(CONFIG_PREFIX):]: overrides.pop(k)[0] for k in list(overrides) if k.startswith(CONFIG_PREFIX)}
+    for axis in overrides:
+        if not is_config_field(axis) and axis not in kind.all_axes():
+            raise unknown_axis(axis, kind.name, list(kind.all_axes()))
+    config = {k[len(CONFIG_PREFIX):]: overrides.pop(k)[0] for k in list(overrides) if is_config_field(k)}
     if config:  # --set config.FIELD=VALUE: over the file's config, under its attention_config patterns
         merged["config"] = {**mapping(path, "config", merged.get("config")), **config}
     if overrides:  # validated with the file's axes, but their errors name --set (see validate_axes)
@@ -372,29 +376,23 @@ def _merge(base: dict[str, Any], prof: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-#: ``--set config.FIELD=VALUE`` sets one attention config field for every attention (as the file's ``config``).
-CONFIG_PREFIX = "config."
-
-
 def parse_set(items: list[str]) -> dict[str, list[Any]]:
     """``["seq_len=1024,2048", "mode=fwd"]`` -> {"seq_len": [1024, 2048], "mode": ["fwd"]} (YAML scalars, read as in a
     suite file); an axis given twice sweeps the values of both; a ``config.FIELD=VALUE`` item keeps its key and its
-    one value (a config field is set, not swept), and may be given once."""
+    one value (a config field is set, not swept), and may be given once. Whether the suite's kind has each axis is
+    :func:`load_suite`'s to check, once the kind is known (and, before torch, :mod:`harness.run.overrides`')."""
     out: dict[str, list[Any]] = {}
     for item in items:
         axis, sep, raw = item.partition("=")
         if not sep or not axis or not raw:
             raise SuiteError("--set", item, "expected AXIS=V1,V2,... e.g. --set seq_len=1024,2048")
-        if axis.startswith(CONFIG_PREFIX) and len(axis) > len(CONFIG_PREFIX):
+        if is_config_field(axis):
             if "," in raw:
                 raise SuiteError("--set", axis, "takes one value: a config field is set for the run, not swept "
                                                 "(sweep it with `variants` in a suite file)")
             if axis in out:
                 raise SuiteError("--set", axis, f"given twice ({out[axis][0]!r} and {_scalar(item, raw)!r}): a "
                                                 f"config field takes one value; give it once")
-        elif axis not in every_axis():
-            raise SuiteError("--set", axis, f"unknown axis; valid axes: {', '.join(every_axis())} (or config.FIELD "
-                                            f"for an attention config field, e.g. --set config.dropout=0.1)")
         out.setdefault(axis, []).extend(_scalar(item, v) for v in raw.split(","))
     return out
 

@@ -76,7 +76,10 @@ def test_list_says_when_its_catalogue_is_out_of_date(cli: Callable[..., CliResul
 #: Commands that answer without torch, each as a subprocess: (argv, its exit code).
 LIGHT = [(["--help"], 0), (["--version"], 0), (["list"], 0), (["list", "s3*"], 0), (["list", "nosuch"], 2),
          (["env", "--device", "cpu"], 0), (["run"], 2), (["run", "suites/speed.yaml", "--bogus"], 2),
-         (["compare", "a"], 2), (["show", "/nonexistent"], 2), (["nosuch"], 2)]
+         (["compare", "a"], 2), (["show", "/nonexistent"], 2), (["nosuch"], 2),
+         # a --set typo: refused before torch, as a bad flag is (it took the seconds of importing torch)
+         (["run", "suites/speed.yaml", "--set", "seqlen=64"], 2),
+         (["run", "suites/accuracy.yaml", "--set", "horizon=1"], 2)]
 
 
 @pytest.mark.parametrize(("argv", "code"), LIGHT, ids=[" ".join(a) for a, _ in LIGHT])
@@ -116,7 +119,26 @@ def test_show_describes_a_results_directory(cli: Callable[..., CliResult], tiny_
     oom = (len(cells) + 3) // 4 - 1
     assert f"  cells: {len(cells)} ({len(cells) - oom} ok, {oom} oom)" in lines
     assert f"  noisy: 1 of {len(cells) - oom} timed ok cells flagged † (timed on a busy machine)" in lines
-    assert "  files: table4_x.md" in lines
+    assert lines[-2:] == ["  files: 1", "    tables: table4_x.md"]
+
+
+def test_show_lists_every_file_by_kind(cli: Callable[..., CliResult], tmp_path: Path) -> None:
+    """A run ends saying `attnbench show DIR` lists its files: beyond 12 files it printed counts by extension."""
+    directory = tmp_path / "speed" / "quick"
+    Store(directory / "results.db").close()
+    names = ["results.csv", "env.json", "claims.md", "slopes.csv", "slopes.md", "roofline_g.md", "roofline_g.tex",
+             "roofline_g.png", "roofline_g.pdf", *(f"table4_g{i}.{e}" for i in range(8) for e in ("md", "tex")),
+             *(f"time_g{i}.{e}" for i in range(8) for e in ("png", "pdf"))]
+    for name in names:
+        (directory / name).write_text("x")
+    result = cli("show", directory)
+    assert result.code == 0, result.err
+    text = result.out[result.out.index("  files: "):]
+    assert text.startswith(f"  files: {len(names)}\n    data: env.json, results.csv\n    tables: ")
+    assert "roofline_g.{md,tex}, slopes.{csv,md}, table4_g0.{md,tex}" in " ".join(text.split())
+    assert "figures: roofline_g.{pdf,png}, time_g0.{pdf,png}" in " ".join(text.split())
+    assert text.rstrip().endswith("claims: claims.md")
+    assert all(f"time_g{i}.{{pdf,png}}" in text for i in range(8)) and max(map(len, text.splitlines())) <= 120
 
 
 def test_env_prints_json(cli: Callable[..., CliResult]) -> None:

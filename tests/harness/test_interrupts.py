@@ -14,6 +14,7 @@ import pytest
 
 import harness.commands
 from harness.core.cell import Cell, CellResult, Context
+from harness.light import attnbench_command
 from tests.conftest import CliResult, patch_kind, tiny_doc
 
 pytestmark = pytest.mark.usefixtures("fast_runner", "one_thread")
@@ -44,7 +45,7 @@ def test_sigterm_in_a_run_records_its_end_and_says_how_to_resume(
     assert result.code == 143 and "Traceback" not in result.err, result.err
     line = result.err_lines[-1]
     assert line.startswith("attnbench: terminated (SIGTERM); 2 cells of tiny/quick are stored in "), line
-    assert line.endswith(f"resume with: attnbench run {path} --out {tmp_path} --device cpu")
+    assert line.endswith(f"resume with: {attnbench_command()} run {path} --out {tmp_path} --device cpu")
     with sqlite3.connect(tmp_path / "tiny" / "quick" / "results.db") as conn:
         finished, summary = conn.execute("SELECT finished_utc, summary_json FROM runs").fetchone()
     assert finished and json.loads(summary)["stopped_by"] == "Terminated"

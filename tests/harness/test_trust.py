@@ -19,6 +19,7 @@ import harness.run.runner
 from harness.commands import default_threads
 from harness.core.cell import Cell, CellResult, Context
 from harness.core.store import Store
+from harness.light import attnbench_command
 from harness.report.export import write_suite_reports
 from harness.run.runner import run_suite
 from harness.run.suitefile import load_suite
@@ -116,7 +117,7 @@ def test_timed_cells_store_their_samples_and_a_quiet_run_flags_nothing(write_yam
     assert {len(s) for s in samples.values()} == {10} and len(samples) == 8
     assert set(df["timing_group"]) == {group for _, group in samples}
     table = (tmp_path / "tiny" / "quick" / "ratios_cpu_float32_fwd_b1_h2_d16.md").read_text()
-    assert "s3attention" in table and "[" in table  # paired speed-ups with intervals
+    assert "S3Attention" in table and "[" in table  # paired speed-ups with intervals
 
 
 def test_a_busy_machine_flags_the_cells_and_warns(monkeypatch: pytest.MonkeyPatch, cli: Callable[..., CliResult],
@@ -164,7 +165,7 @@ def test_ctrl_c_prints_one_line_and_exits_130(monkeypatch: pytest.MonkeyPatch, c
     assert "Traceback" not in result.err and len(result.err_lines) == 2
     line = result.err_lines[-1]
     assert line.startswith("attnbench: interrupted; 3 cells of tiny/quick are stored in ")
-    assert line.endswith(f"resume with: attnbench run {path} --out {tmp_path} --device cpu")
+    assert line.endswith(f"resume with: {attnbench_command()} run {path} --out {tmp_path} --device cpu")
 
 
 # ---------------------------------------------------------------------------------------------------------------------

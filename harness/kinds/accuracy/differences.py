@@ -16,13 +16,24 @@ the data its cells were measured on (:func:`harness.core.datasource.with_sources
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
 
 from ...core import datasource
-from ...report.format import MISSING, Fmt, display_name, escape, render_table, sub_tables, write_csv, write_table_files
+from ...report.format import (
+    MISSING,
+    Fmt,
+    display_name,
+    escape,
+    printed_rows,
+    render_table,
+    sub_tables,
+    with_minus,
+    write_csv,
+    write_table_files,
+)
 from ...report.stats import Interval, t_interval
 from .summary import AVG, AXIS_DEFAULTS, TASK_LABELS, present_tasks, row_label, row_order, with_axis_defaults
 
@@ -85,11 +96,11 @@ def paired_difference(wide: pd.DataFrame, model: Key, reference: Key, column: Ha
 
 
 def interval_text(iv: Interval | None, fmt: Fmt) -> str:
-    """``+1.23 [-0.40, +2.86]ⁿˢ``; a single seed has no interval (``+1.23 (1 seed)ⁿˢ``); no pair is ``—``."""
+    """``+1.23 [−0.40, +2.86]ⁿˢ``; a single seed has no interval (``+1.23 (1 seed)ⁿˢ``); no pair is ``—``."""
     if iv is None:
         return MISSING[fmt]
     body = f"{iv.mean:+.2f} (1 seed)" if iv.n < 2 else f"{iv.mean:+.2f} [{iv.lo:+.2f}, {iv.hi:+.2f}]"
-    return body + ("" if iv.sign_established else NS[fmt])
+    return with_minus(body, fmt) + ("" if iv.sign_established else NS[fmt])
 
 
 @dataclass(frozen=True)
@@ -106,6 +117,11 @@ class DiffTable:
     def intervals(self) -> list[list[Interval | None]]:
         return [[paired_difference(self.wide, c.model, c.reference, col, relative=self.relative)
                  for col in self.columns] for c in self.comparisons]
+
+    def only(self, rows: Sequence[str] | None, baseline: str | None) -> DiffTable:
+        """The table with the comparisons of the attentions ``rows`` names (names or patterns; None: every one)."""
+        names = set(printed_rows(sorted({str(c.model[0]) for c in self.comparisons}), rows, baseline))
+        return replace(self, comparisons=[c for c in self.comparisons if c.model[0] in names])
 
     def render(self, fmt: Fmt) -> str:
         rows = [[escape(c.tex_label or c.label, fmt),
@@ -210,14 +226,21 @@ def variant_differences(df: pd.DataFrame, rows: Sequence[tuple[str, str]], base_
 
 
 def write_differences(out_dir: Path, table: str, title: str, tables: Sequence[DiffTable],
-                      env: Mapping[str, object], *, results: pd.DataFrame) -> list[Path]:
-    """``<table>_diff.{md,tex,csv}``: the difference tables under their headings, and every interval as a CSV row
-    with the data source of the cells of ``results`` (the table's cells) that ran its task."""
+                      env: Mapping[str, object], *, results: pd.DataFrame, rows: Sequence[str] | None = None,
+                      baseline: str | None = None) -> list[Path]:
+    """``<table>_diff.{md,tex,csv}``: the difference tables under their headings (LaTeX: the comparisons of the
+    attentions ``rows`` names, a paper's rows, and ``<table>_diff_full.tex`` of every one where those leave some
+    out), and every interval as a CSV row with the data source of the cells of ``results`` (the table's cells) that
+    ran its task."""
     if not tables:
         return []
 
-    md, tex = (sub_tables([(t.heading, t.render(fmt)) for t in tables], fmt) for fmt in ("md", "tex"))
+    def body(fmt: Fmt, shown: Sequence[DiffTable]) -> str:
+        return sub_tables([(t.heading, t.render(fmt)) for t in shown if t.comparisons], fmt)
+
+    full, printed = body("tex", tables), body("tex", [t.only(rows, baseline) for t in tables])
     written = write_table_files(out_dir, f"{table}_diff", title=f"{title}: differences with 95% intervals",
-                                note=NS_NOTE, md_body=md, tex_body=tex, env=env)
+                                note=NS_NOTE, md_body=body("md", tables), tex_body=printed,
+                                tex_full=full if full != printed else None, env=env)
     records = datasource.with_sources(pd.DataFrame([r for t in tables for r in t.records()]), results)
     return [*written, write_csv(records, out_dir / f"{table}_diff.csv")]

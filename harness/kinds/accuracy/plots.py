@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from matplotlib.ticker import NullLocator
+from matplotlib.ticker import MaxNLocator, NullLocator
 
 from ...report.plots import (
     COLUMN_IN,
@@ -24,6 +24,10 @@ from ...report.plots import (
 )
 from .noise import TEST_ONLY, TRAIN_TEST
 
+#: Lines one panel of learning curves holds: more noisy curves cross each other past telling apart (the robustness
+#: suite's nine, three models at three noise settings, did), so more are split into rows of panels.
+CURVES_MAX = 4
+
 
 def plot_learning_curves(curves: pd.DataFrame, out_dir: Path, *, task: str, title: str,
                          by: str = "attention", order: Sequence[str] = ()) -> list[Path]:
@@ -32,18 +36,47 @@ def plot_learning_curves(curves: pd.DataFrame, out_dir: Path, *, task: str, titl
     Lines are the mean over seeds at each evaluation step; the band spans the seeds' min and max. ``by`` is a
     label column that tells models apart (attention, or attention with variant and noise level), so that runs of
     different variants are never averaged into one line. ``order``: the legend's order (the table's rows); values
-    it does not name follow by name.
+    it does not name follow by name. Up to :data:`CURVES_MAX` lines share a pair of panels; more are drawn in rows of
+    pairs on one scale per column, the lines of one attention kept in one row (:func:`curve_rows`), each row
+    with its legend. Steps are
+    integers, and so are the ticks.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
+    rows = curve_rows(curves, by, order)
     with paper_style():
-        fig, axes = plt.subplots(1, 2, figsize=(DOUBLE_IN, 2.4))
+        # one scale per column: the rows' losses and accuracies compare at a glance
+        fig, grid = plt.subplots(len(rows), 2, figsize=(DOUBLE_IN, 0.6 + 1.7 * len(rows)), sharex=True,
+                                 sharey="col", squeeze=False)
         try:
-            _draw_curves(axes, curves, by, order)
-            outside_legend(axes[1])
+            for (loss_ax, acc_ax), labels in zip(grid, rows, strict=True):
+                _draw_curves([loss_ax, acc_ax], curves[curves[by].astype(str).isin(labels)], by, labels)
+                outside_legend(acc_ax)
+            for ax in grid[-1]:
+                ax.set_xlabel("Step")
             fig.suptitle(wrap_title(title, DOUBLE_IN))
             return save_figure(fig, out_dir, f"curves_{task}")
         finally:
             plt.close(fig)
+
+
+def curve_rows(curves: pd.DataFrame, by: str, order: Sequence[str] = ()) -> list[list[str]]:
+    """The labels of ``by`` in legend order (``order``, then by name), packed into rows of at most
+    :data:`CURVES_MAX` lines without splitting the lines of one attention (its noise levels, its variants) across
+    rows; an attention with more lines than that has a row of its own."""
+    rank = {name: i for i, name in enumerate(order)}
+    labels = sorted({str(v) for v in curves[by]}, key=lambda v: (rank.get(v, len(rank)), v))
+    owner = (curves.assign(_label=curves[by].astype(str)).groupby("_label")["attention"].first().astype(str)
+             if "attention" in curves.columns else pd.Series(labels, index=labels))
+    blocks: dict[str, list[str]] = {}
+    for label in labels:
+        blocks.setdefault(owner[label], []).append(label)
+    rows: list[list[str]] = []
+    for block in blocks.values():
+        if rows and len(rows[-1]) + len(block) <= CURVES_MAX:
+            rows[-1] += block
+        else:
+            rows.append(list(block))
+    return rows
 
 
 def _draw_curves(axes: list[plt.Axes], curves: pd.DataFrame, by: str, order: Sequence[str]) -> None:
@@ -60,8 +93,8 @@ def _draw_curves(axes: list[plt.Axes], curves: pd.DataFrame, by: str, order: Seq
             ax.fill_between(steps, stats[(column, "min")], stats[(column, "max")], color=color, alpha=0.15,
                             linewidth=0)
     for ax, label in zip(axes, ("Training loss", "Dev accuracy (%)"), strict=True):
-        ax.set_xlabel("Step")
         ax.set_ylabel(label)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # a step is a whole number: no 2.5 between 2 and 3
         ax.grid(True)
 
 

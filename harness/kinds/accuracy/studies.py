@@ -25,14 +25,16 @@ from ...report.format import (
     SUMMARY_PERCENT_COLUMNS,
     Fmt,
     display_name,
-    dropped_note,
     escape,
     in_percent,
     mark,
+    printed_rows,
     rank_marks,
     render_table,
+    signed,
     sub_tables,
     tex_comment,
+    with_dropped,
     write_csv,
     write_table_files,
 )
@@ -45,6 +47,7 @@ from .summary import (
     AVG,
     AXIS_DEFAULTS,
     CONTROL,
+    PAPER_ROWS,
     TASK_LABELS,
     SummaryCells,
     present_tasks,
@@ -57,9 +60,10 @@ from .summary import (
 STUDY_TABLES = ("table5", "table6", "table7", "tableS7")
 
 #: Row names of the paper's Table 7 for the four ablated components.
-ABLATION_LABELS = {"no_fourier_conv": "Four. Conv.", "no_conv_stem": "Conv. Stem", "no_col_attention": "Col. Attn.",
-                   "no_row_attention": "Row Attn."}
-NOISE_MODE_HEADINGS = {TRAIN_TEST: "noise on train and test", TEST_ONLY: "noise on test only"}
+#: Row names of Table 7 for the four ablated components: the paper's, saying the component is removed.
+ABLATION_LABELS = {"no_fourier_conv": "w/o Four. Conv.", "no_conv_stem": "w/o Conv. Stem",
+                   "no_col_attention": "w/o Col. Attn.", "no_row_attention": "w/o Row Attn."}
+NOISE_MODE_HEADINGS = {TRAIN_TEST: "Noise on train and test (train+test)", TEST_ONLY: "Noise on test only (test only)"}
 _MODEL = ["attention", "variant"]
 _NOISE_KEYS = [*_MODEL, "noise", "noise_on"]
 
@@ -93,60 +97,64 @@ def noise_summary(df: pd.DataFrame) -> pd.DataFrame:
     return s.drop(columns="clean_mean")
 
 
-def table5(df: pd.DataFrame, *, fmt: Fmt, baseline: str | None = "vanilla") -> str:
-    """Table 5: models × noise levels a, one table per noise mode (noise in every split, or in the test split only).
+def table5(df: pd.DataFrame, *, fmt: Fmt, baseline: str | None = "vanilla", rows: Sequence[str] | None = None) -> str:
+    """Table 5: models × noise levels a, one table per noise mode (noise in every split, or in the test split only),
+    each under a heading naming its mode.
 
     A cell is the mean test accuracy (%) over seeds; for a > 0 the relative change from the same model's a = 0 cell
-    follows in parentheses, e.g. ``40.29 (-2.82%)``. The clean cells are shared by both modes. Rows are the
-    attentions (baseline first), with the variant and task in the label where those vary; the best mean of each
-    column among the rows of one task is bold. LaTeX shows the display names and drops the rows that ran nowhere,
-    with a footnote.
+    follows in parentheses, e.g. ``40.29 (−2.82%)``. The clean cells are shared by both modes. Rows are the
+    attentions in every table's order under their display names, with the variant and task in the label where those
+    vary; the best mean of each column among the rows of one task is bold. A row that ran nowhere is left out and
+    named under its table. ``rows``: the attentions to print (a paper's rows), None for every one.
     """
     df = with_axis_defaults(df)
-    cells = SummaryCells(df, _NOISE_KEYS)
-    row_keys = [*_MODEL, "task"]
-    pct = "%" if fmt == "md" else r"\%"
+    printed = set(printed_rows(sorted(set(df["attention"])), rows, baseline))
+    df = df[df["attention"].isin(printed)]
     parts = []
     for mode in _noise_modes(df):
         sub = df[(df["noise"] == 0) | (df["noise_on"] == mode)]
-        levels = sorted(sub["noise"].unique())
-
-        def key_at(model: tuple[Hashable, ...], a: float, mode: str = mode) -> tuple[Hashable, ...]:
-            attention, variant, task = model
-            return attention, variant, a, mode if a > 0 else AXIS_DEFAULTS["noise_on"], task
-
-        models = row_order(sub, row_keys, baseline)
-        # LaTeX leaves out the rows that ran nowhere (unsupported or failed at every a), naming them in a footnote
-        dropped = {m: why for m in models if fmt == "tex" and all(cells.mean(key_at(m, a)) is None for a in levels)
-                   and "oom" not in (why := set().union(*(cells.statuses(key_at(m, a)) for a in levels)))}
-        models = [m for m in models if m not in dropped]
-        # the best of each column among the rows of one task (a column mixes tasks when several ran)
-        best = {(m, a): r for task in {m[2] for m in models} for a in levels
-                for m, r in zip([m for m in models if m[2] == task],
-                                rank_marks([cells.mean(key_at(m, a)) for m in models if m[2] == task]), strict=True)}
-        rows = []
-        for model in models:
-            row = [escape(varying_label(df, row_keys, model, display=True), fmt)]
-            clean = cells.mean(key_at(model, 0.0))
-            for a in levels:
-                key = key_at(model, a)
-                value = cells.mean(key)
-                if value is None:
-                    row.append(cells.failed(key, fmt))
-                    continue
-                change = relative_change_pct(value, clean) if a > 0 else math.nan
-                row.append(mark(f"{value:.2f}", best[(model, a)], fmt)
-                           + cells.below_control(key, (CONTROL, *key[1:]), fmt)
-                           + (f" ({change:+.2f}{pct})" if np.isfinite(change) else ""))
-            rows.append(row)
-        if dropped:
-            labels = [escape(varying_label(df, row_keys, m, display=True), fmt) for m in dropped]
-            rows.append(dropped_note(labels, [s for why in dropped.values() for s in why or {"not run"}],
-                                     1 + len(levels)))
-        header = ["Model", *(f"a = {a:g}" for a in levels)]  # a: the noise amplitude of U(-a, a)
-        heading = NOISE_MODE_HEADINGS.get(mode, f"noise on {mode}")
-        parts.append((heading if fmt == "md" else f"noise_on: {mode} ({heading})", render_table(header, rows, fmt)))
+        parts.append((NOISE_MODE_HEADINGS.get(mode, f"Noise on {mode}"), _table5_mode(df, sub, mode, fmt, baseline)))
     return sub_tables(parts, fmt)
+
+
+def _table5_mode(df: pd.DataFrame, sub: pd.DataFrame, mode: str, fmt: Fmt, baseline: str | None) -> str:
+    """Table 5's table of one noise mode (see :func:`table5`)."""
+    cells = SummaryCells(df, _NOISE_KEYS)
+    row_keys = [*_MODEL, "task"]
+    pct = "%" if fmt == "md" else r"\%"
+    levels = sorted(sub["noise"].unique())
+
+    def key_at(model: tuple[Hashable, ...], a: float) -> tuple[Hashable, ...]:
+        attention, variant, task = model
+        return attention, variant, a, mode if a > 0 else AXIS_DEFAULTS["noise_on"], task
+
+    models = row_order(sub, row_keys, baseline)
+    # rows that ran nowhere (unsupported or failed at every a) are left out and named under the table
+    dropped = {m: why for m in models if all(cells.mean(key_at(m, a)) is None for a in levels)
+               and "oom" not in (why := set().union(*(cells.statuses(key_at(m, a)) for a in levels)))}
+    models = [m for m in models if m not in dropped]
+    # the best of each column among the rows of one task (a column mixes tasks when several ran)
+    best = {(m, a): r for task in {m[2] for m in models} for a in levels
+            for m, r in zip([m for m in models if m[2] == task],
+                            rank_marks([cells.mean(key_at(m, a)) for m in models if m[2] == task]), strict=True)}
+    rows = []
+    for model in models:
+        row = [escape(varying_label(df, row_keys, model, display=True), fmt)]
+        clean = cells.mean(key_at(model, 0.0))
+        for a in levels:
+            key = key_at(model, a)
+            value = cells.mean(key)
+            if value is None:
+                row.append(cells.failed(key, fmt))
+                continue
+            change = relative_change_pct(value, clean) if a > 0 else math.nan
+            row.append(mark(f"{value:.2f}", best[(model, a)], fmt) + cells.below_control(key, (CONTROL, *key[1:]), fmt)
+                       + (f" ({signed(change, fmt)}{pct})" if np.isfinite(change) else ""))
+        rows.append(row)
+    header = ["Model", *(f"a = {a:g}" for a in levels)]  # a: the noise amplitude of U(-a, a)
+    labels = [escape(varying_label(df, row_keys, m, display=True), fmt) for m in dropped]
+    return with_dropped(render_table(header, rows, fmt), labels,
+                        [s for why in dropped.values() for s in why or {"not run"}], fmt)
 
 
 def _table5_note(df: pd.DataFrame) -> str:
@@ -321,7 +329,7 @@ def table7(df: pd.DataFrame, *, fmt: Fmt, variants: Mapping[str, Any] | None = N
                 elif variant == baseline_variant:
                     row.append(mark(f"{value:.2f}", best[c][i], fmt))
                 else:
-                    row.append(MISSING[fmt] if base is None else mark(f"{value - base:+.2f}", best[c][i], fmt))
+                    row.append(MISSING[fmt] if base is None else mark(signed(value - base, fmt), best[c][i], fmt))
             rows.append(row)
         heading = display_name(attention)
         parts.append((heading, render_table(["Model", *_average_header(df)], rows, fmt)))
@@ -353,8 +361,9 @@ def write_study_reports(df: pd.DataFrame, out_dir: Path, *, tables: Sequence[str
         tables: Subset of :data:`STUDY_TABLES`.
         env: Environment of the run, shown under each table.
         suite: Suite name, used in titles.
-        options: ``baseline`` (attention listed first), ``baseline_variant`` (default ``base``) and ``variants``
-            (label -> config overrides, in suite order; Table 6 needs them, Table 7 takes its row order from them).
+        options: ``baseline`` (attention listed first), ``baseline_variant`` (default ``base``), ``variants``
+            (label -> config overrides, in suite order; Table 6 needs them, Table 7 takes its row order from them)
+            and ``rows`` (the attentions Table 5's LaTeX prints, default the paper's; every row in ``_full.tex``).
         plots: Whether to draw the figures.
         earlier_claims: Claims of the report's other tables (Table 1's), listed first in the one ``claims.md``.
 
@@ -376,21 +385,21 @@ def write_study_reports(df: pd.DataFrame, out_dir: Path, *, tables: Sequence[str
                                                                                     base_variant)]
     specs = {
         "table5": ("Table 5 — {suite}: noise robustness", lambda: noise_summary(df), _table5_note(df),
-                   lambda fmt: table5(df, fmt=fmt, baseline=baseline),
+                   lambda fmt, rows=None: table5(df, fmt=fmt, baseline=baseline, rows=rows),
                    lambda *args: table5_figures(*args, baseline=baseline),
                    lambda: table5_differences(df, baseline)),
         "table6": ("Table 6 — {suite}: varying one setting at a time",
                    lambda: variant_sweep_summary(df, variants, base_variant), _table6_note(df),
-                   lambda fmt: table6(df, fmt=fmt, variants=variants, baseline_variant=base_variant,
-                                      baseline=baseline), table6_figures,
+                   lambda fmt, rows=None: table6(df, fmt=fmt, variants=variants, baseline_variant=base_variant,
+                                                 baseline=baseline), table6_figures,
                    lambda: variant_differences(df, sweep_rows, base_variant)),
         "table7": ("Table 7 — {suite}: ablation", lambda: ablation_summary(df, variants, base_variant),
                    _table7_note(df, base_variant),
-                   lambda fmt: table7(df, fmt=fmt, variants=variants, baseline_variant=base_variant,
-                                      baseline=baseline), table7_figures,
+                   lambda fmt, rows=None: table7(df, fmt=fmt, variants=variants, baseline_variant=base_variant,
+                                                 baseline=baseline), table7_figures,
                    lambda: variant_differences(df, ablation_rows, base_variant)),
         "tableS7": ("Table S7 — {suite}: μ-incoherence", lambda: incoherence_summary(df), tableS7_note(df),
-                    lambda fmt: tableS7(df, fmt=fmt, baseline=baseline), tableS7_figures, list),
+                    lambda fmt, rows=None: tableS7(df, fmt=fmt, baseline=baseline), tableS7_figures, list),
     }
     claim_checks = {"table5": lambda: table5_claims(df, baseline or "vanilla"),
                     "table6": lambda: table6_claims(df, sweep_parameters(variants, base_variant)),
@@ -403,10 +412,12 @@ def write_study_reports(df: pd.DataFrame, out_dir: Path, *, tables: Sequence[str
         summary = summarise()
         csv_path = write_csv(in_percent(datasource.with_sources(summary, df), SUMMARY_PERCENT_COLUMNS),
                              out_dir / f"{table}.csv")
-        written += write_table_files(out_dir, table, title=title.format(suite=suite), note=note,
-                                     md_body=render("md"), tex_body=render("tex"), env=env)
+        full, printed = render("tex"), render("tex", options.get("rows") or PAPER_ROWS)
+        written += write_table_files(out_dir, table, title=title.format(suite=suite), note=note, md_body=render("md"),
+                                     tex_body=printed, tex_full=full if full != printed else None, env=env)
         written.append(csv_path)
-        written += write_differences(out_dir, table, title.format(suite=suite), differences(), env, results=df)
+        written += write_differences(out_dir, table, title.format(suite=suite), differences(), env, results=df,
+                                     rows=options.get("rows") or PAPER_ROWS, baseline=baseline)
         claims += claim_checks[table]()
         if plots and not summary.empty:
             written += figures(df, summary, out_dir, suite)

@@ -14,6 +14,7 @@ import pandas as pd
 
 from ...models.tasks import TASKS
 from ...report.format import BELOW_CONTROL, Fmt, display_name, failed_text
+from ...report.groups import table_order
 from .noise import TEST_ONLY, TRAIN_TEST
 
 TASK_LABELS = {"listops": "ListOps", "text": "Text", "retrieval": "Retrieval", "image": "Image",
@@ -21,6 +22,13 @@ TASK_LABELS = {"listops": "ListOps", "text": "Text", "retrieval": "Retrieval", "
 AVG = "avg"
 #: The no-mixing control every accuracy table compares its rows with (``attentions/none.py``).
 CONTROL = "none"
+#: The rows of the paper's Table 1 (its Table 5 prints some of them, Tables 6 and 7 S3Attention's variants), as
+#: registry names or patterns, and the control: the attentions the LaTeX tables print where the suite's
+#: ``report.rows`` does not say.
+PAPER_ROWS = ("vanilla", "local", "sparse_transformer", "longformer", "linformer", "reformer", "sinkhorn",
+              "synthesizer", "bigbird", "linear_transformer", "performer", "nystromformer*", "h_transformer_1d",
+              "transformer_ls", "fnet", "luna", "fmmformer", "ponet", "cosformer", "scatterbrain", "s3attention",
+              CONTROL)
 #: Optional study axes of accuracy cells and the value a cell without the axis has (clean data, the suite's model).
 AXIS_DEFAULTS: dict[str, Any] = {"variant": "", "noise": 0.0, "noise_on": TRAIN_TEST}
 NOISE_ON_LABELS = {TRAIN_TEST: "train+test", TEST_ONLY: "test only"}
@@ -88,14 +96,13 @@ def row_label(values: Mapping[str, Any], primary: str = "attention", display: bo
     return f"{head} ({', '.join(extras)})" if extras else head
 
 
-def row_order(df: pd.DataFrame, keys: Sequence[str], baseline: str | None,
-              order: Sequence[str] = ()) -> list[tuple[Hashable, ...]]:
-    """The distinct ``keys`` tuples of ``df``: the baseline attention first and the control last, then by attention
-    (those in ``order`` in its order — a paper's row order —, then the rest by name), task (paper order), variant,
-    noise mode (train+test first) and noise level."""
-    position = {name: i for i, name in enumerate(order)}
+def row_order(df: pd.DataFrame, keys: Sequence[str], baseline: str | None) -> list[tuple[Hashable, ...]]:
+    """The distinct ``keys`` tuples of ``df``: by attention in every table's order (the baseline first, then the
+    exact baselines, the families in a paper's order and the control last: :func:`harness.report.groups.table_order`),
+    task (paper order), variant, noise mode (train+test first) and noise level."""
+    position = {name: i for i, name in enumerate(table_order(set(df["attention"]), baseline))}
     rank = {
-        "attention": lambda v: (v != baseline, v == CONTROL, position.get(v, len(position)), str(v)),
+        "attention": lambda v: (position.get(v, len(position)), str(v)),
         "task": lambda v: (TASKS.index(v) if v in TASKS else len(TASKS), str(v)),
         "noise_on": lambda v: (v != AXIS_DEFAULTS["noise_on"], str(v)),
         "noise": float,

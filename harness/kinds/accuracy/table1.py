@@ -5,7 +5,7 @@ also the study tables of :mod:`harness.kinds.accuracy.studies` (Tables 5, 6, 7 a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +18,14 @@ from ...report.format import (
     SUMMARY_PERCENT_COLUMNS,
     Fmt,
     display_name,
-    dropped_note,
     escape,
     in_percent,
     mark,
+    printed_rows,
     rank_marks,
     render_table,
     suite_title,
+    with_dropped,
     write_csv,
     write_raw,
     write_table_files,
@@ -37,6 +38,7 @@ from .summary import (
     AVG,
     AXIS_DEFAULTS,
     CONTROL,
+    PAPER_ROWS,
     TASK_LABELS,
     SummaryCells,
     accuracy_summary,
@@ -66,42 +68,39 @@ def table1_keys(df: pd.DataFrame) -> list[str]:
 
 
 def table1(df: pd.DataFrame, *, fmt: Fmt, baseline: str | None = "vanilla",
-           row_names: Mapping[str, str] | None = None) -> str:
+           row_names: Mapping[str, str] | None = None, rows: Sequence[str] | None = None) -> str:
     """Table 1: one row per model, one column per task plus the average, ``mean(std)`` over seeds.
 
     A model is the attention, or "attention (variant, a=noise)" where the cells have several variants or noise
     levels, so that those are never averaged together. The best mean of each column is bold; a failed or missing
-    cell is ``OOM`` (if every run of it ran out of memory) or ``—``. The baseline's rows come first. Where the
-    ``none`` control ran, an entry that does not beat it by the seed spread carries ``format.BELOW_CONTROL``.
-    ``row_names`` (attention -> the paper's row name, in the paper's row order) names and orders the rows as a
-    paper's Table 1 does; attentions it does not name follow under their own names.
+    cell is ``OOM`` (if every run of it ran out of memory) or ``—``. Rows come in every table's order (the baseline
+    first, the control last) under the paper's names (``row_names``, else the variants' display names); a model that
+    ran nowhere (unsupported or failed in every task) is left out and named under the table. Where the ``none``
+    control ran, an entry that does not beat it by the seed spread carries ``format.BELOW_CONTROL``. ``rows``: the
+    attentions to print (names or patterns: a paper's rows), None for every one.
     """
     df = with_axis_defaults(df)
     keys = table1_keys(df)
     cells = SummaryCells(df, keys)
     columns = [*present_tasks(df), AVG]
-    row_names = dict(row_names or {})
-    names = row_order(df, keys, baseline, list(row_names))
-    # LaTeX leaves out the rows that ran nowhere (unsupported or failed in every task), naming them in a footnote
-    dropped = {name: why for name in names if fmt == "tex" and (why := cells.ran_nowhere(name, columns[:-1]))}
+    printed = set(printed_rows(sorted(set(df["attention"])), rows, baseline))
+    names = [name for name in row_order(df, keys, baseline) if name[0] in printed]
+    dropped = {name: why for name in names if (why := cells.ran_nowhere(name, columns[:-1]))}
     names = [name for name in names if name not in dropped]
     best = {c: rank_marks([cells.mean((*name, c)) for name in names]) for c in columns}
-    rows = []
+
+    def label(name: tuple[Hashable, ...]) -> str:  # a paper's names in both formats (CSV: the registry's)
+        return escape(row_label({**dict(zip(keys, name, strict=True)),
+                                 "attention": display_name(str(name[0]), row_names)}), fmt)
+
+    body = []
     for i, name in enumerate(names):
-        values = dict(zip(keys, name, strict=True))
-        head = display_name(str(name[0]), row_names)  # a paper's names in both formats (CSV: the registry's)
-        row = [escape(row_label({**values, "attention": head}), fmt)]
         control = (CONTROL, *name[1:])  # the same study axes, no token mixing
-        for c in columns:
-            stat = cells.stat((*name, c))
-            row.append(cells.failed((*name, c), fmt) if stat is None else
-                       mark(_cell_text(stat), best[c][i], fmt) + cells.below_control((*name, c), (*control, c), fmt))
-        rows.append(row)
-    if dropped:
-        labels = [escape(row_label({**dict(zip(keys, name, strict=True)),
-                                    "attention": display_name(str(name[0]), row_names)}), fmt) for name in dropped]
-        rows.append(dropped_note(labels, [s for why in dropped.values() for s in why], 1 + len(columns)))
-    return render_table(["Model", *(TASK_LABELS[t] for t in columns[:-1]), "Avg"], rows, fmt)
+        body.append([label(name), *(cells.failed((*name, c), fmt) if (stat := cells.stat((*name, c))) is None else
+                                    mark(_cell_text(stat), best[c][i], fmt)
+                                    + cells.below_control((*name, c), (*control, c), fmt) for c in columns)])
+    table = render_table(["Model", *(TASK_LABELS[t] for t in columns[:-1]), "Avg"], body, fmt)
+    return with_dropped(table, [label(n) for n in dropped], [s for why in dropped.values() for s in why], fmt)
 
 
 def _seeds_note(df: pd.DataFrame) -> str:
@@ -110,10 +109,10 @@ def _seeds_note(df: pd.DataFrame) -> str:
             + (f" {CONTROL_NOTE}" if CONTROL in set(df["attention"]) else ""))
 
 
-def _write_learning_curves(df: pd.DataFrame, curves: pd.DataFrame, out_dir: Path, suite: str, baseline: str | None,
-                           row_names: Mapping[str, str]) -> list[Path]:
+def _write_learning_curves(df: pd.DataFrame, curves: pd.DataFrame, out_dir: Path, suite: str,
+                           baseline: str | None) -> list[Path]:
     """One figure per task; lines are labelled like Table 1's rows so variants and noise levels stay apart, and
-    listed (and coloured) in its row order: the baseline first, the paper's rows next, the control last."""
+    listed (and coloured) in its row order: the baseline first, the families in a paper's order, the control last."""
     keys = [k for k in table1_keys(df) if k in curves.columns]
     curves = with_axis_defaults(curves)
 
@@ -121,7 +120,7 @@ def _write_learning_curves(df: pd.DataFrame, curves: pd.DataFrame, out_dir: Path
         return row_label(dict(zip(keys, row, strict=True)), display=True)
 
     curves = curves.assign(model=[label(r) for r in curves[keys].itertuples(index=False, name=None)])
-    order = list(dict.fromkeys(label(r) for r in row_order(curves, keys, baseline, list(row_names))))
+    order = list(dict.fromkeys(label(r) for r in row_order(curves, keys, baseline)))
     written: list[Path] = []
     for task, sub in curves.groupby("task", sort=True):
         written += plot_learning_curves(sub, out_dir, task=str(task),
@@ -152,8 +151,9 @@ def write_accuracy_reports(
         baseline: Attention listed first; ``options["baseline"]`` wins when given.
         plots: Whether to draw figures.
         options: The suite's report options: ``tables`` (subset of :data:`ALL_TABLES`), ``baseline``,
-            ``baseline_variant``, ``variants`` (label -> config overrides, in suite order) and ``row_names``
-            (attention -> the paper's row name, in the paper's order, for Table 1).
+            ``baseline_variant``, ``variants`` (label -> config overrides, in suite order), ``row_names``
+            (attention -> the paper's row name) and ``rows`` (the attentions the LaTeX tables print, default
+            :data:`~harness.kinds.accuracy.summary.PAPER_ROWS`; every row is in ``<table>_full.tex``).
 
     Raises:
         ValueError: If ``options["tables"]`` names a table this module cannot write.
@@ -177,13 +177,15 @@ def write_accuracy_reports(
     if "table1" in tables:
         summary = datasource.with_sources(accuracy_summary(df, table1_keys(df)), df)
         summary_path = write_csv(in_percent(summary, SUMMARY_PERCENT_COLUMNS), out_dir / "table1.csv")
+        names = {"baseline": baseline, "row_names": row_names}
+        full, printed = (table1(df, fmt="tex", rows=r, **names) for r in (None, options.get("rows") or PAPER_ROWS))
         written += write_table_files(out_dir, "table1", title=f"Table 1 — {suite}", note=_seeds_note(df),
-                                     md_body=table1(df, fmt="md", baseline=baseline, row_names=row_names),
-                                     tex_body=table1(df, fmt="tex", baseline=baseline, row_names=row_names),
-                                     env=env)
+                                     md_body=table1(df, fmt="md", **names), tex_body=printed,
+                                     tex_full=full if full != printed else None, env=env)
         written.append(summary_path)
         written += write_differences(out_dir, "table1", f"Table 1 — {suite}",
-                                     table1_differences(df, table1_keys(df), baseline), env, results=df)
+                                     table1_differences(df, table1_keys(df), baseline), env, results=df,
+                                     rows=options.get("rows") or PAPER_ROWS, baseline=baseline)
     claims = table1_claims(df) if "table1" in tables else []  # §IV-A's headline sentences
     studies = [t for t in tables if t in STUDY_TABLES]
     if studies:  # one claims.md for every table of the report
@@ -195,5 +197,5 @@ def write_accuracy_reports(
     # each evaluation point names its own cell's data (matched by cell key)
     written.append(write_csv(in_percent(datasource.with_sources(curves, df)), out_dir / "curves.csv"))
     if plots and not curves.empty:
-        written += _write_learning_curves(df, curves, out_dir, suite, baseline, row_names)
+        written += _write_learning_curves(df, curves, out_dir, suite, baseline)
     return written

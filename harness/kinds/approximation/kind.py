@@ -60,8 +60,8 @@ from ...models.probe import PROBE_DIR, load_probe
 from ...models.tasks import TASKS
 from ...report.claims import write_claims
 from ...report.format import shown_env
-from .claims import NO_PAPER_CLAIMS
 from .cells import describe, measure_cell, measure_group
+from .claims import NO_PAPER_CLAIMS
 
 FIXED_DEFAULTS: dict[str, Any] = {"batch_size": 2, "dim": 64, "heads": 2, "seed": 0, "matrix_max_seq_len": 1024}
 DEFAULT_BUDGET = "default"

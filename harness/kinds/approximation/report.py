@@ -11,7 +11,7 @@ run listed under it with their reason), and with plots ``pareto_<input>_n<N>.png
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -27,26 +27,30 @@ from ...report.format import (
     display_name,
     env_summary,
     escape,
-    format_value,
     length_label,
     md_table,
+    number,
+    printed_rows,
     sig2,
+    sub_tables,
     suite_title,
     tex_float,
+    tex_longtable,
     time_marks,
+    with_minus,
     write_csv,
     write_raw,
 )
 from ...report.groups import group_of, table_order
 from ...report.plots import (
     declutter,
+    figure_legends,
     grid_labels,
     label_point,
     legend_handles,
     line_styles,
     panel_grid,
-    panel_legend,
-    panels,
+    panel_layout,
     paper_style,
     plain_log_axis,
     plt,
@@ -54,6 +58,9 @@ from ...report.plots import (
 )
 from ...report.stats import paired_ratio
 
+#: What the LaTeX tables print where the suite's ``report.rows`` does not say (besides the reference the speed-ups are
+#: against): the exact rows and the approximations among the paper's Table 4 rows.
+PAPER_ROWS = ("vanilla_sdpa", "vanilla", "linformer", "reformer", "nystromformer", "performer")
 COLUMNS = ("rel_fro", "max_abs", "cos_mean", "cos_min", "attn_tv", "time_ms_median", "speedup")
 HEADERS = ("Variant", "Budget", "Rel. error", "Max abs", "Cos (mean)", "Cos (min)", "Matrix TV", "Time (ms)",
            "Speed-up [95% CI]")
@@ -94,10 +101,10 @@ def _cell_text(value: object, column: str, fmt: Fmt) -> str:
     if column == "speedup":
         return f"{sig2(v)}{TIMES[fmt]}"  # its interval is added by _rows
     if column.startswith("cos"):
-        return f"{v:.4f}"
+        return with_minus(f"{v:.4f}", fmt)
     if 0 < abs(v) < 1e-3:  # float32 rounding of an exact configuration: the exponent is what matters
-        return f"{v:.1e}"
-    return format_value(v)
+        return with_minus(f"{v:.1e}", fmt)
+    return number(v, fmt)
 
 
 def _rows(part: pd.DataFrame, fmt: Fmt) -> list[list[str]]:
@@ -137,23 +144,26 @@ def _not_approximation(df: pd.DataFrame) -> pd.Series:
     return (df["status"] == "unsupported") & df["message"].str.startswith("not an approximation", na=False)
 
 
-def _parts(df: pd.DataFrame, fmt: Fmt) -> tuple[list[tuple[str, str, list[str]]], str]:
-    """Per (input, length): its heading, its table of the measured cells (rows in the paper's order, then by time)
-    and the lines naming the cells that did not run; and the line naming the attentions that are not
-    approximations."""
+def _parts(df: pd.DataFrame, fmt: Fmt, rows: Sequence[str] | None = None
+           ) -> tuple[list[tuple[str, str, list[str]]], str]:
+    """Per (input, length): its heading, its table of the measured cells (rows in every table's order, then by time;
+    ``rows``: the attentions to print, None for every one) and the lines naming the cells that did not run; and the
+    line naming the attentions that are not approximations."""
     skipped = _not_approximation(df)
     parts = []
     for (inp, n), part in df[~skipped].groupby(["input", "seq_len"], sort=True):
         desc = str(part["input_desc"].dropna().iloc[0]) if part["input_desc"].notna().any() else inp
         heading = f"Input {inp} ({desc}), n = {length_label(int(n))}"
+        printed = printed_rows(table_order(set(part["attention"])), rows)
+        part = part[part["attention"].isin(printed)]
         shown = part[part["status"] != "unsupported"]
-        order = {name: i for i, name in enumerate(table_order(set(shown["attention"])))}
+        order = {name: i for i, name in enumerate(printed)}
         shown = shown.assign(_order=shown["attention"].map(order)).sort_values(
             ["_order", "speedup", "budget"], ascending=[True, False, True], kind="stable")
-        rows = _rows(shown, fmt) if len(shown) else []
+        body = _rows(shown, fmt) if len(shown) else []
         head = [" & ".join(escape(h, "tex") for h in HEADERS) + r" \\"]  # "95% CI": % would start a comment
-        table = "" if not rows else (md_table(HEADERS, rows, n_left=2) if fmt == "md" else
-                                     booktabs("ll" + "r" * len(COLUMNS), head, rows))
+        table = "" if not body else (md_table(HEADERS, body, n_left=2) if fmt == "md" else
+                                     booktabs("ll" + "r" * len(COLUMNS), head, body))
         parts.append((heading, table, _not_run_lines(part[part["status"] != "ok"], fmt)))
     others = df.loc[skipped, "attention"].drop_duplicates()
     names = ", ".join(f"`{a}`" if fmt == "md" else display_name(a) for a in others)
@@ -169,17 +179,26 @@ def approximation_tables(df: pd.DataFrame, fmt: Fmt = "md") -> str:
     return "\n\n".join([*out, *([others] if others else [])])
 
 
-def approximation_tex(df: pd.DataFrame, title: str, env: Mapping[str, object]) -> str:
-    """One table float per (input, length): its caption the title, the input and what did not run."""
-    parts, others = _parts(df, "tex")
-    floats = []
+def approximation_tex(df: pd.DataFrame, title: str, env: Mapping[str, object],
+                      rows: Sequence[str] | None = PAPER_ROWS) -> tuple[str, str | None]:
+    """One table float per (input, length) of the attentions ``rows`` names (a paper's rows): its caption the title
+    and the input, the notes and what did not run under it; and, where those leave some out, the long table of every
+    row for a supplement (None where they leave none out)."""
+    parts, others = _parts(df, "tex", rows)
+    every, _ = _parts(df, "tex")
+    floats, comments = [], (env_summary(env), *(["Every row: approximation_full.tex."] if every != parts else []))
     for heading, table, not_run in parts:
-        if not table:
-            continue
-        missing = f" Not run: {'; '.join(not_run)}." if not_run else ""
-        floats.append(tex_float(table, caption=f"{title}: {heading}. {NOTE}{missing} {others}".strip(),
-                                label=f"approximation_{heading}", comments=(env_summary(env),)))
-    return "\n".join(floats)
+        if table:
+            missing = f" Not run: {'; '.join(not_run)}." if not_run else ""
+            floats.append(tex_float(table, caption=f"{title}: {heading}", notes=f"{NOTE}{missing} {others}".strip(),
+                                    label=f"approximation_{heading}", comments=comments, keys=2))
+    if every == parts:
+        return "\n".join(floats), None
+    body = sub_tables([(heading, table) for heading, table, _ in every if table], "tex")
+    not_run = "; ".join(line for _, _, lines in every for line in lines)
+    full = tex_longtable(body, caption=f"{title}: every row", label="approximation_full", comments=comments[:1],
+                         notes=f"{NOTE}{f' Not run: {not_run}.' if not_run else ''} {others}".strip(), keys=2)
+    return "\n".join(floats), full
 
 
 #: An error below this is float32 rounding of an exact configuration (the math Transformer, a window as long as the
@@ -194,15 +213,14 @@ def _floor(part: pd.DataFrame) -> float:
     return min(float(approximate.min()) / 3, 1e-2) if len(approximate) else ROUNDING
 
 
-def _draw_pareto(ax: plt.Axes, part: pd.DataFrame, names: list[str], baselines: list[str],
-                 floor: float) -> list[Line2D]:
-    """The lines of ``names`` through their budgets, the dearest and the cheapest budget labelled, errors below
-    ``floor`` on it (▼); returns the legend's handles."""
-    styles = line_styles(names, baselines)
+def _draw_pareto(ax: plt.Axes, part: pd.DataFrame, names: list[str], styles: Mapping[str, Mapping[str, object]],
+                 baselines: list[str], floor: float) -> bool:
+    """The lines of ``names`` through their budgets, the dearest and the cheapest budget labelled (placed by
+    :func:`harness.report.plots.declutter`), errors below ``floor`` on it (▼); returns whether any is."""
     exact_points = False
     for name in sorted(names, key=lambda n: styles[n].get("zorder", 2)):
         line, style = part[part["attention"] == name].sort_values("speedup"), styles[name]
-        ax.plot(line["speedup"], line["rel_fro"].clip(lower=floor), **style)
+        ax.plot(line["speedup"], line["rel_fro"].clip(lower=floor), gid=name, **style)
         below = line[line["rel_fro"] < floor]
         if len(below):
             exact_points = True
@@ -211,37 +229,43 @@ def _draw_pareto(ax: plt.Axes, part: pd.DataFrame, names: list[str], baselines: 
         if len(line) > 1 and style.get("marker") != "" and name not in baselines:
             for (_, r), dy in zip(line.iloc[[0, -1]].iterrows(), (-1, 1), strict=True):
                 label_point(ax, r["speedup"], max(r["rel_fro"], floor), str(r["budget"]), style["color"], dy < 0)
-    handles = legend_handles(names, styles, display_name)
+    return exact_points
+
+
+def _keys(reference: str, exact_points: bool) -> list[Line2D]:
+    """The shared legend's keys: the exact reference's line at 1, and the ▼ of errors below the axis if any."""
+    keys = [Line2D([], [], color="0.45", ls="--", lw=1.2, label=f"{display_name(reference)} (exact)")]
     if exact_points:
-        handles.append(Line2D([], [], ls="", marker="v", color="0.3", label="exact to rounding (below the axis)"))
-    return handles
+        keys.append(Line2D([], [], ls="", marker="v", color="0.3", label="exact to rounding (below the axis)"))
+    return keys
 
 
 def plot_pareto(df: pd.DataFrame, out_dir: Path, *, suite: str, reference: str) -> list[Path]:
     """Per (input, length): relative error against speed-up, one line per variant through its budgets; many
-    variants as small multiples by the zoo's groups (:func:`harness.report.plots.panels`), the exact rows (the
-    baselines) in every panel, and the reference as a vertical line at 1."""
+    variants as small multiples by the zoo's groups (:func:`harness.report.plots.panel_layout`), the exact rows (the
+    baselines) in every panel and in one shared legend, and the reference as a vertical line at 1."""
     ok = df[(df["status"] == "ok") & df["speedup"].notna() & (df["attention"] != reference)]
     written: list[Path] = []
     out_dir.mkdir(parents=True, exist_ok=True)
     for (inp, n), part in ok.groupby(["input", "seq_len"], sort=True):
         present = [str(a) for a in part["attention"].unique()]
         baselines = [a for a in present if group_of(a) == "exact"]
-        layout = panels(present, baselines)
+        every, layout = panel_layout(present, baselines)
         title = f"{suite_title(suite)}: error against speed, n = {length_label(int(n))}, {inp} input"
         with paper_style():
-            fig, axes = panel_grid(len(layout), entries=len(baselines) + max(len(m) for _t, m in layout) + 1)
+            fig, axes = panel_grid(len(layout), entries=max(len(m) for _t, m in layout), shared=len(every) + 2)
             try:
-                floor = _floor(part)
+                floor, own, shared, exact_points = _floor(part), [], [], False
                 for ax, (panel_title, members) in zip(axes, layout, strict=True):
-                    handles = _draw_pareto(ax, part, [*baselines, *members], baselines, floor)
+                    styles = line_styles([*every, *members], baselines, mute=len(layout) == 1)
+                    exact_points |= _draw_pareto(ax, part, [*every, *members], styles, baselines, floor)
                     ax.axvline(1.0, color="0.45", linestyle="--", linewidth=1.2)
-                    handles.append(Line2D([], [], color="0.45", ls="--", lw=1.2,
-                                          label=f"{display_name(reference)} (exact)"))
-                    panel_legend(ax, handles)
+                    shared = shared or legend_handles(every, styles, display_name)
+                    own.append((ax, legend_handles(members, styles, display_name)))
                     if panel_title:
                         ax.set_title(panel_title, loc="left")
                     ax.grid(True, which="major")
+                figure_legends(fig, own, shared, _keys(reference, exact_points))
                 axes[0].set_xscale("log")
                 axes[0].set_yscale("log")
                 axes[0].set_ylim(bottom=floor)
@@ -258,11 +282,13 @@ def plot_pareto(df: pd.DataFrame, out_dir: Path, *, suite: str, reference: str) 
 
 def write_approximation_reports(df: pd.DataFrame, out_dir: Path, *, env: Mapping[str, object], suite: str,
                                 reference: str = "vanilla_sdpa", plots: bool = True,
-                                samples: Mapping[tuple[str, str], list[float]] | None = None) -> list[Path]:
+                                samples: Mapping[tuple[str, str], list[float]] | None = None,
+                                rows: Sequence[str] | None = None) -> list[Path]:
     """Every report of an approximation suite's results into ``out_dir``; returns the paths written.
 
     ``samples``: raw timing samples by (cell key, timing group) (:meth:`harness.core.store.Store.samples`), for the
-    paired speed-ups.
+    paired speed-ups; ``rows``: the suite's ``report.rows``, the attentions the LaTeX tables print (None:
+    :data:`PAPER_ROWS`; every row in ``approximation_full.tex``).
     """
     out_dir = Path(out_dir)
     for column in ("input_desc", "message", "weights", *COLUMNS[:-1]):
@@ -277,9 +303,11 @@ def write_approximation_reports(df: pd.DataFrame, out_dir: Path, *, env: Mapping
     written.append(write_csv(df[shown], out_dir / "approximation.csv"))
     title = f"Approximation error against exact softmax attention — {suite}"
     md = f"### {title}\n\n{approximation_tables(df, 'md')}\n\n{NOTE}\n\n_Environment: {env_summary(env)}_\n"
-    tex = approximation_tex(df, title, env)
+    tex, full = approximation_tex(df, title, env, [reference, *(rows or PAPER_ROWS)])
     written += [atomic_write_text(out_dir / "approximation.md", md),
                 atomic_write_text(out_dir / "approximation.tex", tex)]
+    if full is not None:
+        written.append(atomic_write_text(out_dir / "approximation_full.tex", full))
     if plots:
         written += plot_pareto(df, out_dir, suite=suite, reference=reference)
     return written

@@ -57,8 +57,8 @@ from ...measure.timing import TIMING_DEFAULTS
 from ...measure.traffic import measure_memory_bandwidth_gbs
 from ...report.claims import write_claims
 from ...report.format import shown_env
-from .claims import NO_PAPER_CLAIMS
 from .cells import TORCH_DTYPES, describe, measure_cell, measure_group
+from .claims import NO_PAPER_CLAIMS
 
 AXES = {
     "context": Axis(is_positive_int, "positive integers (tokens in the state when a step runs)"),

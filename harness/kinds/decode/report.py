@@ -3,8 +3,9 @@
 Files: ``results.csv`` (every cell, with ``bandwidth_bound_ms`` and ``bound_ratio``), and per group (device, dtype,
 batch, heads, head width, key/value heads):
 
-- ``decode_<slug>.{md,tex}``: Table 4's layout for decoding. Rows are the variants, columns the contexts; ms per
-  token with its multiplier against the baseline's KV cache (``×3.2``: the baseline's time over the variant's, the
+- ``decode_<slug>.{md,tex}``: Table 4's layout for decoding (LaTeX: the rows a paper prints, :data:`PAPER_ROWS` or
+  the suite's ``report.rows``; ``decode_<slug>_full.tex`` every row). Rows are the variants, columns the contexts; ms
+  per token with its multiplier against the baseline's KV cache (``3.2×``: the baseline's time over the variant's, the
   median over the interleaved rounds they were timed in together, > 1 is faster), the state in MiB with its saving
   (the baseline's bytes over the variant's), and the prefill in ms. The last column says from which context on the
   variant decodes faster than the KV cache (every measured context from there on), so the crossover is one line.
@@ -27,26 +28,31 @@ import pandas as pd
 
 from ...core.files import atomic_write_text
 from ...report.format import (
+    MISSING,
+    NOISY_MARK,
+    TIMES,
     Fmt,
     display_name,
-    env_summary,
     escape,
-    format_value,
     length_label,
     md_table,
+    number,
+    printed_rows,
     render_table,
+    sig2,
     write_csv,
     write_raw,
     write_table_files,
 )
 from ...report.groups import table_order
 from ...report.plots import (
+    figure_legends,
     grid_labels,
     legend_handles,
+    length_axis,
     line_styles,
     panel_grid,
-    panel_legend,
-    panels,
+    panel_layout,
     paper_style,
     plain_log_axis,
     save_figure,
@@ -54,6 +60,12 @@ from ...report.plots import (
 from ...report.stats import paired_ratio, slope_fit
 
 GROUP_COLUMNS = ("device", "dtype", "batch_size", "heads", "head_dim", "kv_heads")
+#: What the LaTeX tables print where the suite's ``report.rows`` does not say: the KV caches, the paper's Table 4 rows
+#: (those that do not decode are named in the note), and one variant of each other kind of state: recurrent sums
+#: (the linear transformer, cosFormer), a window (local attention), both (FMMformer). Every row is in the Markdown
+#: table and in ``decode_<group>_full.tex``.
+PAPER_ROWS = ("vanilla", "vanilla_sdpa", "linformer", "reformer", "nystromformer", "performer", "s3attention",
+              "linear_transformer", "cosformer", "local", "fmmformer")
 #: The columns a slope is fitted to, and their names in the slopes table.
 SLOPED = {"ms_per_token": "ms per token", "state_bytes": "state bytes"}
 
@@ -142,32 +154,31 @@ def _faster_from(speedups: Mapping[tuple[str, int], float], name: str, contexts:
 def _cell_text(sub: pd.DataFrame, name: str, n: int, column: str, multiplier: float | None, fmt: Fmt) -> str:
     row = sub[(sub["attention"] == name) & (sub["context"] == n)]
     if row.empty:
-        return "—"
+        return MISSING[fmt]
     status = row["status"].iloc[0]
     if status != "ok":
-        return "OOM" if status == "oom" else "—"
-    value = row[column].iloc[0] / (2**20 if column == "state_bytes" else 1)
-    text = format_value(value)
-    times = r"$\times$" if fmt == "tex" else "×"
-    if multiplier is not None and math.isfinite(multiplier):
-        text += f" ({times}{multiplier:.2g})"
+        return "OOM" if status == "oom" else MISSING[fmt]
+    text = number(row[column].iloc[0] / (2**20 if column == "state_bytes" else 1), fmt)
     if "noisy" in row.columns and bool(row["noisy"].fillna(False).iloc[0]):
-        text += r"$^\dagger$" if fmt == "tex" else "†"
+        text += NOISY_MARK[fmt]
+    if multiplier is not None and math.isfinite(multiplier):
+        text += f" ({sig2(multiplier)}{TIMES[fmt]})"  # Table 4's multipliers: above 1 is better
     return text
 
 
 def decode_table(sub: pd.DataFrame, samples: Mapping[tuple[str, str], Sequence[float]], *, baseline: str,
-                 fmt: Fmt, row_names: Mapping[str, str] | None = None) -> str:
-    """The group's table (see the module docstring), in Markdown or LaTeX."""
+                 fmt: Fmt, row_names: Mapping[str, str] | None = None, rows: Sequence[str] | None = None) -> str:
+    """The group's table (see the module docstring), in Markdown or LaTeX; ``rows``: the variants to print (names or
+    patterns: a paper's rows), None for every one."""
     contexts = sorted(int(c) for c in sub["context"].unique())
-    names = table_order(shown_attentions(sub), baseline)
+    names = printed_rows(table_order(shown_attentions(sub), baseline), rows, baseline)
     speedups = _speedups(sub, samples, baseline)
     base_state = sub[(sub["attention"] == baseline) & (sub["status"] == "ok")].set_index("context")["state_bytes"]
     parts = []
     for column, label in (("ms_per_token", "ms per token"), ("state_bytes", "state MiB"), ("prefill_ms", "prefill ms")):
         if column not in sub.columns:
             continue
-        rows = []
+        body = []
         for name in names:
             cells = []
             for n in contexts:
@@ -178,40 +189,43 @@ def decode_table(sub: pd.DataFrame, samples: Mapping[tuple[str, str], Sequence[f
                 cells.append(_cell_text(sub, name, n, column, None if name == baseline else mult, fmt))
             if column == "ms_per_token":
                 start = _faster_from(speedups, name, contexts)
-                cells.append("baseline" if name == baseline else "—" if start is None else length_label(start))
-            rows.append([escape(display_name(name, row_names), fmt), *cells])
+                cells.append("baseline" if name == baseline else MISSING[fmt] if start is None else length_label(start))
+            body.append([escape(display_name(name, row_names), fmt), *cells])
         header = [label, *(length_label(n) for n in contexts)] + (["faster from"] if column == "ms_per_token" else [])
-        parts.append(render_table(header, rows, fmt))
+        parts.append(render_table(header, body, fmt))
     return "\n\n".join(parts)
 
 
 def _figure(sub: pd.DataFrame, out_dir: Path, stem: str, title: str, baseline: str) -> list[Path]:
-    """ms per token and state MiB against the context, log-log, a panel per family (the baseline in each)."""
+    """ms per token and state MiB against the context, log-log (the context ticked at the measured ones), a panel per
+    family with the baseline in each and in one shared legend (:func:`harness.report.plots.panel_layout`)."""
     ok = sub[sub["status"] == "ok"]
     if ok.empty or ok["context"].nunique() < 2:
         return []
     baselines = [baseline] if baseline in set(ok["attention"]) else []
-    groups = panels(ok["attention"].unique(), baselines)
+    every, groups = panel_layout(ok["attention"].unique(), baselines)
     written = []
     for column, label, suffix in (("ms_per_token", "ms per token", ""), ("state_bytes", "state (MiB)", "_state")):
         with paper_style():
-            fig, axes = panel_grid(len(groups), entries=max(len(m) for _, m in groups) + len(baselines))
+            fig, axes = panel_grid(len(groups), entries=max(len(m) for _, m in groups), shared=len(every))
             try:
+                own, shared = [], []
                 for ax, (panel, members) in zip(axes, groups, strict=True):
-                    names = [*baselines, *members]
-                    styles = line_styles(names, baselines)
+                    names = [*every, *members]
+                    styles = line_styles(names, baselines, mute=len(groups) == 1)
                     for name in names:
                         points = ok[ok["attention"] == name].sort_values("context")
                         values = points[column] / (2**20 if column == "state_bytes" else 1)
-                        ax.plot(points["context"], values, label=display_name(name), **styles[name])
-                    ax.set_xscale("log")
+                        ax.plot(points["context"], values, label=display_name(name), gid=name, **styles[name])
                     ax.set_yscale("log")
-                    plain_log_axis(ax.xaxis)
                     plain_log_axis(ax.yaxis)
                     ax.grid(True, which="major")
                     if panel:
-                        ax.set_title(panel)
-                    panel_legend(ax, legend_handles(names, styles, display_name))
+                        ax.set_title(panel, loc="left")
+                    shared = shared or legend_handles(every, styles, display_name)
+                    own.append((ax, legend_handles(members, styles, display_name)))
+                figure_legends(fig, own, shared)
+                length_axis(axes[0], ok["context"].unique())
                 grid_labels(fig, axes, "context (tokens in the state)", label, f"{title}: {label}")
                 written += save_figure(fig, out_dir, f"{stem}{suffix}")
             finally:
@@ -256,24 +270,26 @@ def _slopes_md(slopes: pd.DataFrame) -> str:
 def write_decode_reports(df: pd.DataFrame, out_dir: Path, *, env: Mapping[str, object], suite: str, baseline: str,
                          bandwidth: Mapping[int, float | None],
                          samples: Mapping[tuple[str, str], Sequence[float]] | None = None,
-                         row_names: Mapping[str, str] | None = None) -> list[Path]:
-    """Every report of a decode suite's results into ``out_dir`` (see the module docstring)."""
+                         row_names: Mapping[str, str] | None = None,
+                         rows: Sequence[str] | None = None) -> list[Path]:
+    """Every report of a decode suite's results into ``out_dir`` (see the module docstring); ``rows``: the suite's
+    ``report.rows``, the variants the LaTeX tables print (None: :data:`PAPER_ROWS`)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     df = with_bounds(df, bandwidth)
     written = write_raw(df, out_dir, env)
     samples = samples or {}
     note = (f"ms per token: the median of one decoding step of the batch at that context, timed in interleaved rounds "
-            f"with the other variants; (×k): `{baseline}`'s time over the variant's (> 1 is faster), its state's bytes "
-            f"over the variant's for the state; † timed on a busy machine; OOM out of memory; — not run (see "
-            f"results.csv). {env_summary(env)}")
+            f"with the other variants; (k×): {display_name(baseline, row_names)}'s time over the variant's (> 1 is "
+            f"faster), its state's bytes over the variant's for the state; † timed on a busy machine; OOM out of "
+            f"memory; — not run (see results.csv).")
     for group, sub in _groups(df):
         stem = f"decode_{_slug(group)}"
         title = _title(group, suite)
+        tables = {"baseline": baseline, "row_names": row_names}
+        full, printed = (decode_table(sub, samples, fmt="tex", rows=r, **tables) for r in (None, rows or PAPER_ROWS))
         written += write_table_files(out_dir, stem, title=title, note=note + not_decoding_note(sub), env=env,
-                                     md_body=decode_table(sub, samples, baseline=baseline, fmt="md",
-                                                          row_names=row_names),
-                                     tex_body=decode_table(sub, samples, baseline=baseline, fmt="tex",
-                                                           row_names=row_names))
+                                     md_body=decode_table(sub, samples, fmt="md", **tables), tex_body=printed,
+                                     tex_full=full if full != printed else None)
         written += _figure(sub, out_dir, stem, title, baseline)
     slopes = decode_slopes(df)
     written.append(write_csv(slopes, out_dir / "slopes.csv"))

@@ -126,9 +126,8 @@ def table2_rows(s: pd.DataFrame, order: Sequence[str], fmt: str) -> tuple[list[l
                     unskilled = value is not None and floor is not None and value >= floor
                     no_skill += unskilled
                     texts[(a, metric)] = mark(text, 0 if first else None, fmt) + (NO_SKILL[fmt] if unskilled else "")
-            shown_naive = naive if fmt == "md" else []  # LaTeX: the models only, as the paper's table
             rows.append([escape(str(dataset), fmt), str(horizon)] + [texts[(a, m)] for a in order for m in METRICS]
-                        + [f"{here[f'{p}{m[4:]}']:.3f}" for p in shown_naive for m in METRICS])
+                        + [f"{here[f'{p}{m[4:]}']:.3f}" for p in naive for m in METRICS])
     return rows, firsts, no_skill
 
 
@@ -148,15 +147,16 @@ def _header(order: Sequence[str], names: Mapping[str, str] | None, naive: Sequen
 
 
 def table2_tex(rows: list[list[str]], firsts: Mapping[str, int], order: Sequence[str],
-               names: Mapping[str, str] | None) -> str:
+               names: Mapping[str, str] | None, naive: Sequence[str] = ()) -> str:
     """The paper's layout: each model's name over its MSE and MAE columns, H the prediction length, the first places
-    per model under both of its columns."""
-    models = [rf"\multicolumn{{2}}{{c}}{{{escape(model_name(a, names), 'tex')}}}" for a in order]
-    rules = " ".join(rf"\cmidrule(lr){{{3 + 2 * i}-{4 + 2 * i}}}" for i in range(len(order)))
+    per model under both of its columns; then the ``naive`` forecasts' columns (the ‡ marks compare with them)."""
+    groups = [escape(model_name(a, names), "tex") for a in order] + [escape(label, "tex") for label in naive]
+    models = [rf"\multicolumn{{2}}{{c}}{{{name}}}" for name in groups]
+    rules = " ".join(rf"\cmidrule(lr){{{3 + 2 * i}-{4 + 2 * i}}}" for i in range(len(groups)))
     head = [" & ".join(["", "", *models]) + r" \\", rules,
-            " & ".join(["Dataset", "H", *(["MSE", "MAE"] * len(order))]) + r" \\"]
-    count = ["1st Count", "", *(rf"\multicolumn{{2}}{{c}}{{{firsts[a]}}}" for a in order)]
-    return booktabs("lr" + "cc" * len(order), head, [*rows, count])
+            " & ".join(["Dataset", "H", *(["MSE", "MAE"] * len(groups))]) + r" \\"]
+    count = ["1st Count", "", *(rf"\multicolumn{{2}}{{c}}{{{firsts[a]}}}" for a in order), *([""] * (2 * len(naive)))]
+    return booktabs("lr" + "cc" * len(groups), head, [*rows, count])
 
 
 def paired(df: pd.DataFrame, a: str, b: str, dataset: str, horizon: int, metric: str) -> pd.Series:
@@ -389,11 +389,11 @@ def write_forecast_reports(df: pd.DataFrame, curves: pd.DataFrame, out_dir: Path
     rows.append(["1st Count", ""] + [str(firsts[a]) if k == 0 else "" for a in order for k in range(2)]
                 + [""] * (2 * len(naive)))
     bodies["md"] = md_table(_header(order, names, naive, "md"), rows, n_left=1)
-    bodies["tex"] = table2_tex(table2_rows(s, order, "tex")[0], firsts, order, names)
+    bodies["tex"] = table2_tex(table2_rows(s, order, "tex")[0], firsts, order, names, naive)
     seeds = int(df.loc[df["status"] == "ok", "seed"].nunique())
     failed = df[df["status"] != "ok"]
     note = (f"Test MSE and MAE on the standardised series, mean(std) over {seeds} seed(s) (LaTeX: the means; the "
-            f"spreads and the naive forecasts are in the Markdown and CSV tables); H = prediction length; lower is "
+            f"spreads are in the Markdown and CSV tables); H = prediction length; lower is "
             f"better, the lowest mean of each metric bold. 1st Count: first places over both metrics."
             + (f" {NO_SKILL['md']}: no lower than the best naive forecast on the same windows (the history's last "
                f"value repeated; the history's mean; the history's Fourier extrapolation with S3Attention's harmonics, "
@@ -402,7 +402,7 @@ def write_forecast_reports(df: pd.DataFrame, curves: pd.DataFrame, out_dir: Path
                if len(failed) else ""))
     title = f"Table 2 — multivariate long-term forecasting ({suite}){stand_ins}"
     files += write_table_files(out_dir, "table2", title=title, note=note, md_body=bodies["md"],
-                               tex_body=bodies["tex"], env=env)
+                               tex_body=bodies["tex"], env=env, keys=2)  # split: Dataset and H on every part
     stand_in = " stand-in" if datasource.any_generated(sources) else ""
     files += [p for d in dict.fromkeys(s["dataset"]) for p in forecast_figure(df, out_dir, d, names, f"{d}{stand_in}")]
     return files + write_claims(out_dir, table2_claims(df), suite=f"{suite}{stand_ins}",

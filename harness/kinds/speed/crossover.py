@@ -323,14 +323,17 @@ def crossover_baselines(attentions: Iterable[str], baseline: str) -> list[str]:
     return wanted or [baseline]
 
 
-def plot_marks(table: pd.DataFrame) -> tuple[str | None, dict[str, dict[str, float]]]:
-    """The crossovers a group's plots mark: against the first baseline of the table that was measured (the order
-    of :data:`COMPARE_BASELINES`), only those within the measured range; by metric kind, then variant."""
-    # The first baseline some variant was compared with: a baseline that was not measured places no mark.
+def plot_marks(table: pd.DataFrame, prefer: str | None = None) -> tuple[str | None, dict[str, dict[str, float]]]:
+    """The crossovers a group's plots mark: against ``prefer`` (the suite's baseline, what the ratio figures divide
+    by, so that a ring sits where a ratio line crosses 1) where some variant was compared with it, else against the
+    first baseline of the table that was (the order of :data:`COMPARE_BASELINES`); only those within the measured
+    range; by metric kind, then variant."""
+    # A baseline that was not measured places no mark.
     measured = table[table["verdict"].isin([FROM, ALWAYS, NEVER, EXTRAPOLATED])]
     if measured.empty:
         return None, {}
-    baseline = str(measured["baseline"].iloc[0])
+    compared = list(dict.fromkeys(str(b) for b in measured["baseline"]))
+    baseline = prefer if prefer in compared else compared[0]
     kinds = {column: kind for column, kind, _a, _b in _METRICS}
     marks: dict[str, dict[str, float]] = {}
     for row in table[(table["baseline"] == baseline) & (table["verdict"] == FROM)].itertuples():

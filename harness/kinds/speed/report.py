@@ -112,7 +112,7 @@ def _group_tables(out_dir: Path, df_group: pd.DataFrame, group: Mapping[str, obj
     md_note, tex_note = table4_notes(baseline, bool(timed), row_names)
     tables = {"row_names": row_names, "baseline": baseline}
     written = write_table_files(
-        out_dir, f"table4_{slug}", title=f"Table 4 — {suite_title(suite)}: {title}", note=md_note, tex_note=tex_note,
+        out_dir, f"table4_{slug}", title=f"Table 4 — {suite}: {title}", note=md_note, tex_note=tex_note,
         env=env, md_body=table4(df_group, fmt="md", **tables), tex_body=table4_tex(df_group, rows=printed, **tables),
         tex_full=table4_tex(df_group, **tables) if partial else None)
     if df_group["speedup"].notna().any():
@@ -120,7 +120,7 @@ def _group_tables(out_dir: Path, df_group: pd.DataFrame, group: Mapping[str, obj
                 "bootstrap of that median. (unpaired) = not timed in the same rounds: a ratio of medians.")
         written += write_table_files(
             out_dir, f"ratios_{slug}", title=f"Speed-up against {display_name(baseline, row_names)} [95% CI] — "
-                                             f"{suite_title(suite)}: {title}", note=note, env=env,
+                                             f"{suite}: {title}", note=note, env=env,
             md_body=ratios_table(df_group, baseline, "md", row_names=row_names),
             tex_body=ratios_table(df_group, baseline, "tex", row_names=row_names, rows=printed),
             tex_full=ratios_table(df_group, baseline, "tex", row_names=row_names) if partial else None)

@@ -6,10 +6,16 @@ Per ok timed cell with a FLOP and byte count:
 - attainable = min(P, B · I), with P the GEMM peak and B the copy bandwidth measured at the start of the cell's run
   (stored in the run's environment), the classic roofline of Williams, Waterman and Patterson (CACM 2009);
 - ``roofline_fraction`` = achieved / attainable, and ``bound``: ``memory`` left of the ridge point P / B, else
-  ``compute``.
+  ``compute``; ``above_roof`` where the fraction exceeds 1, flagged in the table and ringed in the figure.
 One figure per mode (and device, dtype, shape): the ceilings as lines, one point per variant and length (colour per
 variant, size growing with the length), eager filled and compiled hollow, as tritonbench's roofline plot; many
-variants as small multiples by group, the baselines in every panel.
+variants as small multiples by group, the baselines in every panel, the ceilings' values in the shared legend.
+
+A point above the roof is possible and says which estimate is loose: left of the ridge, the byte count is the eager
+operator graph's with no cache reuse (an upper bound: an operand still in cache from the op before is counted again,
+and a compiled cell's fused kernels skip round trips its count includes), so the point's true intensity lies to its
+right; right of the ridge, P is the fastest of a few square GEMMs timed once per run, which a kernel timed in a
+quieter moment, or one better blocked for its shape, can pass.
 """
 
 from __future__ import annotations
@@ -33,12 +39,12 @@ from ...report.format import (
     write_table_files,
 )
 from ...report.plots import (
+    figure_legends,
     grid_labels,
     legend_handles,
     line_styles,
     panel_grid,
-    panel_legend,
-    panels,
+    panel_layout,
     paper_style,
     plain_log_axis,
     plt,
@@ -49,7 +55,13 @@ from .crossover import COMPARE_BASELINES
 #: Per run id: (GEMM peak GFLOP/s, copy bandwidth GB/s), from the run's environment.
 Roofs = Mapping[str, tuple[float | None, float | None]]
 ROOFLINE_COLUMNS = ("intensity_flop_per_byte", "gflops_per_s", "gemm_peak_gflops", "memory_bandwidth_gbs",
-                    "attainable_gflops_per_s", "roofline_fraction", "bound")
+                    "attainable_gflops_per_s", "roofline_fraction", "bound", "above_roof")
+ABOVE = "#CC3311"  # the ring of a point above its roof: a red no line of the palette uses
+NOTE = ("Achieved GFLOP/s (its fraction of the attainable min(GEMM peak, bandwidth × I), I = FLOP/byte of the eager "
+        "operator graph; mem = left of the ridge point, memory-bound). \"above roof\": achieved more than the roof; "
+        "left of the ridge the byte count is an upper bound (no cache reuse between ops, and a compiled cell's fusion "
+        "is not counted), so the true intensity is higher; right of it the peak is one run's fastest square GEMM, "
+        "which a kernel can pass. See docs/measuring.md, section Roofline.")
 
 
 def attach_roofline(df: pd.DataFrame, roofs: Roofs) -> pd.DataFrame:
@@ -66,6 +78,7 @@ def attach_roofline(df: pd.DataFrame, roofs: Roofs) -> pd.DataFrame:
     ok["attainable_gflops_per_s"] = np.minimum(ok["gemm_peak_gflops"], slope)
     ok["roofline_fraction"] = ok["gflops_per_s"] / ok["attainable_gflops_per_s"]
     ok["bound"] = np.where(slope < ok["gemm_peak_gflops"], "memory", "compute")
+    ok["above_roof"] = ok["roofline_fraction"] > 1.0
     return ok
 
 
@@ -83,23 +96,27 @@ def roofline_table(points: pd.DataFrame, fmt: Fmt) -> str:
                 row.append(MISSING[fmt])
                 continue
             bound = ", mem" if c["bound"] == "memory" else ""
+            above = ", above roof" if c["above_roof"] else ""
             row.append(f"{c['gflops_per_s']:.3g} ({100 * c['roofline_fraction']:.0f}{pct}, "
-                       f"I {c['intensity_flop_per_byte']:.2g}{bound})")
+                       f"I {c['intensity_flop_per_byte']:.2g}{bound}{above})")
         rows.append(row)
     return render_table(["Attention", *(length_label(n) for n in lengths)], rows, fmt)
 
 
-def _draw_roofline(ax: plt.Axes, points: pd.DataFrame, names: list[str], baselines: list[str],
-                   size: dict[int, float]) -> list[Line2D]:
-    """The ceilings and the points of ``names`` (the baselines under the others); returns the legend's handles."""
-    peak, bandwidth = float(points["gemm_peak_gflops"].iloc[-1]), float(points["memory_bandwidth_gbs"].iloc[-1])
+def _roof(points: pd.DataFrame) -> tuple[float, float]:
+    """(GEMM peak, bandwidth) drawn: the newest run's."""
+    return float(points["gemm_peak_gflops"].iloc[-1]), float(points["memory_bandwidth_gbs"].iloc[-1])
+
+
+def _draw_roofline(ax: plt.Axes, points: pd.DataFrame, names: list[str], styles: Mapping[str, Mapping[str, object]],
+                   size: dict[int, float]) -> None:
+    """The ceilings and the points of ``names`` (the baselines under the others), a red ring around each point above
+    its roof. The ceilings' values go in the legend: written at the roof's ends, points covered them."""
+    peak, bandwidth = _roof(points)
     intensities, ridge = points["intensity_flop_per_byte"], peak / bandwidth
     # the roof is exact with three vertices: the bandwidth slope up to the ridge point, then the flat peak
     x = np.array([min(intensities.min(), ridge) / 2, ridge, max(intensities.max(), ridge) * 2])
-    ax.plot(x, np.minimum(peak, bandwidth * x), color="0.2", lw=1.2)
-    ax.annotate(f"peak {peak:.3g} GFLOP/s", (x[-1], peak), ha="right", va="bottom", fontsize=6)
-    ax.annotate(f"{bandwidth:.3g} GB/s", (x[0], bandwidth * x[0]), ha="left", va="bottom", fontsize=6)
-    styles = line_styles(names, baselines)
+    ax.plot(x, np.minimum(peak, bandwidth * x), color="0.2", lw=1.2, zorder=1)
     for name in names:
         style, part = styles[name], points[points["attention"] == name]
         for compile_mode, sub in part.groupby("compile"):
@@ -107,37 +124,51 @@ def _draw_roofline(ax: plt.Axes, points: pd.DataFrame, names: list[str], baselin
             ax.scatter(sub["intensity_flop_per_byte"], sub["gflops_per_s"], s=[size[n] for n in sub["seq_len"]],
                        marker=style.get("marker") or "o", facecolors=style["color"] if eager else "none",
                        edgecolors=style["color"], linewidths=0.8, zorder=style.get("zorder", 2) + 1)
-    return legend_handles(names, {n: {**s, "ls": ""} for n, s in styles.items()}, lambda n: display_name(n))
+        above = part[part["above_roof"].astype(bool)]
+        if len(above):
+            ax.scatter(above["intensity_flop_per_byte"], above["gflops_per_s"], marker="o", facecolors="none",
+                       edgecolors=ABOVE, linewidths=1.0, s=[size[n] * 2.2 + 20 for n in above["seq_len"]], zorder=6)
 
 
 def _key_handles(points: pd.DataFrame, size: dict[int, float]) -> list[Line2D]:
-    """What the fill and the size of a point mean (once, in the first panel's legend)."""
-    modes = sorted(points["compile"].unique())
-    handles = [Line2D([], [], ls="", marker="o", color="0.4", label=COMPILE_NAMES.get(mode, mode),
-                      markerfacecolor="0.4" if mode == "eager" else "none") for mode in modes]
-    return handles + [Line2D([], [], ls="", marker="o", color="0.6", markersize=np.sqrt(s),
-                             label=f"n = {length_label(n)}") for n, s in size.items()]
+    """What the roof, the fill, the size and a red ring of a point mean (in the shared legend)."""
+    peak, bandwidth = _roof(points)
+    roof = f"roof: {peak:.3g} GFLOP/s GEMM, {bandwidth:.3g} GB/s copy"
+    handles = [Line2D([], [], color="0.2", lw=1.2, label=roof)]
+    handles += [Line2D([], [], ls="", marker="o", color="0.4", label=COMPILE_NAMES.get(mode, mode),
+                       markerfacecolor="0.4" if mode == "eager" else "none")
+                for mode in sorted(points["compile"].unique())]
+    handles += [Line2D([], [], ls="", marker="o", color="0.6", markersize=np.sqrt(s), label=f"n = {length_label(n)}")
+                for n, s in size.items()]
+    if points["above_roof"].astype(bool).any():
+        handles.append(Line2D([], [], ls="", marker="o", mfc="none", mec=ABOVE, mew=1.0, markersize=7,
+                              label="above its roof (see note)"))
+    return handles
 
 
 def plot_roofline(points: pd.DataFrame, out_dir: Path, *, stem: str, title: str) -> list[Path]:
     """The roofline figure of one mode: ceilings from the newest run's peak and bandwidth, the points of the module
-    doc; small multiples by the zoo's groups (:func:`harness.report.plots.panels`) when many variants are drawn, the
-    baselines in every panel. Axes log-log: GFLOP/s against FLOP/byte."""
+    doc; small multiples by the zoo's groups (:func:`harness.report.plots.panel_layout`) when many variants are drawn,
+    the baselines in every panel and one shared legend. Axes log-log: GFLOP/s against FLOP/byte."""
     lengths = sorted(int(n) for n in points["seq_len"].unique())
     size = {n: 10 + 22 * i for i, n in enumerate(lengths)}
     present = [str(a) for a in points["attention"].unique()]
-    baselines = [b for b in COMPARE_BASELINES if b in present]
-    layout = panels(present, baselines)
+    every, layout = panel_layout(present, [b for b in COMPARE_BASELINES if b in present])
     key = _key_handles(points, size)
     with paper_style():
-        fig, axes = panel_grid(len(layout), entries=len(baselines) + max(len(m) for _t, m in layout) + len(key))
+        fig, axes = panel_grid(len(layout), entries=max(len(m) for _t, m in layout), shared=len(every) + len(key))
         try:
-            for i, (ax, (panel_title, members)) in enumerate(zip(axes, layout, strict=True)):
-                handles = _draw_roofline(ax, points, [*baselines, *members], baselines, size)
-                panel_legend(ax, handles + (key if i == 0 else []))
+            own, shared = [], []
+            for ax, (panel_title, members) in zip(axes, layout, strict=True):
+                styles = {n: {**s, "ls": ""} for n, s in line_styles([*every, *members], every,
+                                                                      mute=len(layout) == 1).items()}
+                _draw_roofline(ax, points, [*every, *members], styles, size)
+                shared = shared or legend_handles(every, styles, display_name)
+                own.append((ax, legend_handles(members, styles, display_name)))
                 if panel_title:
                     ax.set_title(panel_title, loc="left")
                 ax.grid(True, which="major")
+            figure_legends(fig, own, shared, key)
             axes[0].set_xscale("log")
             axes[0].set_yscale("log")
             plain_log_axis(axes[0].xaxis)
@@ -160,12 +191,10 @@ def write_roofline(df: pd.DataFrame, out_dir: Path, roofs: Roofs, *, group_colum
     group_columns = tuple(c for c in group_columns if c in points.columns)  # a frame stored before an axis existed
     keep = [*group_columns, "attention", "seq_len", "gflops", "gbytes_moved", *ROOFLINE_COLUMNS]
     written = [write_csv(points[[c for c in keep if c in points.columns]], out_dir / "roofline.csv")]
-    note = ("Achieved GFLOP/s (its fraction of the attainable min(GEMM peak, bandwidth × I), I = FLOP/byte of the "
-            "eager operator graph; mem = left of the ridge point, memory-bound). See the README's Roofline section.")
     for key, group in points.groupby(list(group_columns), sort=True):
         g = dict(zip(group_columns, key, strict=True))
         written += write_table_files(out_dir, f"roofline_{slug_of(g)}", title=f"Roofline — {suite}: {title_of(g)}",
-                                     note=note, env=env, md_body=roofline_table(group, "md"),
+                                     note=NOTE, env=env, md_body=roofline_table(group, "md"),
                                      tex_body=roofline_table(group, "tex"))
     by_mode = [c for c in group_columns if c != "compile"]
     for key, group in points.groupby(by_mode, sort=True) if plots else ():

@@ -12,7 +12,8 @@ from harness.core import envinfo
 from harness.core.envinfo import collect_env
 
 KEYS = set(
-    "device device_name cpu_model cpu_capability cpu_bf16 torch_version cuda_version cudnn_version python_version threads"
+    "device device_name cpu_model cpu_capability cpu_bf16 torch_version cuda_version cudnn_version python_version"
+    " threads"
     " interop_threads cpu_count platform hostname git_commit time_utc glibc_tunables xformers_version"
     " numpy_version".split()
 )
@@ -63,8 +64,8 @@ def test_the_cpu_block_without_torch_matches_collect_env() -> None:
     full = collect_env(torch.device("cpu"))
     light = envinfo.collect_cpu_env(threads=3)
     assert list(light) == list(full)
-    for key in ("device", "device_name", "cpu_model", "cpu_bf16", "torch_version", "cuda_version", "python_version", "cpu_count",
-                "platform", "hostname", "git_commit", "glibc_tunables", "numpy_version"):
+    for key in ("device", "device_name", "cpu_model", "cpu_bf16", "torch_version", "cuda_version", "python_version",
+                "cpu_count", "platform", "hostname", "git_commit", "glibc_tunables", "numpy_version"):
         assert light[key] == full[key], key
     assert light["threads"] == 3 and light["interop_threads"] is None
     if full["cuda_version"] is None:

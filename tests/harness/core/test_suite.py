@@ -102,10 +102,18 @@ def test_parse_set_values() -> None:
     assert parse_set(["seq_len=16", "seq_len=64"]) == {"seq_len": [16, 64]}  # both: none is dropped without a word
 
 
-@pytest.mark.parametrize("item", ["seq_len", "=16", "seq_len=", "nosuch=1", "seq-len=16"])
+@pytest.mark.parametrize("item", ["seq_len", "=16", "seq_len="])
 def test_parse_set_malformed(item: str) -> None:
     with pytest.raises(SuiteError, match="--set"):
         parse_set([item])
+
+
+@pytest.mark.parametrize("item", ["nosuch=1", "seq-len=16", "horizon=96", "config.=1"])
+def test_set_names_only_the_axes_of_the_suites_kind(tiny_suite: Path, item: str) -> None:
+    """An axis no kind has listed every kind's axes as valid (a speed suite's error offered task, noise, horizon)."""
+    with pytest.raises(SuiteError, match=r"^--set: \S+: unknown axis for a speed suite; valid axes: attention") as err:
+        load_suite(tiny_suite, "quick", parse_set([item]))
+    assert not {"task", "noise", "horizon", "dataset"} & set(str(err.value).replace(",", " ").split())
 
 
 def test_parse_set_yaml_error_is_a_suite_error() -> None:

@@ -187,7 +187,7 @@ libc.free(kept_alive)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc only")
-@pytest.mark.parametrize("mapped", [True, False])  # False: the control, where the freed block stays in the address space
+@pytest.mark.parametrize("mapped", [True, False])  # False: the control (the freed block stays mapped)
 def test_map_large_blocks_gives_a_freed_block_s_address_space_back(mapped: bool) -> None:
     """Address space a freed block keeps counts against the memory cap (``RLIMIT_AS``): after ``map_large_blocks`` a
     freed large block leaves none behind, where under the timing settings alone it stays mapped, a hole in the heap."""

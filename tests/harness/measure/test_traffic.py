@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
+import pytest
 import torch
 
+import harness.measure.traffic
 from harness.measure.flops import count_flops, count_work
+from harness.measure.timing import TimingResult
 from harness.measure.traffic import count_bytes, measure_memory_bandwidth_gbs, tensor_bytes
 
 F32 = 4
@@ -61,3 +65,15 @@ def test_count_work_counts_flops_and_bytes_in_one_run() -> None:
 def test_memory_bandwidth_is_a_finite_positive_rate() -> None:
     gbs = measure_memory_bandwidth_gbs(torch.device("cpu"))
     assert math.isfinite(gbs) and gbs > 0
+
+
+def test_the_bandwidth_is_the_fastest_round(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As the GEMM peak: a copy slowed by another process does not lower the roof."""
+    def fake_time_fn(fn: Callable[[], object], device: torch.device, **_kw: object) -> TimingResult:
+        fn()
+        return TimingResult((4.0, 2.0, 4.0, 4.0), 4.0, 0.0, 4.0, 4, 1, "fake")
+
+    monkeypatch.setattr(harness.measure.traffic, "time_fn", fake_time_fn)
+    monkeypatch.setattr(harness.measure.traffic, "_BANDWIDTH_BYTES", 4 * 2**20)
+    # each call copies a quarter of the buffers (1 MiB read + 1 MiB written), the fastest in 2 ms
+    assert measure_memory_bandwidth_gbs(torch.device("cpu")) == pytest.approx(2 * 2**20 / 2e-3 / 1e9)

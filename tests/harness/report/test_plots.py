@@ -1,11 +1,13 @@
-"""The figures' shared primitives (harness.report.plots): panels by group, line styles, --highlight, log ticks, the
-paper style's PDF fonts and width."""
+"""The figures' shared primitives (harness.report.plots): panels by group, line styles and a palette that reads on
+paper, --highlight in every panel, point labels that overlap nothing, log ticks, the paper style's PDF fonts and
+width."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import matplotlib.colors
+import numpy as np
 import pytest
 
 import attentions
@@ -17,13 +19,20 @@ from harness.report.plots import (
     COLUMN_IN,
     MAX_TICKS,
     MUTED,
+    PALETTE,
     PANEL_MAX,
     SINGLE_PANEL_MAX,
     LogTicks,
+    declutter,
     highlighting,
     is_highlighted,
+    label_point,
     line_styles,
+    panel_layout,
     panels,
+    paper_style,
+    plt,
+    short_length,
     single_axes,
     split_patterns,
 )
@@ -54,6 +63,8 @@ def test_a_panel_has_a_distinct_colour_and_marker_per_line_and_emphasised_baseli
         assert len({s["color"] for s in others}) == len(others) and len({s["marker"] for s in others}) == len(others)
         assert [styles[b]["color"] for b in BASELINES] == ["black", "0.45"]
         assert all(styles[b]["lw"] > s["lw"] for b in BASELINES for s in others)
+        # under the variants: a variant equal to a baseline (SDPA's state is the math kernel's) shows on top of it
+        assert all(styles[b]["zorder"] < s["zorder"] for b in BASELINES for s in others)
 
 
 def test_highlight_greys_every_other_variant() -> None:
@@ -108,3 +119,81 @@ def test_a_title_of_items_breaks_between_items_only() -> None:
     lines = wrap_title(title, 3.3).splitlines()
     assert len(lines) > 1 and all(line.endswith("·") for line in lines[:-1])  # each break follows a separator
     assert " ".join(lines) == title and "\u00a0" not in title
+
+
+def _linear_rgb(colour: str) -> np.ndarray:
+    c = np.array(matplotlib.colors.to_rgb(colour))
+    return np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
+
+
+def _lab(rgb: np.ndarray) -> np.ndarray:
+    """CIE L*a*b* (D65) of a linear sRGB colour."""
+    xyz = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]]) @ rgb
+    f = np.cbrt(np.maximum(xyz / np.array([0.9505, 1.0, 1.089]), 0.008856))
+    return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+
+
+#: Machado, Oliveira and Fernandes (2009), severity 1: protanopia, deuteranopia, tritanopia.
+_CVD = (np.array([[0.152286, 1.052583, -0.204868], [0.114503, 0.786281, 0.099216], [-0.003882, -0.048116, 1.051998]]),
+        np.array([[0.367322, 0.860646, -0.227968], [0.280085, 0.672501, 0.047413], [-0.011820, 0.042940, 0.968881]]),
+        np.array([[1.255528, -0.076749, -0.178779], [-0.078411, 0.930809, 0.147602], [0.004733, 0.691367, 0.303900]]))
+
+
+def test_every_colour_of_the_palette_reads_on_white_paper() -> None:
+    """Tol's sand and cyan reach under 1.8:1 against white, too faint for a thin line: each colour reaches 3:1 (WCAG's
+    minimum for graphics), and under each simulated colour-vision deficiency no two colours come closer than in Tol's
+    own scheme (ΔE 15.6) by more than a little."""
+    for colour in PALETTE:
+        luminance = float(np.array([0.2126, 0.7152, 0.0722]) @ _linear_rgb(colour))
+        assert 1.05 / (luminance + 0.05) >= 3.0, colour
+    for matrix in (np.eye(3), *_CVD):
+        labs = [_lab(np.clip(matrix @ _linear_rgb(c), 0, 1)) for c in PALETTE]
+        closest = min(np.linalg.norm(a - b) for i, a in enumerate(labs) for b in labs[i + 1:])
+        assert closest >= 13.0
+
+
+def test_a_highlighted_variant_is_in_every_panel_of_small_multiples() -> None:
+    names = attentions.list_attentions()
+    with highlighting(["s3attention", "fsat"]):
+        every, layout = panel_layout(names, BASELINES)
+        single = panel_layout(["vanilla", "s3attention", "linformer"], ["vanilla"])
+    assert every == [*BASELINES, "s3attention", "fsat"]
+    drawn = [n for _title, members in layout for n in members]
+    assert "s3attention" not in drawn and "fsat" not in drawn and all(members for _t, members in layout)
+    assert sorted(drawn) == sorted(set(names) - {*BASELINES, "s3attention", "fsat"})
+    assert single == (["vanilla"], [("", ["s3attention", "linformer"])])  # one panel: drawn once, in it
+    assert panel_layout(names, BASELINES) == (BASELINES, panels(names, BASELINES))
+    with highlighting(["s3attention"]):
+        styles = line_styles(["vanilla", "s3attention", *names[:12]], ["vanilla"], mute=False)
+    others = [styles[n] for n in names[:12] if n not in ("vanilla", "s3attention")]
+    assert all(s["color"] != styles["s3attention"]["color"] for s in others)  # its colour is its alone
+    assert all(s["color"] != MUTED["color"] and s["lw"] < styles["s3attention"]["lw"] for s in others)
+
+
+def test_point_labels_overlap_no_label_and_no_marker() -> None:
+    """Budgets and lengths labelled at points close together: each label is placed where it covers no other label
+    and no marker, inside its panel, or hidden."""
+    with paper_style():
+        fig, ax = plt.subplots(figsize=(COLUMN_IN, 2.5))
+        try:
+            xs = np.array([1.0, 1.05, 1.1, 1.15, 1.2, 1.25, 2.0, 2.05, 2.1])
+            ys = np.array([1.0, 1.02, 0.98, 1.01, 0.99, 1.0, 3.0, 3.1, 2.9])
+            ax.plot(xs, ys, ls="", marker="o")
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            for i, (x, y) in enumerate(zip(xs, ys, strict=True)):
+                label_point(ax, x, y, f"budget={1000 + i}", "black", below=i % 2 == 1)
+            declutter(fig)
+            renderer = fig.canvas.get_renderer()
+            shown = [t.get_window_extent(renderer) for t in ax.texts if t.get_visible()]
+            assert len(shown) >= 4
+            assert not any(a.overlaps(b) for i, a in enumerate(shown) for b in shown[i + 1:])
+            points = ax.transData.transform(np.column_stack([xs, ys]))
+            assert not any(box.contains(px, py) for box in shown for px, py in points)
+            assert all(ax.bbox.x0 <= b.x0 and b.x1 <= ax.bbox.x1 and ax.bbox.y0 <= b.y0 for b in shown)
+        finally:
+            plt.close(fig)
+
+
+def test_short_lengths_read_as_the_tables_lengths() -> None:
+    assert [short_length(n) for n in (700, 1000, 1024, 1843, 4096)] == ["700", "1000", "1K", "1.8K", "4K"]

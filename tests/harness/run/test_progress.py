@@ -1,13 +1,16 @@
 """What a run prints (harness.run.progress): failures as they happen, a progress line a minute in a log, the cells
-that do not run folded into a line per reason, the files counted."""
+that do not run folded into a line per reason, the files counted and the command that lists them as this shell runs
+it, an ETA that moves inside a long group, a busy machine said once."""
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from harness.light import attnbench_command
 from harness.run import progress
 from harness.run.progress import Console, duration, files_line, reasons_line
 
@@ -30,9 +33,74 @@ def test_reasons_fold_into_one_line() -> None:
     assert "2 more for 2 other reasons" in line and reasons_line("x", []) is None
 
 
-def test_files_are_counted_not_listed() -> None:
+def test_files_are_counted_not_listed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(progress, "attnbench_command", lambda: "attnbench")
     line = files_line(Path("/r"), [Path(f"/r/t{i}.md") for i in range(3)] + [Path("/r/f.png"), Path("/r/f.pdf")])
     assert line == "results: /r — wrote 5 files (3 .md, 1 .pdf, 1 .png); `attnbench show /r` lists them"
+
+
+def test_hints_name_the_command_as_this_shell_runs_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """After `make bench-speed`, `attnbench` is not on PATH: the closing hint said `attnbench show ...` all the same."""
+    bin_dir = tmp_path / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "attnbench").write_text("#!/bin/sh\n")
+    (bin_dir / "attnbench").chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(bin_dir / "python"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert attnbench_command() == ".venv/bin/attnbench"
+    assert "`.venv/bin/attnbench show /r` lists them" in files_line(Path("/r"), [])
+    monkeypatch.chdir("/")
+    assert attnbench_command() == str(bin_dir / "attnbench")
+    monkeypatch.setenv("PATH", str(bin_dir))  # activated: the bare name is this installation's
+    assert attnbench_command() == "attnbench"
+
+
+class TtyBar(Bar):
+    """A terminal's bar: the text after it and where it stands."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.postfix = ""
+
+    def set_postfix_str(self, text: str, refresh: bool = True) -> None:
+        self.postfix = text
+
+
+def test_the_eta_moves_inside_a_long_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Counted only when a cell ended, a run of long groups showed `4/22 [09:30<14:40]` ... `[14:30<14:40]`: the
+    share of the running group's rounds done counts too."""
+    now = [0.0]
+    monkeypatch.setattr(progress.time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(progress, "HEARTBEAT_S", 3600)
+    console = Console(total=4, tty=True, bar=TtyBar())
+    for label in ("a n=4096", "b n=4096"):
+        console.starting(label)
+    assert console.bar.postfix == "0/4 [0s<?] b n=4096"  # nothing done: no estimate yet
+    now[0] = 100.0
+    console.group_progress(0.25)  # half a cell's worth of 4 done in 100 s: 700 s left
+    assert console.bar.postfix.startswith("0/4 [1m40s<11m40s]") and console.bar.n == 0.5
+    now[0] = 200.0
+    console.group_progress(0.5)  # one cell's worth in 200 s: 600 s left
+    assert console.bar.postfix.startswith("0/4 [3m20s<10m00s]")
+    assert console._pace(now[0]) == "25%, 3m20s elapsed, about 10m00s left"  # the log's line says the same
+    now[0] = 400.0
+    console.finished("a n=4096", "ok", "", "ok")
+    console.finished("b n=4096", "ok", "", "ok")
+    assert console.bar.postfix.startswith("2/4 [6m40s<6m40s]")
+    console.starting("c n=8192")
+    assert console.fraction == 0.0  # a new group starts from none of its rounds
+    console.close()
+
+
+def test_a_busy_machine_is_said_once_with_its_share_of_the_cores(capsys: pytest.CaptureFixture[str]) -> None:
+    console = Console(total=10, tty=False, bar=Bar())
+    console.busy(1.3, 2)
+    console.busy(1.9, 2)
+    console.close()
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if "busy" in x]
+    assert line.startswith("warning: the machine is busy: other processes used 1.30 of its 2 cores (65%)")
+    assert "flagged noisy (†)" in line and "--require-quiet" in line
 
 
 def test_a_log_gets_failures_a_line_a_minute_and_the_count(monkeypatch: pytest.MonkeyPatch,

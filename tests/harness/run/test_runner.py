@@ -1,5 +1,5 @@
 """Tests of harness.run (runner, execute, worker) and harness.kinds.speed.cells: resume after a kill, failures as
-statuses, --isolate."""
+statuses, --isolate, a busy machine and emulated bfloat16 said early."""
 
 from __future__ import annotations
 
@@ -17,8 +17,11 @@ import pytest
 import torch
 from torch import nn
 
+import harness.core.envinfo
 import harness.kinds.speed.cells
 import harness.measure.group
+import harness.run.execute
+import harness.run.progress
 import harness.run.runner
 from harness.core.cell import Cell, CellResult, CellTimeout, Context, NonFinite, classify_exception
 from harness.core.store import STATUSES, Store
@@ -513,3 +516,67 @@ def test_retry_failed_and_fresh_are_one_or_the_other(cli: Callable[..., Any], ti
                                                      tmp_path: Path) -> None:
     result = cli("run", tiny_suite, "--out", tmp_path / "o", "--device", "cpu", "--fresh", "--retry-failed")
     assert result.code == 2 and "not allowed with argument" in result.err and not (tmp_path / "o").exists()
+
+
+# ---------------------------------------------------------------------------------------------------
+# What a run says early: a busy machine (once, from the first timed group's measured load), bfloat16 emulated.
+
+
+def _busy_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int, float]]:
+    """Each call of the console's busy warning: (cells done, cells being measured, load)."""
+    calls: list[tuple[int, int, float]] = []
+    original = harness.run.progress.Console.busy
+
+    def spy(self: Any, load: float, cores: int) -> None:
+        calls.append((self.done, len(self.running), load))
+        original(self, load, cores)
+
+    monkeypatch.setattr(harness.run.progress.Console, "busy", spy)
+    return calls
+
+
+def test_a_busy_machine_is_said_after_the_first_group_once(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                            write_yaml: Callable[..., Path], reports: list[Any],
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """The warning came at the end of a 40-minute run, though the first timed group had measured the load."""
+    monkeypatch.setattr(harness.measure.group, "load_between",
+                        lambda a, b: {"load_other_cores": 1.3, "steal_fraction": 0.0})
+    calls = _busy_calls(monkeypatch)
+    run_suite(load_suite(write_yaml(tiny_doc(metrics=["time"]))), out=tmp_path, progress=False)
+    assert calls[0][:2] == (0, 2)  # while the first group's first cell was being recorded
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "the machine is busy" in line]
+    assert len(warnings) == 1 and f"1.30 of its {os.cpu_count()} cores" in warnings[0]
+
+
+def test_a_long_group_says_a_busy_machine_while_it_is_timed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                             write_yaml: Callable[..., Path],
+                                                             reports: list[Any]) -> None:
+    """A group of many variants takes minutes: its blocks so far tell the load, and move the ETA."""
+    monkeypatch.setattr(harness.run.execute, "EARLY_BUSY_S", 0.0)
+    monkeypatch.setattr(harness.measure.group, "load_between",
+                        lambda a, b: {"load_other_cores": 1.3, "steal_fraction": 0.0})
+    calls = _busy_calls(monkeypatch)
+    fractions: list[float] = []
+    original = harness.run.progress.Console.group_progress
+    monkeypatch.setattr(harness.run.progress.Console, "group_progress",
+                        lambda self, f: (fractions.append(f), original(self, f)))
+    run_suite(load_suite(write_yaml(tiny_doc(metrics=["time"]))), out=tmp_path, progress=False)
+    assert calls[0][:2] == (0, 2)  # before any cell of the group was recorded
+    assert fractions[-1] == 1.0 and 0 < min(fractions) < 0.5  # block by block, to the group's end
+
+
+def test_bfloat16_on_a_cpu_without_it_is_said_before_running(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                             write_yaml: Callable[..., Path], reports: list[Any],
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """On an AVX2 CPU a bfloat16 Linear took 63× its float32 time: a sweep of such cells measures the emulation."""
+    monkeypatch.setattr(harness.core.envinfo, "cpu_bf16", lambda: "emulated")
+    doc = tiny_doc(axes={"dtype": ["bfloat16"], "seq_len": [16], "mode": ["fwd"]}, metrics=["memory"])
+    run_suite(load_suite(write_yaml(doc)), out=tmp_path, progress=False)
+    err = capsys.readouterr().err
+    assert "warning: 2 cells run in bfloat16 on a CPU without bfloat16 instructions" in err
+    assert "--set dtype=float32" in err
+    with Store(tmp_path / "tiny" / "quick" / "results.db") as store:
+        assert store.runs()["env"].iloc[0]["cpu_bf16"] == "emulated"
+    monkeypatch.setattr(harness.core.envinfo, "cpu_bf16", lambda: "native")
+    run_suite(load_suite(write_yaml(doc)), out=tmp_path, progress=False, fresh=True)
+    assert "without bfloat16 instructions" not in capsys.readouterr().err

@@ -41,7 +41,8 @@ def test_paired_by_seed_only_over_seeds_both_finished() -> None:
 def test_table1_differences_render_and_csv(tmp_path: Path) -> None:
     (table,) = table1_differences(_table1(), ["attention"], "vanilla")
     md = table.render("md")
-    assert "| S3Attention | +3.50 [-2.85, +9.85]ⁿˢ |" in md  # display names, as in Table 1 itself
+    assert "| S3Attention | +3.50 [−2.85, +9.85]ⁿˢ |" in md  # display names, as in Table 1 itself; a real minus
+    assert r"+3.50 [$-$2.85, +9.85]$^{ns}$" in table.render("tex")
     assert table.heading == "Difference from Transformer (percentage points)"
     source = "generated stand-in (attnbench text stand-in v6: {})"
     written = write_differences(tmp_path, "table1", "Table 1 — t", [table], env={},

@@ -11,6 +11,8 @@ import pytest
 
 import harness.kinds.accuracy.plots
 from harness.kinds.accuracy.plots import (
+    CURVES_MAX,
+    curve_rows,
     plot_ablation,
     plot_incoherence,
     plot_learning_curves,
@@ -62,3 +64,26 @@ def test_learning_curves_show_percent_and_single_points(tmp_path: Path, monkeypa
     (line,) = acc_ax.get_lines()
     assert list(line.get_ydata()) == [62.5] and line.get_marker() not in (None, "", "None")
     assert "%" in acc_ax.get_ylabel()
+
+
+def test_many_learning_curves_are_rows_of_a_few_with_whole_step_ticks(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The robustness suite's nine curves (three models at three noise settings) crossed each other in one panel,
+    over ticks at steps 2.5 and 3.5: rows of at most CURVES_MAX lines, one model's settings in one row, whole steps."""
+    models = ["vanilla", "s3attention", "none"]
+    settings = ["(a=0)", "(a=8, train+test)", "(a=8, test only)"]
+    curves = pd.DataFrame([{"step": step, "train_loss": 1.0 / step + i, "dev_acc": 0.1 * step, "attention": m,
+                            "model": f"{m} {s}", "seed": 0}
+                           for i, (m, s) in enumerate((m, s) for m in models for s in settings) for step in (2, 4)])
+    seen = spy_axes(monkeypatch, harness.kinds.accuracy.plots)
+    plot_learning_curves(curves, tmp_path, task="image", title="t", by="model", order=[f"{m} {s}" for m in models
+                                                                                      for s in settings])
+    (axes,) = seen
+    rows = [[line.get_label() for line in ax.get_lines()] for ax in axes[1::2]]  # the accuracy panel of each row
+    assert rows == [[f"{m} {s}" for s in settings] for m in models]
+    assert all(len(row) <= CURVES_MAX for row in rows)
+    for ax in axes:
+        lo, hi = ax.get_xlim()
+        assert all(float(t).is_integer() for t in ax.get_xticks() if lo <= t <= hi)
+    assert curve_rows(curves.assign(model=curves["attention"]).drop_duplicates("attention"), "model") == [
+        ["none", "s3attention", "vanilla"]]  # one line per model: as few rows as fit

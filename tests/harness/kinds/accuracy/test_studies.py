@@ -81,16 +81,16 @@ def test_table5_clean_cells_shared_by_both_modes() -> None:
     df = noise_df()
     df.loc[df["noise"] == 0, "noise_on"] = None  # a suite whose clean cells have no noise_on
     md = table5(df, fmt="md")
-    train_test, test_only = md.split("#### noise on test only")
-    assert "| Transformer |     41.39 |     40.29 (-2.66%) |" in train_test
-    assert "| Transformer |     41.39 |     — |     40.00 (-3.36%) |" in test_only
+    train_test, test_only = md.split("#### Noise on test only (test only)")
+    assert "| Transformer |     41.39 |     40.29 (−2.66%) |" in train_test
+    assert "| Transformer |     41.39 |     — |     40.00 (−3.36%) |" in test_only
     assert len(noise_summary(df).query("noise == 0")) == 2  # one row per attention, not per mode
 
 
 def test_table5_without_noise_axis_is_the_clean_column() -> None:
     df = noise_df().query("noise == 0").drop(columns=["noise", "noise_on"])
     md = table5(df, fmt="md")
-    assert md.startswith("#### noise on train and test") and "test only" not in md
+    assert md.startswith("#### Noise on train and test (train+test)") and "test only" not in md
     assert "| Transformer |     41.39 |" in md and "| S3Attention | **57.50** |" in md  # best of the column bold
 
 
@@ -190,11 +190,13 @@ def ablation_df() -> pd.DataFrame:
 
 def test_table7_signs_order_and_baseline_row() -> None:
     s = ablation_summary(ablation_df(), ABLATION_VARIANTS).query("task == 'avg'").set_index("model")
-    assert list(s.index) == ["Baseline", "Four. Conv.", "Row Attn."]
+    # the paper's component names, saying what each row removed
+    assert list(s.index) == ["Baseline", "w/o Four. Conv.", "w/o Row Attn."]
     assert math.isclose(s.loc["Baseline", "mean"], 53.75) and s.loc["Baseline", "diff"] == 0
-    assert math.isclose(s.loc["Four. Conv.", "diff"], -2.25) and math.isclose(s.loc["Row Attn.", "diff"], 0.05)
+    assert math.isclose(s.loc["w/o Four. Conv.", "diff"], -2.25) and math.isclose(s.loc["w/o Row Attn.", "diff"], 0.05)
     # Without options the rows follow the base variant, then the others sorted.
-    assert list(md_cells(table7(ablation_df(), fmt="md"))) == ["Baseline", "custom", "Four. Conv.", "Row Attn."]
+    assert list(md_cells(table7(ablation_df(), fmt="md"))) == ["Baseline", "custom", "w/o Four. Conv.",
+                                                               "w/o Row Attn."]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -296,8 +298,10 @@ def test_write_study_reports_files(tmp_path: Path) -> None:
     tex = (tmp_path / "table6.tex").read_text()
     comments = [line for line in tex.splitlines() if line.startswith("%")]
     assert comments[0].startswith("% Needs \\usepackage{booktabs}") and comments[1].startswith("% cpu · torch 2.x")
-    assert "\\caption{study: varying one setting at a time" in tex and "\\label{tab:table6}" in tex
-    assert len([c for c in comments if not c.startswith("% (")]) <= 3  # besides the sub-tables' headings
+    # the caption is the title; the notes are under the table; each sub-table's heading is shown over it
+    assert "\\caption{Study: varying one setting at a time}" in tex and "\\label{tab:table6}" in tex
+    assert "\\textit{(a) r}" in tex and "\\textit{(b) s1}" in tex and "\\footnotesize" in tex
+    assert len(comments) <= 3
     with pytest.raises(ValueError, match="table1"):
         write_study_reports(df, tmp_path, tables=["table1"], env=ENV, suite="study")
 
@@ -308,11 +312,12 @@ def test_table5_marks_entries_that_do_not_beat_the_control() -> None:
                                       task="image")], ignore_index=True)
     md = table5(df, fmt="md")
     # a = 2: 40.29 - 40.00 is within the control's seed spread (0.71); a = 0: 41.39 - 40.00 is beyond both spreads
-    assert "| Transformer               |     41.39 |    40.29° (-2.66%) |" in md and "| none " in md
+    assert "| Transformer               |     41.39 |    40.29° (−2.66%) |" in md and "| none " in md
 
 
 def test_table5_figure_lists_models_in_the_tables_row_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The baseline first and the control last, as Table 5's rows (the figure listed them by name: `none` second)."""
+    """The baseline first and the control last, as Table 5's rows in every table's order (the figure listed them by
+    name: `none` second)."""
     import harness.kinds.accuracy.study_figures as study_figures
 
     seen: list[list[str]] = []
@@ -322,4 +327,4 @@ def test_table5_figure_lists_models_in_the_tables_row_order(tmp_path: Path, monk
             for noise in (0, 2) for seed in (0, 1)]
     df = cells(rows, ["attention", "noise", "noise_on", "seed", "status", "test_acc"], task="image")
     write_study_reports(df, tmp_path, tables=["table5"], env=ENV, suite="study")
-    assert seen == [["Transformer", "Linformer", "S3Attention", "none (no mixing, control)"]]
+    assert seen == [["Transformer", "S3Attention", "Linformer", "none (no mixing, control)"]]  # every table's order

@@ -3,7 +3,10 @@ a time its cell's, a speed-up its own and its reference's."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
+import pytest
 
 from harness.kinds.approximation.report import _rows, attach_speedup
 
@@ -42,7 +45,8 @@ def test_the_pareto_axis_spans_the_approximations_and_exact_points_sit_on_its_fl
     of the smallest error above rounding), and the exact points are drawn on it, ▼, with a legend entry saying so."""
     import matplotlib.pyplot as plt
 
-    from harness.kinds.approximation.report import ROUNDING, _draw_pareto, _floor
+    from harness.kinds.approximation.report import ROUNDING, _draw_pareto, _floor, _keys
+    from harness.report.plots import line_styles
 
     part = pd.DataFrame({"attention": ["vanilla", "linformer", "linformer"], "budget": ["default", "k=32", "k=64"],
                          "rel_fro": [1.5e-7, 0.3, 0.015], "speedup": [0.6, 3.0, 2.0]})
@@ -51,9 +55,36 @@ def test_the_pareto_axis_spans_the_approximations_and_exact_points_sit_on_its_fl
     assert _floor(part.assign(rel_fro=[0, 0.3, 0.2])) == 1e-2  # at most 1e-2: a decade under the best still shows
     fig, ax = plt.subplots()
     try:
-        handles = _draw_pareto(ax, part, ["vanilla", "linformer"], ["vanilla"], floor)
+        styles = line_styles(["vanilla", "linformer"], ["vanilla"])
+        assert _draw_pareto(ax, part, ["vanilla", "linformer"], styles, ["vanilla"], floor)
         at_floor = [line for line in ax.get_lines() if line.get_marker() == "v"]
         assert len(at_floor) == 1 and list(at_floor[0].get_ydata()) == [floor]
-        assert handles[-1].get_label() == "exact to rounding (below the axis)"
+        assert _keys("vanilla_sdpa", True)[-1].get_label() == "exact to rounding (below the axis)"
     finally:
         plt.close(fig)
+
+
+def test_the_pareto_figures_labels_overlap_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Budget labels of lines that meet near one point ("nb_features=16" over "window=32"): each label covers no
+    other label and no marker, or is hidden."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    import harness.kinds.approximation.report
+    from harness.kinds.approximation.report import plot_pareto
+    from tests.harness.figures import spy_axes
+
+    rows = [("vanilla", "default", 1e-7, 0.6)]
+    for name, budgets in (("linformer", ("k=32", "k=64", "k=256")), ("performer", ("nb_features=16", "m=64")),
+                          ("local", ("window=32", "window=128")), ("nystromformer", ("m=8", "m=32"))):
+        rows += [(name, b, 0.5 / (i + 1) + 0.01 * len(name), 0.9 + 0.05 * i) for i, b in enumerate(budgets)]
+    df = pd.DataFrame([{"attention": a, "budget": b, "rel_fro": e, "speedup": s, "status": "ok", "input": "gaussian",
+                        "seq_len": 128} for a, b, e, s in rows])
+    seen = spy_axes(monkeypatch, harness.kinds.approximation.report)
+    plot_pareto(df, tmp_path, suite="approximation", reference="vanilla_sdpa")
+    (ax,) = seen[0]
+    renderer = FigureCanvasAgg(ax.get_figure()).get_renderer()  # the figure is closed: a canvas to measure with
+    shown = [t.get_window_extent(renderer) for t in ax.texts if t.get_visible()]
+    assert len(shown) >= 4 and not any(a.overlaps(b) for i, a in enumerate(shown) for b in shown[i + 1:])
+    points = [xy for line in ax.get_lines() if line.get_marker() not in ("None", "")
+              for xy in line.get_transform().transform(line.get_xydata())]
+    assert not any(box.contains(x, y) for box in shown for x, y in points)

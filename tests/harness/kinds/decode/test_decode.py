@@ -95,3 +95,29 @@ def test_a_failing_step_is_the_cells_status(write_yaml: Callable[..., Path], tmp
                         lambda self, x, state: (torch.full_like(x, float("nan")), state))
     (result,) = measure_group(cells, Context(tmp_path))
     assert result.status == "nan" and "step" in result.message
+
+
+def test_the_decode_figure_ticks_the_measured_contexts_and_shares_one_legend(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A log-10 context axis set 10000 beside 20000, between the contexts measured; the KV cache baseline was in
+    every panel's legend. The contexts are the ticks, and the baseline is in one legend shared by the panels."""
+    import harness.kinds.decode.report
+    from harness.kinds.decode.report import _figure
+    from tests.harness.figures import spy_axes
+
+    names = ["vanilla", "vanilla_sdpa", "luna", "transformer_ls", "performer", "linear_transformer", "cosformer",
+             "local", "longformer", "reformer", "synthesizer"]
+    contexts = (1024, 4096, 16384, 32768)
+    df = pd.DataFrame([{"attention": a, "context": n, "status": "ok", "ms_per_token": 0.1 * (i + 1) * n / 1024,
+                        "state_bytes": 2**20 * (i + 1)} for i, a in enumerate(names) for n in contexts])
+    seen = spy_axes(monkeypatch, harness.kinds.decode.report)
+    _figure(df, tmp_path, "decode_g", "Decoding", "vanilla")
+    axes = [ax for ax in seen[0] if ax.get_visible()]
+    assert len(axes) > 1
+    bottom = axes[-1]
+    assert [t.get_text() for t in bottom.get_xticklabels() if t.get_text()] == ["1K", "4K", "16K", "32K"]
+    for ax in axes:
+        assert "Transformer" not in [t.get_text() for t in ax.get_legend().get_texts()]
+        assert "vanilla" in {line.get_gid() for line in ax.get_lines()}  # the baseline drawn in every panel
+    shared = [t.get_text() for legend in bottom.get_figure().legends for t in legend.get_texts()]
+    assert shared == ["Transformer"]

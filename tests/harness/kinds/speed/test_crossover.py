@@ -285,6 +285,33 @@ def test_plot_marks_prefer_vanilla_sdpa_and_the_range() -> None:
     assert marks["memory"]["linear"] == pytest.approx(2000, rel=1e-3)  # "fast" is always ahead: no mark
 
 
+def test_plot_marks_prefer_the_suites_baseline() -> None:
+    """The ratio figures divide by the suite's baseline: the rings are against it where it was measured, so that a
+    ring sits where a ratio line crosses 1."""
+    df, samples = _cells({
+        "vanilla": ("n^2", vanilla_time, vanilla_mem),
+        "vanilla_sdpa": ("n^2", lambda n: 0.5 * vanilla_time(n), vanilla_mem),
+        "linear": ("n", linear_time, linear_mem),
+    })
+    table = group_crossovers(df, group=GROUP, baselines=["vanilla_sdpa", "vanilla"], samples=samples, n_boot=100)
+    baseline, marks = plot_marks(table, "vanilla")
+    assert baseline == "vanilla" and marks["time"]["linear"] == pytest.approx(2000, rel=0.03)
+    assert plot_marks(table, "performer")[0] == "vanilla_sdpa"  # not compared with: the usual order
+
+
+def test_a_ratio_figure_rings_only_crossovers_against_its_own_baseline(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    df, _samples = _cells({"vanilla": ("n^2", vanilla_time, vanilla_mem), "linear": ("n", linear_time, linear_mem),
+                           "vanilla_sdpa": ("n^2", lambda n: 0.5 * vanilla_time(n), vanilla_mem)})
+    marks: list[float] = []
+    real_mark = harness.kinds.speed.plots.mark_crossing
+    monkeypatch.setattr(harness.kinds.speed.plots, "mark_crossing",
+                        lambda ax, x, y, color: (marks.append(y), real_mark(ax, x, y, color)))
+    plot_scaling(df.assign(peak_mem_bytes=math.nan), tmp_path, slug="s", title="t", baseline="vanilla",
+                 crossover_baseline="vanilla_sdpa", crossovers={"time": {"linear": 4000.0}})
+    assert len(marks) == 1  # on the time figure; the ratio to vanilla does not cross 1 at SDPA's crossover
+
+
 def test_plot_scaling_marks_the_crossovers_on_the_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     df, _samples = _cells({"vanilla": ("n^2", vanilla_time, vanilla_mem), "linear": ("n", linear_time, linear_mem)})
     lines: list[float] = []
@@ -294,22 +321,21 @@ def test_plot_scaling_marks_the_crossovers_on_the_lines(tmp_path: Path, monkeypa
         lines.append(x)
         return original(self, x, *args, **kwargs)
 
-    marks: list[tuple[float, float, str]] = []
+    marks: list[tuple[float, float]] = []
     real_mark = harness.kinds.speed.plots.mark_crossing
 
-    def spy_mark(ax: matplotlib.axes.Axes, x: float, y: float, text: str, color: object, below: bool = False) -> None:
-        marks.append((x, y, text))
-        real_mark(ax, x, y, text, color, below)
+    def spy_mark(ax: matplotlib.axes.Axes, x: float, y: float, color: object) -> None:
+        marks.append((x, y))
+        real_mark(ax, x, y, color)
 
     monkeypatch.setattr(matplotlib.axes.Axes, "axvline", spy_vertical)
     monkeypatch.setattr(harness.kinds.speed.plots, "mark_crossing", spy_mark)
-    paths = plot_scaling(df, tmp_path, slug="s", title="marks", crossover_baseline="vanilla",
+    paths = plot_scaling(df, tmp_path, slug="s", title="marks", crossover_baseline="vanilla", baseline="vanilla",
                          crossovers={"time": {"linear": 2000.0}, "memory": {"linear": 1990.0}})
     assert [p.name for p in paths] == [f"{stem}.{ext}" for stem in ("time_s", "time_ratio_s", "memory_s",
                                                                     "memory_ratio_s") for ext in ("png", "pdf")]
-    assert [(x, text) for x, _y, text in marks] == [(2000.0, "2K"), (2000.0, "2K"), (1990.0, "1.9K"),
-                                                    (1990.0, "1.9K")]
-    # on the variant's own line: its time there, and a ratio to the baseline of about 1
+    assert [x for x, _y in marks] == [2000.0, 2000.0, 1990.0, 1990.0]
+    # on the variant's own line: its time there, and a multiplier against the baseline of about 1
     assert marks[0][1] == pytest.approx(linear_time(2000), rel=0.1)
     assert marks[1][1] == pytest.approx(1.0, rel=0.15)
     assert marks[2][1] == pytest.approx(linear_mem(1990) / 2**20, rel=0.1)

@@ -1,5 +1,7 @@
 """The speed suite's scaling figures: files written, formats, skipped figures, readable axes, small multiples of the
-whole zoo with the baselines in every panel, --highlight, and a dot chart where a group has one length."""
+whole zoo with the baselines in every panel and one shared legend, titles naming the metric, the tables' multipliers
+in the ratio figures, crossover lengths in the legend, --highlight in every panel, and a dot chart where a group has
+one length."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from harness.report.plots import COLUMN_IN, DOUBLE_IN, MAX_TICKS, MUTED, highlig
 from tests.harness.figures import check_files, spy_axes
 from tests.harness.kinds.speed.test_speed import ENV, _row, make_results
 
-BASELINES = ["vanilla_sdpa", "vanilla"]
+BASELINES = ["vanilla", "vanilla_sdpa"]  # the suite's baseline first (black), then SDPA (grey)
 
 
 def _files(*stems: str) -> list[str]:
@@ -83,23 +85,28 @@ def test_a_narrow_log_axis_still_has_two_labelled_ticks(tmp_path: Path, monkeypa
         assert len(labelled) >= 2, [t.label1.get_text() for t in labelled]
 
 
-def test_the_whole_zoo_is_small_multiples_with_the_baselines_in_every_panel(
+def _figure_legend_texts(ax: object) -> list[str]:
+    """The texts of the legends of ``ax``'s figure (the shared legend of small multiples)."""
+    return [t.get_text() for legend in ax.get_figure().legends for t in legend.get_texts()]  # type: ignore[attr-defined]
+
+
+def test_the_whole_zoo_is_small_multiples_with_the_baselines_in_every_panel_and_one_shared_legend(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     df = zoo_results().assign(peak_mem_bytes=math.nan)  # the time figures suffice
     names = sorted(df["attention"].unique())
     seen = spy_axes(monkeypatch, harness.kinds.speed.plots)
-    plot_scaling(df, tmp_path, slug="zoo", title="zoo", crossover_baseline="vanilla_sdpa")
+    plot_scaling(df, tmp_path, slug="zoo", title="zoo", crossover_baseline="vanilla_sdpa",
+                 crossovers={"time": {"linformer": 700.0, "performer": 900.0}})
     layout = panels([n for n in names if n not in BASELINES], BASELINES)
     assert len(layout) > 1
     axes = seen[0]  # time
     assert len(axes) == len(layout)
     drawn: list[str] = []
     for ax, (_title, members) in zip(axes, layout, strict=True):
-        texts = _legend_texts(ax)
-        assert texts[:2] == [display_name(b) for b in BASELINES], texts  # first, in every panel
-        assert texts[2:2 + len(members)] == [display_name(m) for m in members]
+        # the panel's legend names its own lines only: the baselines and the keys are in the shared legend
+        assert [t.split(" (○")[0] for t in _legend_texts(ax)] == [display_name(m) for m in members]
         drawn += members
-        # baselines thick, black and grey; the others a distinct colour and marker each
+        # baselines in every panel, thick, black and grey; the others a distinct colour and marker each
         lines = {line.get_gid(): line for line in ax.get_lines() if line.get_gid()}
         assert [matplotlib.colors.to_hex(lines[b].get_color()) for b in BASELINES] == ["#000000", "#737373"]
         assert all(lines[b].get_linewidth() >= 1.5 for b in BASELINES)
@@ -107,6 +114,57 @@ def test_the_whole_zoo_is_small_multiples_with_the_baselines_in_every_panel(
         assert len({c for c, _m in styles}) == len(styles) and len({m for _c, m in styles}) == len(styles)
         assert "#000000" not in {c for c, _m in styles}
     assert sorted(drawn) == sorted(n for n in names if n not in BASELINES)  # every variant exactly once
+    shared = _figure_legend_texts(axes[0])
+    assert shared[:2] == [display_name(b) for b in BASELINES]  # once, for the whole figure
+    assert "OOM (top edge)" in shared and any(t.startswith("crossover vs Transformer (SDPA)") for t in shared)
+
+
+def test_crossover_lengths_go_in_the_legend_and_no_label_sits_beside_a_ring(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many variants cross the baseline near the same length: their lengths printed beside the rings ran together
+    ("291 283 287 468 1.1K"); each goes after its variant's name in the legend, the ring stays on the line."""
+    df = zoo_results().assign(peak_mem_bytes=math.nan)
+    close = {name: 700.0 + 10 * i for i, name in enumerate(["local", "sparse_transformer", "longformer", "bigbird"])}
+    seen = spy_axes(monkeypatch, harness.kinds.speed.plots)
+    plot_scaling(df, tmp_path, slug="zoo", title="zoo", crossover_baseline="vanilla",
+                 crossovers={"time": close})
+    texts = [t for axes in seen for ax in axes for t in ax.texts if t.get_visible()]
+    assert texts == []  # no free-standing label that could collide
+    legend = [t for axes in seen[:1] for ax in axes for t in _legend_texts(ax)]
+    assert "Local Attention (○ 700)" in legend and "BigBird (○ 730)" in legend
+    rings = [line for ax in seen[0] for line in ax.get_lines() if line.get_markerfacecolor() == "white"]
+    assert sorted(round(float(line.get_xdata()[0])) for line in rings) == [700, 710, 720, 730]
+
+
+def test_figures_are_titled_by_what_they_show(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A memory figure of the speed suite was titled "Speed: …"; each figure's title starts with its metric."""
+    seen = spy_axes(monkeypatch, harness.kinds.speed.plots)
+    plot_scaling(make_results(), tmp_path, slug="s", title="Speed suite: CPU")
+    plot_scaling(make_results(mode="train_step"), tmp_path, slug="t", title="Speed suite: CPU")
+    titles = [axes[0].get_figure().get_suptitle() for axes in seen]
+    assert titles == ["Time — Speed suite: CPU", "Speed-up — Speed suite: CPU", "Peak memory — Speed suite: CPU",
+                      "Memory saving — Speed suite: CPU", "Throughput — Speed suite: CPU",
+                      "Throughput ratio — Speed suite: CPU", "Peak memory — Speed suite: CPU",
+                      "Memory saving — Speed suite: CPU"]
+
+
+def test_the_ratio_figures_show_the_tables_multipliers_against_the_suites_baseline(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Table 4's multipliers: the baseline's time (memory) over the variant's, above 1 is better; the figures divided
+    the variant by SDPA instead (below 1 was better), so a reader cross-checking got two numbers."""
+    df = pd.concat([make_results(), make_results().query("attention == 'vanilla'").assign(
+        attention="vanilla_sdpa", time_ms_median=lambda d: d["time_ms_median"] / 2)])
+    seen = spy_axes(monkeypatch, harness.kinds.speed.plots)
+    plot_scaling(df, tmp_path, slug="s", title="t", crossover_baseline="vanilla_sdpa", baseline="vanilla")
+    (time_ratio,), (memory_ratio,) = seen[1], seen[3]
+    s3 = next(line for line in time_ratio.get_lines() if line.get_gid() == "s3attention")
+    at_1k = dict(zip(s3.get_xdata(), s3.get_ydata(), strict=True))[1024]
+    assert at_1k == pytest.approx(4.0)  # vanilla 40 ms / s3attention 10 ms: 4.0x faster, as Table 4 prints it
+    s3_memory = next(line for line in memory_ratio.get_lines() if line.get_gid() == "s3attention")
+    assert dict(zip(s3_memory.get_xdata(), s3_memory.get_ydata(), strict=True))[1024] == pytest.approx(8.0)
+    assert " ".join(time_ratio.get_ylabel().split()) == "Speed-up over Transformer (> 1: faster)"
+    assert " ".join(memory_ratio.get_ylabel().split()) == "Memory saving over Transformer (> 1: leaner)"
+    assert "vanilla" not in {line.get_gid() for line in time_ratio.get_lines()}  # the reference is the line at 1
 
 
 def test_paper_figures_are_a_column_or_two_wide_with_few_ticks_and_legends_within_their_panel(
@@ -129,20 +187,36 @@ def test_paper_figures_are_a_column_or_two_wide_with_few_ticks_and_legends_withi
     assert b"/MediaBox [ 0 0 496.8 " in pdf  # 6.9 in at 72 pt/in: the layout kept the width
 
 
-def test_highlight_colours_the_matches_and_greys_the_others(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_highlighted_variant_is_drawn_in_every_panel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--highlight myattn`` left the highlighted line alone in its own panel and greyed the family panels: it is
+    drawn in every panel, thick and on top, in the shared legend, and each family keeps its colours."""
+    seen = spy_axes(monkeypatch, harness.kinds.speed.plots)
+    with highlighting(["s3attention"]):
+        plot_scaling(zoo_results().assign(peak_mem_bytes=math.nan), tmp_path, slug="zoo", title="zoo")
+    grey = matplotlib.colors.to_hex(str(MUTED["color"]))
+    for ax in seen[0]:
+        lines = {line.get_gid(): line for line in ax.get_lines() if line.get_gid()}
+        s3 = lines["s3attention"]
+        others = [line for gid, line in lines.items() if gid not in ("s3attention", *BASELINES)]
+        assert others, "a panel of the highlighted variant alone"
+        assert all(s3.get_zorder() > line.get_zorder() and s3.get_linewidth() > line.get_linewidth() for line in others)
+        colours = {matplotlib.colors.to_hex(line.get_color()) for line in others}
+        assert grey not in colours and matplotlib.colors.to_hex(s3.get_color()) not in colours
+        assert "S3Attention" not in [t.split(" (○")[0] for t in _legend_texts(ax)]
+    assert "S3Attention" in _figure_legend_texts(seen[0][0])
+
+
+def test_highlight_in_one_panel_greys_the_others(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    df = pd.concat([make_results(), make_results().query("attention == 's3attention'").assign(attention="linformer",
+                                                                                               time_ms_median=12.0)])
     seen = spy_axes(monkeypatch, harness.kinds.speed.plots)
     with highlighting(["s3*"]):
-        plot_scaling(zoo_results().assign(peak_mem_bytes=math.nan), tmp_path, slug="zoo", title="zoo")
-    lines = [line for ax in seen[0] for line in ax.get_lines() if len(line.get_xdata()) > 1]
-    by_colour = {matplotlib.colors.to_hex(line.get_color()) for line in lines}
+        plot_scaling(df, tmp_path, slug="few", title="few")
+    lines = {line.get_gid(): line for line in seen[0][0].get_lines() if line.get_gid()}
     grey = matplotlib.colors.to_hex(str(MUTED["color"]))
-    assert grey in by_colour
-    s3 = [line for line in lines if line.get_gid() == "s3attention"]
-    assert s3 and matplotlib.colors.to_hex(s3[0].get_color()) != grey
-    muted = [line for line in lines if matplotlib.colors.to_hex(line.get_color()) == grey]
-    assert all(line.get_zorder() < s3[0].get_zorder() and line.get_linewidth() < 1 for line in muted)
-    legend = _legend_texts(seen[0][1])
-    assert "others" in legend and "Linformer" not in legend
+    assert matplotlib.colors.to_hex(lines["linformer"].get_color()) == grey
+    assert matplotlib.colors.to_hex(lines["s3attention"].get_color()) != grey
+    assert "others" in _figure_legend_texts(seen[0][0])
 
 
 def test_one_length_is_a_dot_chart_not_one_point_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

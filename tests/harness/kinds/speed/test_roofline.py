@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import matplotlib.colors
 import pandas as pd
 import pytest
 
+import harness.kinds.speed.roofline
 from harness.kinds.speed.compiled import comparison_table, compile_comparison
 from harness.kinds.speed.report import GROUP_COLUMNS, group_slug, group_title
-from harness.kinds.speed.roofline import attach_roofline, roofline_table, write_roofline
+from harness.kinds.speed.roofline import ABOVE, attach_roofline, roofline_table, write_roofline
+from tests.harness.figures import spy_axes
 
 GROUP = {"device": "cpu", "dtype": "float32", "mode": "fwd+bwd", "batch_size": 4, "heads": 2, "dim": 64}
 
@@ -53,6 +56,31 @@ def test_write_roofline_writes_the_points_a_table_per_group_and_a_figure_per_mod
     assert write_roofline(df.drop(columns="intensity_flop_per_byte"), tmp_path / "none", {},
                           group_columns=GROUP_COLUMNS,
                           slug_of=group_slug, title_of=group_title, suite="speed", env={}) == []
+
+
+def test_a_point_above_its_roof_is_flagged_in_the_table_and_ringed_in_the_figure(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A point above the roof means the roof or the count is loose: it is flagged (table, CSV, figure), the note says
+    why it can happen, and the roof's values are in the legend, where no point covers them."""
+    df = pd.DataFrame([_cell("sdpa", 2048, intensity=265.0, gflops_per_s=105.0),  # 105% of a 100 GFLOP/s peak
+                       _cell("fused", 1024, intensity=2.0, gflops_per_s=30.0, compile_="inductor"),  # 150% of B·I
+                       _cell("fine", 1024, intensity=40.0, gflops_per_s=50.0)])
+    points = attach_roofline(df, {"r1": (100.0, 10.0)}).set_index("attention")
+    assert points["above_roof"].to_dict() == {"sdpa": True, "fused": True, "fine": False}
+    seen = spy_axes(monkeypatch, harness.kinds.speed.roofline)
+    write_roofline(df, tmp_path, {"r1": (100.0, 10.0)}, group_columns=GROUP_COLUMNS, slug_of=group_slug,
+                   title_of=group_title, suite="speed", env={})
+    md = (tmp_path / "roofline_cpu_float32_fwdpbwd_b4_h2_d64.md").read_text()
+    assert "105 (105%, I 2.6e+02, above roof)" in md and "50 (50%, I 40) |" in md
+    assert "docs/measuring.md" in md and "README" not in md  # the section the caption points to exists
+    assert pd.read_csv(tmp_path / "roofline.csv")["above_roof"].tolist().count(True) == 2
+    (ax,) = seen[0]
+    assert [t.get_text() for t in ax.texts] == []  # nothing written at the roof's ends for a point to cover
+    legend = [t.get_text() for lg in ax.get_figure().legends for t in lg.get_texts()]
+    assert "roof: 100 GFLOP/s GEMM, 10 GB/s copy" in legend and "above its roof (see note)" in legend
+    rings = [c for c in ax.collections if c.get_edgecolor().size and
+             matplotlib.colors.to_hex(c.get_edgecolor()[0]) == ABOVE.lower()]
+    assert len(rings) == 2 and sum(len(c.get_offsets()) for c in rings) == 2
 
 
 def test_compile_comparison_pairs_each_compiled_cell_with_its_eager_one() -> None:
