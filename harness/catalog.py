@@ -1,7 +1,7 @@
 """What ``attnbench list`` shows, without importing torch: the registry's facts about every variant, kept in
 ``attentions/catalog.json`` beside the variants' code.
 
-Building the registry imports torch and all 40-odd variant modules (3–10 s); a listing needs only names and
+Building the registry imports torch and every variant module (seconds); a listing needs only names and
 capabilities. The catalogue is the registry written out (:func:`write`, ``make catalog``), with a digest of the
 ``attentions/*.py`` files it was written from. :func:`entries` reads it when the digest matches the files on disk and
 builds it from the live registry otherwise (a variant added or edited since: correct, only slower), so a listing is

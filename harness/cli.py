@@ -12,6 +12,7 @@ before torch is imported, so torch is imported once. The other commands are :mod
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import sqlite3
@@ -232,6 +233,9 @@ def _caches_under_out(out: str) -> None:
     ray_dir = os.path.abspath(os.path.join(cache, "ray"))
     os.environ.setdefault("RAY_TMPDIR", ray_dir if len(ray_dir) + RAY_SOCKET_DEPTH <= 107 else system_tmp)
     tempfile.tempdir = None  # gettempdir() reads TMPDIR again (once the folder exists: harness.run.runner)
+    # A new --out builds matplotlib's font cache again, and matplotlib says so on stderr where that takes over 5 s (a
+    # loaded machine): a line in the middle of a command's own messages, that only load produces.
+    logging.getLogger("matplotlib.font_manager").setLevel(logging.ERROR)
 
 
 def _dispatch(args: argparse.Namespace) -> int:

@@ -208,10 +208,9 @@ def _print_summary(name: str, profile: str, summary: RunSummary) -> None:
 def default_threads(device: str) -> int:
     """Intra-op threads when --threads is not given: on the CPU, every core but one.
 
-    Measured on this project's 2-core machines (README, "How things are measured"): with as many threads as cores,
-    one other busy process made cells 2-4x slower (an OpenMP team waits for its slowest thread, and one of them
-    shares a core); with a core left free, 1-9% slower. On CUDA the threads only launch kernels, and torch's default
-    stays.
+    With as many threads as cores, one other busy process makes cells several times slower (an OpenMP team waits
+    for its slowest thread, and one of them shares a core); with a core left free, a few percent (docs/measuring.md,
+    "Threads", links the figures). On CUDA the threads only launch kernels, and torch's default stays.
     """
     return default_cpu_threads() if device.startswith("cpu") else torch.get_num_threads()
 

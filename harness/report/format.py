@@ -41,9 +41,8 @@ REFAULT_MARK: dict[str, str] = {"md": "§", "tex": r"$^\S$"}
 PAGE_BYTES = 4096
 #: A timed cell re-faults its memory when the pages it faults in per call add up to this share of its peak memory
 #: (or, without a memory measurement, to REFAULT_MIN_BYTES): memory the allocator gave back to the OS after each call
-#: and the next call touched afresh. Measured on the Intel CPU: `vanilla` at n = 4096 fwd+bwd faults 1.5 GiB per call
-#: (about 0.4 M faults, 4.7 s against 0.9 s when its memory is kept), Scatterbrain at 4K 90 MiB (28% of its peak);
-#: every other cell of the quick and compiled runs under 4 MiB per call (`vanilla` at 2K: 0.8% of its peak).
+#: and the next call touched afresh. A cell that re-faults does so in a large share of its peak, one that does not
+#: in a tiny one, so the threshold sits far from both (docs/measuring.md, "Page faults", and its example).
 REFAULT_MIN_FRACTION = 0.1
 REFAULT_MIN_BYTES = 64 * 2**20
 

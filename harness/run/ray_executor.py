@@ -53,7 +53,7 @@ _STARTED = "started"
 # Linux) bind and advertise the loopback address (a plain _node_ip_address="127.0.0.1" is resolved to the
 # machine's address and its servers listen on every interface).
 # RAY_worker_niceness=0: Ray runs workers at nice 15 by default, so on a machine with any other load a cell's
-# worker is starved (seen here: importing torch took 38 s instead of 2.5 s beside a training run) and its timings
+# worker is starved (importing torch alone takes many times longer beside a training run) and its timings
 # measure the scheduler. A benchmark worker is the point of the run; it gets normal priority, like the local
 # executor. On an existing cluster (--address) the cluster's own setting applies: start it with the same variable.
 _LOOPBACK_VAR = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"

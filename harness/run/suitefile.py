@@ -78,6 +78,7 @@ from __future__ import annotations
 import copy
 import stat
 from collections.abc import Hashable
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -102,8 +103,6 @@ from ..core.suite import (
 from ..kinds import DEFAULT_KIND, KINDS
 from .overrides import CONFIG_PREFIX, is_config_field, unknown_axis
 
-#: Every top-level key of any kind (a profile may only use these; the kind then admits its own).
-_ALL_KEYS = COMMON_KEYS.union(*(kind.keys for kind in KINDS.values()))
 #: The longest file name most file systems take (ext4, APFS, NTFS: 255 bytes); the suite and profile names are folders.
 MAX_NAME_BYTES = 255
 #: What a suite file may make the loader build. A real suite nests a handful of levels and holds a few hundred values;
@@ -226,7 +225,7 @@ def _read(path: Path) -> dict[str, Any]:
         raise SuiteError(path, where, f"not valid YAML ({problem}); {fix}") from None
     if not isinstance(doc, dict):
         raise SuiteError(path, "", f"the document must be a mapping of keys, got {type(doc).__name__}")
-    check_keys(path, "", doc, _ALL_KEYS)
+    _check_any_kind_keys(path, "", doc, doc.get("kind", DEFAULT_KIND))
     return doc
 
 
@@ -244,17 +243,34 @@ def _profile(path: Path, doc: dict[str, Any], profile: str) -> dict[str, Any]:
         _check_name(path, f"profiles.{pname}", pname)  # results go to <out>/<suite>/<profile>
         if not isinstance(pdoc, dict | type(None)):
             raise SuiteError(path, f"profiles.{pname}", "must be a mapping (or empty)")
-        check_keys(path, f"profiles.{pname}", pdoc or {}, _ALL_KEYS - {"name", "profiles"})
+        kind = (pdoc or {}).get("kind", doc.get("kind", DEFAULT_KIND))
+        _check_any_kind_keys(path, f"profiles.{pname}", pdoc or {}, kind, drop={"name", "profiles"})
     if profile not in profiles:
         raise SuiteError(path, "profiles", f"unknown profile {profile!r}; choose one of {', '.join(profiles)}")
     return profiles[profile] or {}
 
 
+@cache
+def _every_kind_keys() -> frozenset[str]:
+    """Every top-level key of any kind (imports every kind: only a file with a key its own kind lacks asks)."""
+    return frozenset(COMMON_KEYS.union(*(kind.keys for kind in KINDS.values())))
+
+
+def _check_any_kind_keys(path: Path, where: str, doc: dict[str, Any], kind: Any,
+                         drop: frozenset[str] | set[str] = frozenset()) -> None:
+    """Every key of ``doc`` (the file's top level or a profile) is common or of some kind. The suite's own ``kind``
+    is asked first, so that checking a valid file imports no other kind; :func:`_check_kind_keys` then admits only
+    the suite's own."""
+    own = KINDS[kind].keys if isinstance(kind, str) and kind in KINDS else frozenset()
+    if not set(doc) <= (COMMON_KEYS | own) - drop:
+        check_keys(path, where, doc, _every_kind_keys() - drop)
+
+
 def _check_kind_keys(path: Path, doc: dict[str, Any], kind: SuiteKind) -> None:
     """Every top-level key is common or of the suite's own kind; a key of another kind says which."""
-    for key in doc:
-        owner = next((k.name for k in KINDS.values() if key in k.keys and k is not kind), None)
-        if owner and key not in kind.keys:
+    for key in [k for k in doc if k not in COMMON_KEYS | kind.keys]:
+        owner = next((k.name for k in KINDS.values() if key in k.keys), None)
+        if owner:
             raise SuiteError(path, key, f"only {owner} suites have this key; this is a {kind.name} suite: remove the "
                              f"key or set `kind: {owner}`")
     check_keys(path, "", doc, COMMON_KEYS - {"profiles"} | kind.keys)

@@ -194,8 +194,9 @@ def test_every_variant_runs_on_padded_multiples_of_64(name: str, n: int) -> None
 
 
 def test_importing_the_zoo_does_not_import_the_compiler() -> None:
-    """torch._dynamo costs 1.5 s of every process that imports it (each isolated worker, each CLI run); a variant that
-    must run eagerly under torch.compile says so with ``eager_only``, which imports it at the first call only."""
+    """torch._dynamo costs over a second of every process that imports it (each isolated worker, each CLI run); a
+    variant that must run eagerly under torch.compile says so with ``eager_only``, which imports it at the first call
+    only."""
     code = "import sys, attentions; print('torch._dynamo' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, check=True)
     assert done.stdout.strip() == "False", done.stderr

@@ -19,8 +19,10 @@ import harness.measure.group
 from harness.core import faults
 from harness.core.cell import Cell, CellResult, Context
 from harness.core.store import Store
-from harness.core.suite import SuiteKind
+from harness.core.suite import RankedQuantity, SuiteKind
 from harness.kinds import KINDS
+from harness.report.compare import Side, compare
+from harness.report.compositional import load_suite_results, rank
 from harness.run.runner import run_suite
 from harness.run.suitefile import load_suite
 from tests.conftest import REPO_ROOT, CliResult, tiny_doc
@@ -54,6 +56,25 @@ def test_a_new_kind_needs_only_its_entry_in_the_table(monkeypatch: pytest.Monkey
     with Store(tmp_path / "tiny" / "smoke" / "results.db") as store:
         df = store.dataframe()
     assert set(df["kind"]) == {"echo"} and set(df["echo_n"]) == set(suite.axes["seq_len"])
+
+
+def test_a_new_kind_ranks_and_compares_on_what_it_declares(monkeypatch: pytest.MonkeyPatch,
+                                                           write_yaml: Callable[..., Path], tmp_path: Path) -> None:
+    """``report --rank`` ranks a kind on the metrics it declares (``ranked``), and ``compare`` shows the axes it
+    declares (``shown_axes``): neither names a kind."""
+    echo = dataclasses.replace(KINDS["speed"], name="echo", ranked=(RankedQuantity("time_ms_median", "echo time",
+                                                                                   False),),
+                               shown_axes=("seq_len",))
+    monkeypatch.setitem(KINDS, "echo", echo)
+    suite = load_suite(write_yaml(tiny_doc(kind="echo", metrics=["time"])), "quick")
+    for side in ("a", "b"):
+        assert run_suite(suite, out=tmp_path / side, progress=False).statuses == {"ok": len(suite.expand("cpu"))}
+    ranking = rank([load_suite_results(tmp_path / "a" / "tiny" / "quick")])
+    assert set(ranking.table["variant"]) == {"vanilla", "s3attention"}
+    assert {m.split(" @ ")[0] for m in ranking.values["metric"]} == {"echo time"}
+    result = compare(*(Side(s, tmp_path / s / "tiny" / "quick" / "results.db", None) for s in ("a", "b")), 0.1)
+    assert len(result) == len(suite.expand("cpu")) and list(result.columns[:4]) == [
+        "suite", "attention", "seq_len", "device"] and set(result["kind"]) == {"echo"}
 
 
 def test_unknown_kind_is_exit_2(cli: Callable[..., CliResult], write_yaml: Callable[..., Path], tmp_path: Path) -> None:

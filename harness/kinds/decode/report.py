@@ -22,7 +22,6 @@ import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
@@ -55,6 +54,7 @@ from ...report.plots import (
     panel_layout,
     paper_style,
     plain_log_axis,
+    plt,  # through report.plots, which sets matplotlib up before pyplot loads
     save_figure,
 )
 from ...report.stats import paired_ratio, slope_fit

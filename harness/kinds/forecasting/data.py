@@ -1,4 +1,4 @@
-"""Long-term forecasting data (S3Attention journal §IV-B, Table 2, Table S6; issue 17): the six benchmarks' CSV files,
+"""Long-term forecasting data (S3Attention journal §IV-B, Table 2, Table S6): the six benchmarks' CSV files,
 their chronological splits with a scaler fitted on the training rows only, (history, future) windows, and offline
 generators that write the same CSV layout for the ``smoke`` and ``quick`` profiles.
 
