@@ -31,13 +31,13 @@ DATA_DIR   ?=
 # Training suites on the CPU run two cells at a time, one core each, through Ray (installed on first use): the
 # quick profiles' wall budgets assume it. STUDY_EXECUTOR=local runs one cell at a time.
 STUDY_EXECUTOR ?= $(if $(filter cpu,$(DEVICE)),ray,$(EXECUTOR))
-accuracy robustness hyperparams ablation incoherence forecasting: RUN_EXECUTOR = $(STUDY_EXECUTOR)
-accuracy robustness hyperparams ablation incoherence forecasting: RUN_EXTRA = \
+accuracy robustness hyperparams ablation incoherence forecasting recall: RUN_EXECUTOR = $(STUDY_EXECUTOR)
+accuracy robustness hyperparams ablation incoherence forecasting recall: RUN_EXTRA = \
 	$(if $(and $(filter ray,$(STUDY_EXECUTOR)),$(filter cpu,$(DEVICE)),$(if $(ADDRESS),,x)),--cpus-per-task 1) \
 	$(if $(DATA_DIR),--data-dir $(DATA_DIR))
 
 .PHONY: setup setup-dev setup-ray bench-speed bench-memory bench-long bench-decode accuracy robustness hyperparams ablation \
-	incoherence forecasting approximation report gpu-check test test-slow lint catalog clean clean-results FORCE
+	incoherence forecasting recall approximation report gpu-check test test-slow lint catalog clean clean-results FORCE
 
 # What running needs (torch, numpy, pandas, matplotlib, PyYAML, tqdm); the test tools and Ray come with the targets
 # that use them (setup-dev, setup-ray), so a user who only benchmarks gets a small .venv.
@@ -100,6 +100,10 @@ robustness hyperparams ablation incoherence: setup $(if $(filter ray,$(STUDY_EXE
 # Long-term forecasting (Table 2): generated stand-ins, or the six CSV files with DATA_DIR=/path/to/csvs
 forecasting: setup $(if $(filter ray,$(STUDY_EXECUTOR)),setup-ray)
 	$(RUN) suites/forecasting.yaml
+
+# Multi-query associative recall against width, decoding state and step time (Zoology's Figure 2; docs/recall.md)
+recall: setup $(if $(filter ray,$(STUDY_EXECUTOR)),setup-ray)
+	$(RUN) suites/recall.yaml
 
 # Error against exact softmax attention vs. time, per variant budget. Its trained input is the probe of the accuracy
 # run of the same PROFILE under OUT (`make accuracy` first); without one those cells are listed as missing.

@@ -4,6 +4,7 @@ target takes the same settings, and `make setup` takes torch's CPU build where n
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import shutil
 import subprocess
@@ -27,8 +28,10 @@ def test_every_module_the_makefile_runs_exists(module: str) -> None:
 
 def _dry_run(*args: str) -> str:
     """The commands ``make -n ARGS`` would run (DEVICE given, so nothing asks torch for a GPU)."""
-    proc = subprocess.run(["make", "-n", "DEVICE=cpu", *args], cwd=REPO_ROOT, capture_output=True, text=True,
-                          timeout=60, check=True)
+    # run from `make test` the outer make's MAKELEVEL makes this one print "Leaving directory" lines: not wanted
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    proc = subprocess.run(["make", "--no-print-directory", "-n", "DEVICE=cpu", *args], cwd=REPO_ROOT, env=env,
+                          capture_output=True, text=True, timeout=60, check=True)
     return proc.stdout
 
 

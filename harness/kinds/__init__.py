@@ -16,6 +16,7 @@ KINDS.declare("accuracy", "harness.kinds.accuracy.kind")
 KINDS.declare("approximation", "harness.kinds.approximation.kind")
 KINDS.declare("forecasting", "harness.kinds.forecasting.kind")
 KINDS.declare("decode", "harness.kinds.decode.kind")
+KINDS.declare("recall", "harness.kinds.recall.kind")
 #: The kind of a suite file without a ``kind`` key.
 DEFAULT_KIND = "speed"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -51,6 +52,20 @@ def retained_memory_bytes(fn: Callable[[], object], device: torch.device) -> tup
     The result is kept alive until the count is taken."""
     result, _, retained = allocated_by(fn, device)
     return result, retained
+
+
+def prefilled_state(module: torch.nn.Module, prompt: torch.Tensor, capacity: int,
+                    device: torch.device) -> tuple[torch.Tensor, Any, int]:
+    """(the output, the decoding state, the bytes the state holds as the allocator counts them) of a causal layer's
+    ``prefill`` over ``prompt`` into a state for ``capacity`` tokens: what the prefill allocated and still holds at its
+    end, less its output. The decode kind's ``state_bytes`` and the recall kind's state sizes are this figure."""
+
+    def call() -> tuple[torch.Tensor, Any]:
+        with torch.inference_mode():
+            return module.prefill(prompt, None, capacity=capacity)
+
+    (output, state), retained = retained_memory_bytes(call, device)
+    return output, state, retained - output.numel() * output.element_size()
 
 
 def allocated_by(fn: Callable[[], object], device: torch.device) -> tuple[object, int, int]:

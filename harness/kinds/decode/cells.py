@@ -36,7 +36,7 @@ from ...core import faults
 from ...core.cell import Cell, CellResult, Context, NonFinite, classify_exception, memory_cap, time_limit
 from ...core.tunables import map_large_blocks
 from ...measure.group import Workload, measure_workloads
-from ...measure.memory import retained_memory_bytes
+from ...measure.memory import prefilled_state
 
 TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 #: Prefill calls a cell times (each a whole prompt: seconds at long contexts, so a few, not a timing loop); one only
@@ -86,10 +86,9 @@ def _prefill(module: nn.Module, prompt: Tensor, capacity: int, device: torch.dev
             return module.prefill(prompt, None, capacity=capacity)
 
     started = time.perf_counter()
-    (y, state), retained = retained_memory_bytes(call, device)
+    y, state, held = prefilled_state(module, prompt, capacity, device)
     first = (time.perf_counter() - started) * 1e3
     _check_finite("the prefill's output", y)
-    held = retained - y.numel() * y.element_size()
     del y
     if first > PREFILL_ONCE_S * 1e3:
         return [first], state, held

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from harness.core.errors import UserError
-from harness.kinds.accuracy.mqar import FILLER_ID, IGNORE, VOCAB_SIZE, check_mqar, gap_probabilities, generate_mqar
+from harness.kinds.recall.mqar import FILLER_ID, IGNORE, VOCAB_SIZE, check_mqar, gap_probabilities, generate_mqar
 
 
 @pytest.mark.parametrize(("seq_len", "pairs"), [(64, 4), (128, 8), (256, 16), (16, 4)])

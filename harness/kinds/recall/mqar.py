@@ -33,6 +33,8 @@ VOCAB_SIZE = 8192
 POWER_A = 0.01
 #: The target of a position that is not a query (``torch.nn.functional.cross_entropy``'s ``ignore_index``).
 IGNORE = -100
+#: Of the generator's output: a change of it names new data sources (in every cell's data_source).
+MQAR_VERSION = 1
 FILLER_ID = 0  # the token between queries (Figure 2's zeros): a token like any other, not padding
 _ROWS_PER_DRAW = 4096  # rows whose key and value draws are made at once (a draw is rows x V/2 uniform numbers)
 

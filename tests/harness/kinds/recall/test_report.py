@@ -1,0 +1,52 @@
+"""The recall reports (harness.kinds.recall.report): the learning rate chosen per cell, the Pareto front, and the
+files a run writes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from harness.kinds.recall.report import pareto_front, write_recall_reports
+from harness.kinds.recall.summary import summarise
+
+
+def _runs() -> pd.DataFrame:
+    rows = []
+    for name, state in (("vanilla", 4096.0), ("performer", 512.0), ("local", 1024.0)):
+        for lr, base in ((1e-3, 0.5), (1e-2, 0.8)):
+            for seed in range(3):
+                rows.append({"attention": name, "seq_len": 64, "num_kv_pairs": 4, "d_model": 64, "lr": lr,
+                             "seed": seed, "status": "ok", "recall": base + 0.01 * seed - (name != "vanilla") * 0.3,
+                             "state_bytes": state, "step_ms": 10.0, "vocab_size": 8192})
+    return pd.DataFrame(rows)
+
+
+def test_the_learning_rate_with_the_best_mean_is_reported_with_its_seeds() -> None:
+    summary = summarise(_runs())
+    row = summary[summary["attention"] == "vanilla"].iloc[0]
+    assert row["lr"] == 1e-2 and row["n"] == 3 and np.isclose(row["mean"], 0.81)
+    assert row["lo"] < row["mean"] < row["hi"] and row["lrs"] == 2
+
+
+def test_the_pareto_front_keeps_only_undominated_points() -> None:
+    points = pd.DataFrame({"state_bytes": [1, 2, 3, 4, 5], "mean": [0.1, 0.05, 0.5, 0.4, 0.9]})
+    front = pareto_front(points, "state_bytes")
+    assert list(front["state_bytes"]) == [1, 3, 5]
+    # the property: no point outside the front has a smaller state and a higher recall than a point on it
+    rest = points.drop(front.index)
+    for _, f in front.iterrows():
+        assert not ((rest["state_bytes"] <= f["state_bytes"]) & (rest["mean"] > f["mean"])).any()
+
+
+def test_a_run_writes_its_tables_figures_and_claims(tmp_path: Path) -> None:
+    env = {"device": "cpu", "device_name": "Test CPU", "torch_version": "2.13.0"}
+    df = _runs().assign(key=lambda d: [f"k{i}" for i in range(len(d))], run_id=1, device="cpu", message="")
+    written = write_recall_reports(df, tmp_path, env=env, suite="recall", options={"smoke": False})
+    names = {p.name for p in written}
+    for stem in ("recall_by_width", "recall_by_state", "recall_by_step_time"):
+        assert {f"{stem}.png", f"{stem}.pdf"} <= names
+    assert {"recall.md", "recall.tex", "recall.csv", "claims.md", "results.csv"} <= names
+    md = (tmp_path / "recall.md").read_text()
+    assert "81.0 ± " in md and "Performer" in md
