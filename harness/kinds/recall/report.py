@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import NullLocator
 
 from ...report.format import (
     MISSING,
@@ -36,6 +37,7 @@ from ...report.format import (
 )
 from ...report.groups import table_order
 from ...report.plots import (
+    LogTicks,
     figure_legends,
     legend_handles,
     line_styles,
@@ -78,14 +80,20 @@ def recall_table(summary: pd.DataFrame, names: list[str], fmt: Fmt, row_names: M
     return "\n\n".join(parts)
 
 
+#: Drawn as the reference lines (black, grey dashed, light grey dotted): softmax in both backends and the control.
+REFERENCES = (BASELINE, "vanilla_sdpa", "none")
+
+
 def _styles(names: list[str]) -> dict[str, dict[str, object]]:
-    return line_styles(names, [BASELINE] if BASELINE in names else [], mute=True)
+    return line_styles(names, [n for n in REFERENCES if n in names], mute=True)
 
 
-def _panels(summary: pd.DataFrame, out_dir: Path, stem: str, title: str, x: str, xlabel: str, *, log_x: bool,
-            front: bool = False) -> list[Path]:
-    """One panel per task, recall (%) against ``x``, a line per variant (its widths), 95% intervals as bars."""
+def _panels(summary: pd.DataFrame, out_dir: Path, stem: str, title: str, x: str, xlabel: str, *,
+            scale: float = 1.0, front: bool = False) -> list[Path]:
+    """One panel per task, recall (%) against ``x`` / ``scale`` (log), a line per variant (its widths), 95% intervals
+    as bars; ``front``: the Pareto front as a dashed staircase."""
     data = summary[np.isfinite(summary[x].astype(float)) & (summary[x].astype(float) > 0)]
+    data = data.assign(**{x: data[x].astype(float) / scale})
     if data.empty:
         return []
     tasks = sorted({(int(a), int(b)) for a, b in data[TASK].itertuples(index=False)})
@@ -110,9 +118,13 @@ def _panels(summary: pd.DataFrame, out_dir: Path, stem: str, title: str, x: str,
                     ax.errorbar(points[x], y, yerr=err, capsize=2, ms=3.5, ls=styles[name].get("ls", "-"), **style)
                 if front:
                     _pareto(ax, panel, x)
-                if log_x:
-                    ax.set_xscale("log", base=2 if x == "d_model" else 10)
+                ax.set_xscale("log", base=2 if x == "d_model" else 10)
+                if x == "d_model":  # ticked at the widths run
+                    ax.set_xticks(sorted(data[x].unique()), [f"{int(w)}" for w in sorted(data[x].unique())])
+                    ax.xaxis.set_minor_locator(NullLocator())
+                else:
                     plain_log_axis(ax.xaxis)
+                    ax.xaxis.set_major_locator(LogTicks(max_ticks=4))  # a third of a page wide
                 ax.set_ylim(-3, 103)
                 ax.set_title(f"N = {seq_len}, {pairs} pairs", loc="left")
                 ax.grid(True, which="major")
@@ -167,11 +179,13 @@ def write_recall_reports(df: pd.DataFrame, out_dir: Path, *, env: Mapping[str, o
     written += write_table_files(out_dir, "recall", title=f"MQAR recall — {suite}", note=note, env=env,
                                  md_body=recall_table(summary, names, "md", **tables), tex_body=tex,
                                  tex_full=full if full != tex else None)
-    figures = (("recall_by_width", "d_model", "model width d", True, False),
-               ("recall_by_state", "state_bytes", "decoding state per sequence (bytes)", True, True),
-               ("recall_by_step_time", "step_ms", "training step (ms, median)", True, False))
-    for stem, x, label, log_x, front in figures:
-        written += _panels(summary, out_dir, stem, f"MQAR recall — {suite}", x, label, log_x=log_x, front=front)
+    figures = (("recall_by_width", "d_model", "model width d", "against model width", 1.0, False),
+               ("recall_by_state", "state_bytes", "decoding state per sequence (KiB)", "against decoding state", 1024.0,
+                True),
+               ("recall_by_step_time", "step_ms", "training step (ms, median)", "against training time", 1.0, False))
+    for stem, x, label, what, scale, front in figures:
+        written += _panels(summary, out_dir, stem, f"MQAR recall {what} — {suite}", x, label, scale=scale,
+                           front=front)
     vocab = int(df["vocab_size"].dropna().iloc[0]) if "vocab_size" in df.columns and df["vocab_size"].notna().any() \
         else 8192
     written += recall_claims(summary, out_dir, suite=suite, smoke=bool(options.get("smoke")),

@@ -35,22 +35,28 @@ class RecallTrain:
     """Optimisation settings of one MQAR run (Zoology's Figure 2 values by default).
 
     Attributes:
-        epochs: passes over the training examples (Figure 2: 64).
+        epochs: passes over the training examples (Figure 2: 64), which the learning-rate schedule spans.
+        run_epochs: the passes actually run (0: ``epochs``): a reduced budget that trains the first ``run_epochs``
+            of the ``epochs``-long schedule, at the learning rates the full run has there (a shorter schedule would
+            anneal the rate before the model has learned to recall).
         batch_size: sequences per step (Figure 2: 512 at lengths 64 and 128, 256 at 256).
         weight_decay: AdamW's (Figure 2: 0.1).
         stop_at: stop once the test accuracy reaches this (Figure 2: 0.99; above 1: never).
     """
 
     epochs: int = 64
+    run_epochs: int = 0
     batch_size: int = 512
     weight_decay: float = 0.1
     stop_at: float = 0.99
 
     def __post_init__(self) -> None:
-        for name in ("epochs", "batch_size"):
+        for name, least in (("epochs", 1), ("batch_size", 1), ("run_epochs", 0)):
             value = getattr(self, name)
-            if not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            if not (isinstance(value, int) and not isinstance(value, bool) and value >= least):
+                raise ValueError(f"{name} must be an integer of at least {least}, got {value!r}")
+        if self.run_epochs > self.epochs:
+            raise ValueError(f"run_epochs ({self.run_epochs}) must be at most epochs ({self.epochs})")
         for name in ("weight_decay", "stop_at"):
             value = getattr(self, name)
             if not (isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < math.inf):
@@ -111,7 +117,8 @@ def train_recall(model: CausalLM, train: Mqar, test: Mqar, cfg: RecallTrain, *, 
     n_train = len(train)
     per_epoch = math.ceil(n_train / cfg.batch_size)
     started = time.perf_counter()
-    while state["epoch"] < cfg.epochs and not state["stopped_early"]:
+    last = cfg.run_epochs or cfg.epochs
+    while state["epoch"] < last and not state["stopped_early"]:
         for _ in range(per_epoch):
             step_started = time.perf_counter()
             loss = _step(model, opt, train, batch_indices(n_train, cfg.batch_size, state["step"], seed), device)
@@ -123,7 +130,7 @@ def train_recall(model: CausalLM, train: Mqar, test: Mqar, cfg: RecallTrain, *, 
         state["epoch"] += 1
         recall = recall_of(model, test, cfg.batch_size, device)
         state["recall"], state["best_recall"] = recall, max(state["best_recall"], recall)
-        state["stopped_early"] = recall >= cfg.stop_at and state["epoch"] < cfg.epochs
+        state["stopped_early"] = recall >= cfg.stop_at and state["epoch"] < last
         state["curve"].append({"step": state["step"], "train_loss": state["loss_sum"] / max(state["seen"], 1),
                                "dev_accuracy": recall})
         state["loss_sum"], state["seen"] = 0.0, 0

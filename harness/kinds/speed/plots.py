@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from ...report.format import Metric, display_name, length_label, metrics_for
+from ...report.format import display_name, length_label
 from ...report.groups import paper_order
 from ...report.plots import (
     COLUMN_IN,
@@ -37,6 +37,7 @@ from ...report.plots import (
     wrap_title,
 )
 from .crossover import COMPARE_BASELINES
+from .metrics import Metric, metrics_for
 
 
 @dataclass

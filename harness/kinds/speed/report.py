@@ -15,10 +15,7 @@ from ...core.suite import SKIPPED_BY_RULE
 from ...report.claims import write_claims
 from ...report.format import (
     COMPILE_NAMES,
-    MEMORY,
     MODE_NAMES,
-    THROUGHPUT,
-    TIME,
     display_name,
     printed_rows,
     suite_title,
@@ -30,6 +27,7 @@ from ...report.stats import paired_ratio
 from .claims import speed_claims
 from .compiled import write_compile_comparison
 from .crossover import crossover_baselines, group_crossovers, plot_marks, write_crossover
+from .metrics import MEMORY, THROUGHPUT, TIME
 from .plots import plot_scaling
 from .roofline import Roofs, write_roofline
 from .slopes import fitted_slopes, slopes_md

@@ -23,7 +23,6 @@ from ...report.format import (
     PLUS_MINUS,
     TIMES,
     Fmt,
-    Metric,
     booktabs,
     display_name,
     dropped_note,
@@ -31,7 +30,6 @@ from ...report.format import (
     format_value,
     length_label,
     md_table,
-    metrics_for,
     number,
     refaults,
     render_table,
@@ -41,6 +39,7 @@ from ...report.format import (
 )
 from ...report.groups import table_order
 from .claims import TABLE4_BASELINES
+from .metrics import Metric, metrics_for
 
 # One table (and one pair of plots) per combination of these; the rows of a group differ only by
 # attention variant and sequence length.

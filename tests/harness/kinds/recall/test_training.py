@@ -100,3 +100,18 @@ def test_recall_counts_the_query_positions_only() -> None:
 def test_bad_settings_are_refused(bad: dict) -> None:
     with pytest.raises(ValueError):
         RecallTrain(**bad)
+
+
+def test_a_reduced_budget_runs_the_first_epochs_of_the_full_schedule() -> None:
+    """run_epochs 2 of epochs 4 ends where the second epoch of the 4-epoch run ends (the same learning rates), not where
+    a 2-epoch schedule does (its second epoch at a lower rate)."""
+    train, test = _data(64, 0), _data(32, 1)
+
+    def run(**cfg: int) -> list[dict]:
+        return train_recall(_model("vanilla"), train, test, RecallTrain(batch_size=16, stop_at=1.1, **cfg), lr=3e-3,
+                            seed=0).curve
+
+    full, first, short = run(epochs=4), run(epochs=4, run_epochs=2), run(epochs=2)
+    assert first == full[:2] and short[:1] == full[:1] and short[1] != full[1]
+    with pytest.raises(ValueError, match="run_epochs"):
+        RecallTrain(epochs=2, run_epochs=3)
