@@ -55,20 +55,25 @@ def clear_checkpoints(cells: list[Cell], ctx: Context) -> None:
                 _remove(path)
 
 
+def epoch_order(n_train: int, seed: int, epoch: int) -> Tensor:
+    """The order of the training examples in ``epoch``: one seeded permutation per epoch, so resuming needs no state."""
+    return torch.randperm(n_train, generator=torch.Generator().manual_seed(seed * 100_003 + epoch))
+
+
 def batch_indices(n_train: int, batch_size: int, step: int, seed: int) -> Tensor:
-    """Indices of the examples of ``step``: one seeded permutation per epoch, so resuming needs no state."""
-    per_epoch = math.ceil(n_train / batch_size)
-    epoch, offset = divmod(step, per_epoch)
-    g = torch.Generator().manual_seed(seed * 100_003 + epoch)
-    perm = torch.randperm(n_train, generator=g)
-    return perm[offset * batch_size : (offset + 1) * batch_size]
+    """Indices of the examples of ``step`` (of :func:`epoch_order`)."""
+    epoch, offset = divmod(step, math.ceil(n_train / batch_size))
+    return epoch_order(n_train, seed, epoch)[offset * batch_size : (offset + 1) * batch_size]
 
 
 def save_checkpoint(path: Path, model: nn.Module, opt: torch.optim.Optimizer,
                     sched: torch.optim.lr_scheduler.LRScheduler, state: dict[str, Any]) -> None:
     def write(tmp: Path) -> None:
+        # the CUDA generators too (dropout and hashing draw from them on a GPU), so that a resumed run draws what an
+        # uninterrupted one would
+        cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else []
         torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
-                    "rng": torch.get_rng_state(), "state": state, "owner": path.name}, tmp)
+                    "rng": torch.get_rng_state(), "cuda_rng": cuda_rng, "state": state, "owner": path.name}, tmp)
         faults.point("training.checkpoint_write", str(path))  # the new checkpoint is written, not yet in place
 
     # a kill mid-write leaves the previous checkpoint intact; a full disk is an EnvironmentFault (atomic_write), never
@@ -104,4 +109,6 @@ def load_checkpoint(path: Path, model: nn.Module, opt: torch.optim.Optimizer,
     opt.load_state_dict(saved["opt"])
     sched.load_state_dict(saved["sched"])
     torch.set_rng_state(saved["rng"])
+    if saved.get("cuda_rng") and torch.cuda.is_available() and len(saved["cuda_rng"]) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(saved["cuda_rng"])
     return saved["state"]

@@ -335,7 +335,8 @@ NO_CLAIMS = "none of the claims this suite's kind checks applies to the attentio
 
 
 def write_claims(out_dir: Path, claims: Sequence[Claim], *, suite: str, stand_ins: bool = False,
-                 smoke: bool = False, seeds: int | None = None, without: str = NO_CLAIMS) -> list[Path]:
+                 smoke: bool = False, seeds: int | None = None, without: str = NO_CLAIMS,
+                 words: Mapping[str, str] | None = None) -> list[Path]:
     """``claims.md``: one row per claim with the measured figure and the verdict.
 
     Every suite writes one, so that a reader looking for the verdicts finds the reason there are none: with no claim,
@@ -345,6 +346,8 @@ def write_claims(out_dir: Path, claims: Sequence[Claim], *, suite: str, stand_in
     ``stand_ins``: the results were measured on generated stand-ins, so a verdict speaks of them, not of the paper's
     data: ``reproduced`` reads ``consistent on stand-ins`` and ``contradicted`` ``inconsistent on stand-ins``.
     ``smoke``: the results come from a smoke profile, so no claim is assessed (:data:`SMOKE`); the figures stay.
+    ``words``: the verdict words of a budget that is not the paper's (a reduced one: ``consistent (reduced
+    budget)``), as ``stand_ins`` has its own.
     ``seeds``: how many seeds the results ran (:func:`seed_count`). Below :data:`MIN_SEEDS` no claim resting on
     seeds can reach a verdict, whatever its figures, and the file says so once, with the profile that can.
     """
@@ -353,10 +356,11 @@ def write_claims(out_dir: Path, claims: Sequence[Claim], *, suite: str, stand_in
         return [atomic_write_text(out_dir / "claims.md", text)]
     if smoke:
         claims = [Claim(c.table, c.claim, c.measured, SMOKE) for c in claims]
-    elif stand_ins:
-        claims = [Claim(c.table, c.claim, c.measured, ON_STAND_INS.get(c.verdict, c.verdict)) for c in claims]
+    mapping = words or (ON_STAND_INS if stand_ins else {})
+    if mapping and not smoke:
+        claims = [Claim(c.table, c.claim, c.measured, mapping.get(c.verdict, c.verdict)) for c in claims]
     counts = pd.Series([c.verdict for c in claims]).value_counts().to_dict()
-    shown = ON_STAND_INS if stand_ins else {v: v for v in (REPRODUCED, STRONGER, CONTRADICTED)}
+    shown = {v: mapping.get(v, v) for v in (REPRODUCED, STRONGER, CONTRADICTED)}
     words = (f"`{shown[REPRODUCED]}` / `{shown[STRONGER]}` / `{shown[CONTRADICTED]}`"
              + (" (the data are generated stand-ins: a verdict about them, not about the paper's data)"
                 if stand_ins else ""))

@@ -31,7 +31,9 @@ import pandas as pd
 
 from ...report.claims import (
     CONTRADICTED,
+    NOT_MEASURED,
     REPRODUCED,
+    STRONGER,
     Claim,
     all_of_verdicts,
     sign_verdicts,
@@ -71,7 +73,10 @@ FIGURE2: dict[str, dict[int, tuple[float, ...]]] = {
 
 
 def _welch(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, float, int]:
-    """(mean of a − mean of b, its 95% Welch interval, the smaller count): two independent sets of seeds."""
+    """(mean of a − mean of b, its 95% Welch interval, the smaller count): two independent sets of seeds; NaN and
+    count 0 where one is empty."""
+    if not len(a) or not len(b):
+        return math.nan, math.nan, math.nan, 0
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     diff = float(a.mean() - b.mean())
     n = int(min(len(a), len(b)))
@@ -86,13 +91,17 @@ def _welch(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, float,
     return diff, diff - half, diff + half, n
 
 
-def _seeds(summary: pd.DataFrame, runs: pd.DataFrame, name: str, seq_len: int, d_model: int) -> list[float]:
-    """The recall of ``name``'s seeds at one cell, at the learning rate its summary chose."""
-    row = summary[(summary["attention"] == name) & (summary["seq_len"] == seq_len) & (summary["d_model"] == d_model)]
+def _seeds(summary: pd.DataFrame, runs: pd.DataFrame, name: str, task: tuple[int, int], d_model: int) -> list[float]:
+    """The recall of ``name``'s ok seeds at one cell (a task: length and pairs), at the learning rate its summary
+    chose."""
+    def at(frame: pd.DataFrame) -> pd.Series:
+        return ((frame["attention"] == name) & (frame["seq_len"] == task[0]) & (frame["num_kv_pairs"] == task[1])
+                & (frame["d_model"] == d_model))
+
+    row = summary[at(summary)]
     if row.empty:
         return []
-    cell = runs[(runs["attention"] == name) & (runs["seq_len"] == seq_len) & (runs["d_model"] == d_model)
-                & (runs["lr"] == row["lr"].iloc[0])]
+    cell = runs[at(runs) & (runs["lr"] == row["lr"].iloc[0]) & (runs["status"] == "ok")]
     return cell["recall"].astype(float).tolist()
 
 
@@ -101,41 +110,66 @@ def attention_everywhere(summary: pd.DataFrame) -> list[Claim]:
     claims = []
     for name in [n for n in SOFTMAX if n in set(summary["attention"])]:
         rows = summary[summary["attention"] == name].sort_values(["seq_len", "d_model"])
-        verdicts = sign_verdicts(rows["mean"], rows["lo"], rows["hi"], rows["n"], above=True, bound=SOLVED)
+        verdicts = sign_verdicts(rows["mean"], rows["lo"], rows["hi"], rows["n"], above=True, bound=SOLVED,
+                                 comparisons=len(rows))
+        # seeds that all recall the same (every one at 100%) give an interval of no width: unanimous above the bound
+        unanimous = (rows["n"] >= MIN_SEEDS) & (rows["lo"] == rows["hi"]) & (rows["mean"] > SOLVED)
+        verdicts = np.where(unanimous.to_numpy(), REPRODUCED, verdicts)
         verdict = str(all_of_verdicts(np.asarray(verdicts, dtype=object))[()])
         worst = rows.loc[rows["mean"].idxmin()]
-        measured = (f"{display_name(name)}: lowest of {len(rows)} cells {100 * worst['mean']:.1f}% "
+        measured = (f"{display_name(name)}: lowest of {len(rows)} cell{'s' * (len(rows) != 1)} "
+                    f"{100 * worst['mean']:.1f}% "
                     f"[{100 * worst['lo']:.1f}, {100 * worst['hi']:.1f}] at N {int(worst['seq_len'])}, d "
                     f"{int(worst['d_model'])}; rule: every cell above {100 * SOLVED:.0f}%")
         claims.append(Claim("Zoology Fig. 2", ABSTRACT, measured, verdict))
     return claims
 
 
+def _tasks(summary: pd.DataFrame) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """The shortest and the longest task of one pairs-per-length ratio (Figure 2's length / 16), the ratio with the
+    most lengths; None where no ratio has two."""
+    tasks = sorted({(int(n), int(p)) for n, p in summary[["seq_len", "num_kv_pairs"]].itertuples(index=False)})
+    by_ratio: dict[float, list[tuple[int, int]]] = {}
+    for n, p in tasks:
+        by_ratio.setdefault(n / p, []).append((n, p))
+    best = max(by_ratio.values(), key=len, default=[])
+    return (best[0], best[-1]) if len(best) >= 2 else None
+
+
 def width_grows_with_length(summary: pd.DataFrame, runs: pd.DataFrame) -> list[Claim]:
-    """Rule 2 for each non-softmax variant with cells at two lengths and a common width."""
-    lengths = sorted(summary["seq_len"].unique())
-    if len(lengths) < 2:
+    """Rule 2 for each non-softmax variant with cells at two lengths (of one pairs-per-length ratio) and a common
+    width; a variant without is "not measured"."""
+    ends = _tasks(summary)
+    if ends is None:
         return []
-    short, long_ = int(lengths[0]), int(lengths[-1])
+    short, long_ = ends
     reference = next((n for n in SOFTMAX if n in set(summary["attention"])), None)
+
+    def widths(name: str, task: tuple[int, int]) -> set[int]:
+        rows = summary[(summary["attention"] == name) & (summary["seq_len"] == task[0])
+                       & (summary["num_kv_pairs"] == task[1])]
+        return {int(d) for d in rows["d_model"]}
+
     claims = []
     for name in [n for n in summary["attention"].unique() if n not in SOFTMAX and n not in CONTROLS]:
-        widths = sorted(set(summary[(summary["attention"] == name) & (summary["seq_len"] == short)]["d_model"])
-                        & set(summary[(summary["attention"] == name) & (summary["seq_len"] == long_)]["d_model"]))
-        if not widths:
+        common = sorted(widths(name, short) & widths(name, long_))
+        if not common:
+            claims.append(Claim("Zoology Fig. 2", BLOG, f"{display_name(name)}: no width run at both N {short[0]} "
+                                f"and {long_[0]}", NOT_MEASURED))
             continue
-        d = int(widths[0])
+        d = common[0]
         fall = _welch(_seeds(summary, runs, name, short, d), _seeds(summary, runs, name, long_, d))
-        verdict = str(sign_verdicts(*fall, above=True, bound=0.0)[()])
-        words = (f"{display_name(name)} at d {d}: falls {100 * fall[0]:.1f} points [{_pts(fall)}] from N {short} to "
-                 f"{long_}")
+        parts = [sign_verdicts(*fall, above=True, bound=0.0, comparisons=2)[()]]
+        words = (f"{display_name(name)} at d {d}: falls {100 * fall[0]:.1f} points [{_pts(fall)}] from N {short[0]} "
+                 f"to {long_[0]}")
         if reference is not None:
             ref = _welch(_seeds(summary, runs, reference, short, d), _seeds(summary, runs, reference, long_, d))
-            more = (fall[0] - ref[0], fall[1] - ref[2], fall[2] - ref[1], min(fall[3], ref[3]))  # a conservative union
-            verdict = str(all_of_verdicts(np.asarray([verdict, sign_verdicts(*more, above=True)[()]],
-                                                     dtype=object))[()])
+            # the difference of two independent falls: a conservative interval (the ends of the two apart)
+            more = (fall[0] - ref[0], fall[1] - ref[2], fall[2] - ref[1], min(fall[3], ref[3]))
+            parts.append(sign_verdicts(*more, above=True, bound=0.0, comparisons=2)[()])
             words += f"; {display_name(reference)} falls {100 * ref[0]:.1f} [{_pts(ref)}]"
-        claims.append(Claim("Zoology Fig. 2", BLOG, words, verdict))
+        claims.append(Claim("Zoology Fig. 2", BLOG, words,
+                            str(all_of_verdicts(np.asarray(parts, dtype=object))[()])))
     return claims
 
 
@@ -150,16 +184,18 @@ def control_at_chance(summary: pd.DataFrame, vocab_size: int) -> list[Claim]:
         return []
     chance = 1 / (vocab_size // 2)
     verdicts = sign_verdicts(rows["mean"], rows["lo"], rows["hi"], rows["n"], above=False,
-                             bound=chance + CHANCE_SLACK)
+                             bound=chance + CHANCE_SLACK, comparisons=len(rows))
     verdict = str(all_of_verdicts(np.asarray(verdicts, dtype=object))[()])
     best = rows.loc[rows["mean"].idxmax()]
     return [Claim("control", "without mixing, a model cannot recall (chance: 1 / (V/2))",
                   f"{display_name('none')}: highest {100 * best['mean']:.2f}% [{100 * best['lo']:.2f}, "
-                  f"{100 * best['hi']:.2f}] of {len(rows)} cells; chance {100 * chance:.3f}%", verdict)]
+                  f"{100 * best['hi']:.2f}] of {len(rows)} cell{'s' * (len(rows) != 1)}; chance {100 * chance:.3f}%",
+                  verdict)]
 
 
 #: The verdict words of a reduced budget (a quick profile): a verdict about this budget, not the paper's.
-REDUCED = {REPRODUCED: "consistent (reduced budget)", CONTRADICTED: "inconsistent (reduced budget)"}
+REDUCED = {REPRODUCED: "consistent (reduced budget)", CONTRADICTED: "inconsistent (reduced budget)",
+           STRONGER: "consistent (reduced budget)"}
 
 
 def recall_claims(summary: pd.DataFrame, out_dir: Path, *, suite: str, smoke: bool, reduced: bool,
@@ -168,10 +204,8 @@ def recall_claims(summary: pd.DataFrame, out_dir: Path, *, suite: str, smoke: bo
     runs = runs if runs is not None else pd.DataFrame(columns=["attention", "seq_len", "d_model", "lr", "recall"])
     claims = [*attention_everywhere(summary), *width_grows_with_length(summary, runs),
               *control_at_chance(summary, vocab_size)]
-    if reduced and not smoke:
-        claims = [Claim(c.table, c.claim, c.measured, REDUCED.get(c.verdict, c.verdict)) for c in claims]
     seeds = int(summary["n"].max()) if len(summary) else None
-    return write_claims(out_dir, claims, suite=suite, smoke=smoke, seeds=seeds,
+    return write_claims(out_dir, claims, suite=suite, smoke=smoke, seeds=seeds, words=REDUCED if reduced else None,
                         without="no softmax baseline, no other variant at two lengths and no control ran")
 
 

@@ -24,13 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import attentions
+
 from ...core.cell import Cell
 from ...core.errors import SuiteError, UserError
 from ...core.store import Store
 from ...core.suite import (
     BOOL,
     POSITIVE_INT,
-    POSITIVE_NUMBER,
     Axis,
     RankedQuantity,
     Suite,
@@ -51,13 +52,18 @@ from ...models.checkpoints import drop_checkpoint
 from ...report.claims import is_smoke
 from ...report.format import shown_env
 from .cells import describe, prepare, run
-from .mqar import POWER_A, VOCAB_SIZE, check_mqar
+from .mqar import POWER_A, ROWS_PER_DRAW, VOCAB_SIZE, check_mqar
 from .training import RecallTrain
 
 TABLES = ("recall",)
 DATA_DEFAULTS: dict[str, Any] = {"vocab_size": VOCAB_SIZE, "power_a": POWER_A, "random_non_queries": False,
                                  "train_examples": 100_000, "test_examples": 3_000, "pairs_every": 16}
-DATA_RULES = {"vocab_size": POSITIVE_INT, "power_a": POSITIVE_NUMBER, "random_non_queries": BOOL,
+#: The largest vocabulary a suite may ask for: the generator draws rows x V/2 uniform numbers per batch of keys.
+MAX_VOCAB = 2**20
+DATA_RULES = {"vocab_size": (lambda v: POSITIVE_INT[0](v) and v <= MAX_VOCAB,
+                             f"a positive integer up to {MAX_VOCAB}"),
+              "power_a": (lambda v: is_finite_number(v) and 0 < v <= 1, "a number in (0, 1] (Zoology: 0.01)"),
+              "random_non_queries": BOOL,
               "train_examples": POSITIVE_INT, "test_examples": POSITIVE_INT, "pairs_every": POSITIVE_INT}
 MODEL_DEFAULTS: dict[str, Any] = {"heads": 1, "layers": 2, "dropout": 0.1, "embed_dropout": 0.1}
 _PROBABILITY = (lambda v: is_finite_number(v) and 0 <= v < 1, "a number in [0, 1)")
@@ -124,16 +130,21 @@ def validate(suite: Suite) -> None:
                 key = "axes.num_kv_pairs" if n is not None else "data.pairs_every"
                 raise SuiteError(suite.path, key, f"at seq_len {seq_len}: {exc}") from None
     longest = max(suite.axes["seq_len"])
-    # the tokens and targets (int64) of both splits, and the key draws of a generator batch
-    check_fits(suite.path, "data.train_examples", (data["train_examples"] + data["test_examples"]) * longest * 16,
+    # the tokens and targets (int64) of both splits, and the uniform draws (float32) of a generator batch
+    check_fits(suite.path, "data.train_examples", (data["train_examples"] + data["test_examples"]) * longest * 16
+               + ROWS_PER_DRAW * data["vocab_size"] * 4,
                f"{data['train_examples']:,} + {data['test_examples']:,} sequences of {longest} tokens")
     for name in suite.attentions():
+        # as the cells build them: each length, the causal form (a variant without one is an unsupported cell)
+        causal = {"causal": True} if attentions.spec(name).caps.causal else {}
         for d_model in suite.axes["d_model"]:
-            try:
-                attention_config(name, suite.config_for(name), dim=d_model, heads=suite.settings.model["heads"],
-                                 seq_len=longest)
-            except (TypeError, ValueError) as exc:
-                raise SuiteError(suite.path, "config", f"{name} at d_model {d_model}: {exc}") from None
+            for seq_len in suite.axes["seq_len"]:
+                try:
+                    attention_config(name, {**suite.config_for(name), **causal}, dim=d_model,
+                                     heads=suite.settings.model["heads"], seq_len=seq_len)
+                except (TypeError, ValueError) as exc:
+                    raise SuiteError(suite.path, "config", f"{name} at d_model {d_model}, seq_len {seq_len}: {exc}"
+                                     ) from None
 
 
 def make_cell(suite: Suite, params: dict[str, Any], device: str) -> Cell | None:

@@ -36,7 +36,7 @@ IGNORE = -100
 #: Of the generator's output: a change of it names new data sources (in every cell's data_source).
 MQAR_VERSION = 1
 FILLER_ID = 0  # the token between queries (Figure 2's zeros): a token like any other, not padding
-_ROWS_PER_DRAW = 4096  # rows whose key and value draws are made at once (a draw is rows x V/2 uniform numbers)
+ROWS_PER_DRAW = 4096  # rows whose key and value draws are made at once (a draw is rows x V/2 uniform numbers)
 
 
 @dataclass(frozen=True)
@@ -80,8 +80,8 @@ def gap_probabilities(space: int, power_a: float = POWER_A) -> torch.Tensor:
 def _distinct(rows: int, low: int, high: int, count: int, gen: torch.Generator) -> torch.Tensor:
     """int64 [rows, count]: per row, ``count`` distinct ids of ``low .. high - 1`` in random order."""
     out = torch.empty(rows, count, dtype=torch.long)
-    for start in range(0, rows, _ROWS_PER_DRAW):
-        stop = min(rows, start + _ROWS_PER_DRAW)
+    for start in range(0, rows, ROWS_PER_DRAW):
+        stop = min(rows, start + ROWS_PER_DRAW)
         u = torch.rand(stop - start, high - low, generator=gen)  # [r, candidates]
         out[start:stop] = u.topk(count, dim=1).indices + low  # the largest `count`: a uniform subset, shuffled
     return out

@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from ...core import faults
-from ...models.checkpoints import batch_indices, load_checkpoint, save_checkpoint
+from ...models.checkpoints import epoch_order, load_checkpoint, save_checkpoint
 from ...models.lm import CausalLM
 from .mqar import IGNORE, Mqar
 
@@ -119,9 +119,12 @@ def train_recall(model: CausalLM, train: Mqar, test: Mqar, cfg: RecallTrain, *, 
     started = time.perf_counter()
     last = cfg.run_epochs or cfg.epochs
     while state["epoch"] < last and not state["stopped_early"]:
-        for _ in range(per_epoch):
-            step_started = time.perf_counter()
-            loss = _step(model, opt, train, batch_indices(n_train, cfg.batch_size, state["step"], seed), device)
+        order = epoch_order(n_train, seed, state["epoch"])  # a checkpoint ends an epoch: every epoch starts here
+        for offset in range(per_epoch):
+            rows = order[offset * cfg.batch_size:(offset + 1) * cfg.batch_size]
+            tokens, targets = train.inputs[rows].to(device), train.targets[rows].to(device)
+            step_started = time.perf_counter()  # the model's step only: forward, backward and the optimiser
+            loss = _step(model, opt, tokens, targets)
             state["step_ms"].append((time.perf_counter() - step_started) * 1e3)
             faults.point("training.step", f"step {state['step'] + 1}")
             state["step"] += 1
@@ -144,9 +147,8 @@ def train_recall(model: CausalLM, train: Mqar, test: Mqar, cfg: RecallTrain, *, 
                         wall_s=state["elapsed_s"], curve=state["curve"])
 
 
-def _step(model: CausalLM, opt: torch.optim.Optimizer, train: Mqar, rows: Tensor, device: torch.device) -> float:
-    """One optimiser step on the training sequences ``rows``: next-token cross-entropy at their query positions."""
-    tokens, targets = train.inputs[rows].to(device), train.targets[rows].to(device)
+def _step(model: CausalLM, opt: torch.optim.Optimizer, tokens: Tensor, targets: Tensor) -> float:
+    """One optimiser step on ``tokens``: next-token cross-entropy at their query positions."""
     select = targets != IGNORE
     loss = torch.nn.functional.cross_entropy(model(tokens, select).float(), targets[select])
     opt.zero_grad(set_to_none=True)

@@ -60,7 +60,7 @@ def test_the_head_is_the_token_embedding_and_weights_start_as_the_authors() -> N
     for block in model.blocks:
         std = float(block.mixer.out.weight.detach().std())
         assert abs(std - 0.02 / math.sqrt(4)) < 0.1 * 0.02 / math.sqrt(4)  # 128 x 128 draws: within 10 %
-        assert float(block.mixer.out.bias.abs().max()) == 0.0
+        assert float(block.mixer.out.bias.detach().abs().max()) == 0.0
     x = torch.zeros(1, 3, dtype=torch.long)
     with torch.no_grad():
         before = model(x)

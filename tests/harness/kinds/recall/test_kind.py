@@ -47,6 +47,8 @@ def test_a_variant_without_a_causal_form_is_unsupported_with_its_reason(write_ya
     ({"data": {"pairs_every": 1}}, "data.pairs_every"),
     ({"axes": {"attention": ["vanilla"], "seq_len": [15], "d_model": [16], "lr": [3e-3], "seed": [0]}}, "seq_len"),
     ({"train": {"epochs": 0}}, "epochs"),
+    ({"data": {"power_a": 5}}, "data.power_a"),
+    ({"train": {"epochs": 2, "run_epochs": 3}}, "run_epochs"),
 ])
 def test_bad_input_is_one_line_and_exit_2_before_anything_is_written(cli: Callable[..., CliResult],
                                                                      write_yaml: Callable[..., Path], tmp_path: Path,
@@ -62,3 +64,19 @@ def test_too_many_pairs_from_the_command_line_is_exit_2(cli: Callable[..., CliRe
     result = cli("run", write_yaml(_doc()), "--profile", "smoke", "--out", tmp_path / "o", "--device", "cpu",
                  "--set", "num_kv_pairs=40")
     assert result.code == 2 and len(result.err_lines) == 1 and "num_kv_pairs" in result.err, result.err
+
+
+def test_a_failed_state_measurement_keeps_the_trained_recall(monkeypatch: pytest.MonkeyPatch,
+                                                             write_yaml: Callable[..., Path], tmp_path: Path) -> None:
+    import harness.kinds.recall.cells as cells
+    from harness.core.cell import Context
+
+    def broken(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        raise RuntimeError("prefill failed")
+
+    monkeypatch.setattr(cells, "state_bytes", broken)
+    (cell, _) = load_suite(write_yaml(_doc()), "smoke").expand("cpu")
+    result = cells.run(cell, Context(tmp_path))
+    assert result.status == "ok" and 0.0 <= result.metrics["recall"] <= 1.0
+    assert result.metrics["state_bytes"] != result.metrics["state_bytes"]  # NaN
+    assert "prefill failed" in result.metrics["state_note"]

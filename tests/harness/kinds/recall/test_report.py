@@ -50,3 +50,19 @@ def test_a_run_writes_its_tables_figures_and_claims(tmp_path: Path) -> None:
     assert {"recall.md", "recall.tex", "recall.csv", "claims.md", "results.csv"} <= names
     md = (tmp_path / "recall.md").read_text()
     assert "81.0 ± " in md and "Performer" in md
+
+
+def test_a_rate_that_one_seed_survived_is_not_chosen_over_one_all_did() -> None:
+    runs = _runs()
+    diverged = (runs["attention"] == "vanilla") & (runs["lr"] == 1e-3)
+    runs.loc[diverged, "recall"] = [0.99, np.nan, np.nan]  # the better rate's other seeds diverged
+    runs.loc[diverged, "status"] = ["ok", "nan", "nan"]
+    runs.loc[(runs["attention"] == "vanilla") & (runs["lr"] == 1e-2), "recall"] = [0.94, 0.95, 0.96]
+    row = summarise(runs).set_index("attention").loc["vanilla"]
+    assert row["lr"] == 1e-2 and row["n"] == 3 and row["failed"] == 0
+
+
+def test_no_ok_cell_is_an_empty_summary() -> None:
+    failed = pd.DataFrame({"attention": ["vanilla"], "seq_len": [64], "num_kv_pairs": [4], "d_model": [64],
+                           "lr": [1e-3], "seed": [0], "status": ["oom"]})
+    assert summarise(failed).empty
