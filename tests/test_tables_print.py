@@ -20,10 +20,12 @@ import pytest
 import attentions
 import harness.kinds.approximation.report
 import harness.kinds.decode.report
+import harness.kinds.recall.report
 import harness.kinds.speed.plots
 import harness.kinds.speed.roofline
 import harness.report.plots
 from harness.core.cell import Cell, CellResult, Context
+from harness.core.kind_table import KINDS
 from harness.kinds.speed.table4 import PAPER_ROWS
 from harness.report.format import display_name
 from harness.report.latex import COLUMN_MIN_SCALE
@@ -94,8 +96,22 @@ def _approximation(cell: Cell, ctx: Context) -> CellResult:
     return CellResult("ok", "", metrics, samples=[metrics["time_ms_median"]] * 5)
 
 
+def _recall(cell: Cell, ctx: Context) -> CellResult:
+    recall = _draw(cell)
+    return CellResult("ok", "", {"recall": recall, "best_recall": recall, "epochs_run": 3, "steps": 100,
+                                 "stopped_early": False, "step_ms": 40 * (1 + _draw(cell, "t")), "wall_s": 1.0,
+                                 "state_bytes": 2**16 * (1 + _draw(cell, "s")), "state_note": "",
+                                 "vocab_size": 8192},
+                      curve=[{"step": 100, "train_loss": 1.0, "dev_accuracy": recall}])
+
+
 FAKES = {"speed": _speed, "accuracy": _accuracy, "forecasting": _forecasting, "decode": _decode,
-         "approximation": _approximation}
+         "approximation": _approximation, "recall": _recall}
+
+
+def test_every_kind_has_its_made_up_cells() -> None:
+    """A kind without made-up cells would run its quick profile for real (an hour of training) inside the tests."""
+    assert set(FAKES) == set(KINDS)
 
 
 @pytest.fixture
@@ -105,7 +121,7 @@ def made_up(monkeypatch: pytest.MonkeyPatch) -> None:
     for kind, run in FAKES.items():
         patch_kind(monkeypatch, kind, run=run, prepare=lambda cells, ctx: None, run_env=None)
     for module in (harness.report.plots, harness.kinds.speed.plots, harness.kinds.speed.roofline,
-                   harness.kinds.decode.report, harness.kinds.approximation.report):
+                   harness.kinds.decode.report, harness.kinds.approximation.report, harness.kinds.recall.report):
         monkeypatch.setattr(module, "save_figure", lambda fig, out_dir, stem: [])
 
 
