@@ -43,8 +43,7 @@ class _PooledCross(torch.autograd.Function):
 
     dL/da_i = Σ_k g_k b_{k−i}, i.e. irfft(G · conj(B)), and likewise for b, reusing the forward spectra: one
     rfft and two irffts, where autograd runs the rffts' backward as full-length complex FFTs, which made fwd+bwd
-    slower on CPU (measured: docs/results/2026-11-23-amd-epyc-2core.md, "From the code: FSAT's and Nyströmformer's
-    kernels").
+    slower on CPU (the measurement: docs/results/, "From the code: FSAT's and Nyströmformer's kernels").
     """
 
     @staticmethod
@@ -179,8 +178,8 @@ class _EdgeAttention(torch.autograd.Function):
     Every per-edge dot product is a sampled dense-dense product (SDDMM) on the key-row CSR, and every
     weighted sum over edges an SpMM — y and dL/dQ sum into query rows, dL/dK and dL/dV into key rows — so no
     [R·E, d] tensor is ever formed: memory is O(R·E + R·d), the paper's O(LMH + LD) (§4.3). On CPU these
-    sparse kernels were faster than the equivalent gathers, batched dot products and ``index_add_`` (measured:
-    docs/results/2026-11-23-amd-epyc-2core.md, "From the code: FSAT's and Nyströmformer's kernels").
+    sparse kernels were faster than the equivalent gathers, batched dot products and ``index_add_`` (the
+    measurement: docs/results/, "From the code: FSAT's and Nyströmformer's kernels").
     Autograd through sparse CSR tensors is incomplete, hence the written-out backward.
     """
 

@@ -1,7 +1,7 @@
 """S3Attention's CPU kernels: the layouts and backward passes that make its eager layer fast on a CPU, kept apart
 from the layer (``attentions.s3attention``) that picks them on the CPU. Same functions as the framework's ops they
 replace; each says what it replaces and why. The profiles and timings behind each choice are in docs/results/
-(2026-11-24-amd-epyc-2core.md and 2026-11-25-intel-xeon-2core.md, "From the code: S3Attention's CPU kernels").
+(the AMD EPYC and Intel Xeon pages, "From the code: S3Attention's CPU kernels").
 """
 
 from __future__ import annotations

@@ -125,10 +125,10 @@ class SinkhornAttention(ProjectedAttention):
       leaves the Sinkhorn column normalisation, which divides each column by a sum over the rows of every block
       that may pick it, later blocks included, so a block's sorted keys move with later inputs. The first author's
       code (google-research ``long-range-arena``, ``sinkhorn_attention.py``, ``sinkhorn_operator(causal=True)``)
-      masks both normalisations but is marked "TODO: verify" and calls its mask array as a function, so it cannot
-      run as written; lucidrains' causal mode (``SinkhornCausalAttention``) is another algorithm: no Sinkhorn, a
-      differentiable top-k over earlier buckets scored from cumulative averages, learned null keys and half-head
-      rotations.
+      masks both normalisations, but its authors left it flagged as unverified and it calls its mask array as a
+      function, so it cannot run as written; lucidrains' causal mode (``SinkhornCausalAttention``) is another
+      algorithm: no Sinkhorn, a differentiable top-k over earlier buckets scored from cumulative averages, learned
+      null keys and half-head rotations.
     - Sinkhorn in log space, each iteration a row then a column normalisation; Gumbel noise only in training.
     - Padding: x is zeroed at padded positions and padded keys/values are zeroed before summaries and mixing,
       so padded content reaches nothing. Blocks without a real token are left out of the sorting: real blocks
