@@ -15,12 +15,13 @@ import torch
 from torch import Tensor
 
 from ._blocks import block_sparse_attention, dense_rows, neighbour_blocks, pad_for_blocks
+from ._flex import FlexPattern, MaskMod, PatternConfig, flex_unavailable
 from .base import ProjectedAttention, merge_heads, zero_padding
-from .registry import AttentionConfig, Capabilities, register
+from .registry import Capabilities, register, register_preset
 
 
 @dataclass(frozen=True)
-class BigBirdConfig(AttentionConfig):
+class BigBirdConfig(PatternConfig):
     """Config of BigBird-ITC (paper Tab. 8 and LRA: block 64, 3 random blocks, first and last block global).
 
     Attributes:
@@ -29,6 +30,7 @@ class BigBirdConfig(AttentionConfig):
         global_blocks: g, global blocks: the first ⌈g/2⌉ and the last ⌊g/2⌋ blocks (g = 2: the first and the
             last, as BigBird's and LRA's code). Global blocks attend to every key and every query attends to them.
         window_blocks: w, the sliding window in blocks (odd): query block i reads blocks i - w//2 .. i + w//2.
+        backend: "blocks" (block gathers) or "flex" (FlexAttention with the same pattern; :mod:`attentions._flex`).
     """
 
     block_size: int = 64
@@ -63,7 +65,7 @@ CAUSAL_NOTE = (
     ),
     paper="https://arxiv.org/abs/2007.14062", display="BigBird", group="sparse / local",
 )
-class BigBirdAttention(ProjectedAttention):
+class BigBirdAttention(FlexPattern, ProjectedAttention):
     """BigBird-ITC: window + global + random blocks, blockwise softmax; arxiv.org/abs/2007.14062.
 
     Query block i (not global) attends, with one softmax, to the union of its window blocks i-1, i, i+1, the
@@ -87,6 +89,9 @@ class BigBirdAttention(ProjectedAttention):
     - Global rows use the same projections as the others (BigBird-ITC has no separate global projections).
     - Masked keys get the dtype's most negative finite score (BigBird's code adds -10000); dropout on the
       attention weights in training (the reference code has no attention dropout in the sparse path).
+    - ``backend="flex"``: the same union (window, global and random blocks, global rows reading every key) as one
+      FlexAttention mask_mod per head (:meth:`flex_pattern`), over the same padded length; its BlockMask is rebuilt
+      when ``rand_scores`` changes. No dropout (see :mod:`attentions._flex`).
     """
 
     cfg: BigBirdConfig
@@ -122,6 +127,34 @@ class BigBirdAttention(ProjectedAttention):
         top, idx = scores.topk(r, dim=-1)  # [H, nb, r]
         return idx.masked_fill(top < 0, -1)
 
+    def flex_length(self, seq_len: int) -> int:
+        """Padded to a multiple of the block size, as the blocks backend."""
+        return -(-seq_len // self.cfg.block_size) * self.cfg.block_size
+
+    def flex_heads(self) -> int | None:
+        """The random blocks differ per head."""
+        return self.cfg.heads
+
+    def flex_version(self) -> int:
+        """The random pattern's buffer changes in place (``load_state_dict``) without changing its length."""
+        return self.rand_scores._version
+
+    def flex_pattern(self, n: int, device: torch.device, causal: bool) -> MaskMod:
+        """Key block kb is read by query block qb when either is global, |qb - kb| <= w//2, or kb ∈ R_h(qb)."""
+        w, nb, half = self.cfg.block_size, n // self.cfg.block_size, self.cfg.window_blocks // 2
+        is_global = torch.zeros(nb, dtype=torch.bool, device=device)
+        is_global[self.global_block_ids(nb).to(device)] = True  # [nb]
+        rand = self.random_blocks(nb).to(device)  # [H, nb, r], -1 = none
+        chosen = torch.zeros(self.cfg.heads, nb, nb + 1, dtype=torch.bool, device=device)  # column nb: the -1s
+        chosen.scatter_(2, rand.masked_fill(rand < 0, nb), True)
+        chosen = chosen[..., :nb]  # [H, nb, nb]: R_h(qb) as a block mask
+
+        def pattern(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+            qb, kb = q_idx // w, kv_idx // w
+            return is_global[qb] | is_global[kb] | ((qb - kb).abs() <= half) | chosen[h, qb, kb]
+
+        return pattern
+
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         cfg = self.cfg
         b, n, _ = x.shape
@@ -131,6 +164,10 @@ class BigBirdAttention(ProjectedAttention):
         xp, mp = pad_for_blocks(x, mask, w)  # [B, N', D], N' = nb·w
         q, k, v = self.proj(xp)  # each [B, H, N', d]
         nb = xp.shape[1] // w
+        if cfg.backend == "flex":
+            real = None if mask is None else mp  # without a mask, the BlockMask depends on n only and is kept (_flex)
+            y = self.flex_attend(q, k, v, real, causal=False, length=n)  # [B, H, N', d]
+            return self.out(merge_heads(y)[:, :n])  # [B, N, D]
         h = cfg.heads
         glob = self.global_block_ids(nb).to(x.device)  # [G]
         half = cfg.window_blocks // 2
@@ -148,3 +185,11 @@ class BigBirdAttention(ProjectedAttention):
             yg = dense_rows(q[:, :, pos], k, v, key_mask=mp, dropout_p=p, training=self.training)  # [B, H, G·w, d]
             y = y.index_copy(2, pos, yg)  # [B, H, N', d]: global rows attend to everything
         return self.out(merge_heads(y)[:, :n])  # [B, N, D]
+
+
+register_preset(
+    "bigbird_flex",
+    "bigbird", display="BigBird (Flex)",
+    backend="flex", dropout=0.0, check=flex_unavailable, caps={"trains_on": ("cuda",)},
+    description="BigBird-ITC's window, global and random blocks through torch's FlexAttention.",
+)

@@ -28,14 +28,15 @@ from ._blocks import (
     sliding_window_attention,
 )
 from ._decode import WindowCache, check_capacity
+from ._flex import FlexPattern, MaskMod, PatternConfig, flex_unavailable
 from .base import ProjectedAttention, merge_heads, zero_padding
-from .registry import AttentionConfig, Capabilities, register, register_preset
+from .registry import Capabilities, register, register_preset
 
 LocalMode = Literal["block", "sliding"]
 
 
 @dataclass(frozen=True)
-class LocalConfig(AttentionConfig):
+class LocalConfig(PatternConfig):
     """Config of local attention.
 
     Attributes:
@@ -45,6 +46,7 @@ class LocalConfig(AttentionConfig):
             before it and itself). 50 is the block size of LRA's local-attention encoder (its attention module's
             own default is 20; the LRA paper gives no number).
         mode: "block" (non-overlapping blocks, the LRA baseline) or "sliding" (a window centred on each query).
+        backend: "blocks" (block gathers) or "flex" (FlexAttention with the same pattern; :mod:`attentions._flex`).
     """
 
     window: int = 50
@@ -73,7 +75,7 @@ SLIDING_DECODE_NOTE = "a ring buffer of the last window + 1 keys and values"
                  causal=True, decode=True, causal_note=CAUSAL_NOTE, decode_note=DECODE_NOTE),
     paper="https://arxiv.org/abs/2011.04006", display="Local Attention", group="sparse / local",
 )
-class LocalAttention(ProjectedAttention):
+class LocalAttention(FlexPattern, ProjectedAttention):
     """Local attention: softmax within blocks of w positions (or a ±w/2 window); LRA, arxiv.org/abs/2011.04006.
 
     Block mode: y_i = softmax(q_i K_{B(i)}ᵀ/√d) V_{B(i)}, B(i) = {w⌊i/w⌋, ..., w⌊i/w⌋ + w - 1} (block-diagonal).
@@ -107,7 +109,9 @@ class LocalAttention(ProjectedAttention):
     - With w >= n (block) or ⌊w/2⌋ >= n - 1 (sliding) every query sees every key: exact softmax attention (causal:
       w >= n for both modes gives causal softmax attention).
     - Masked keys get the dtype's most negative finite score (a padded query row stays finite); dropout on
-      the attention weights in training. lucidrains' rotary embeddings and shared-QK options are left out: they are
+      the attention weights in training.
+    - ``backend="flex"``: the same sets B(i), W(i) as a FlexAttention mask_mod (:meth:`flex_pattern`), over the
+      same padded length; no dropout (see :mod:`attentions._flex`). lucidrains' rotary embeddings and shared-QK options are left out: they are
       options of that library, not of the pattern.
     """
 
@@ -149,6 +153,8 @@ class LocalAttention(ProjectedAttention):
         x = zero_padding(x, mask)
         if cfg.mode == "sliding":
             q, k, v = self.proj(x)  # each [B, H, N, d]
+            if cfg.backend == "flex":
+                return self.flex_attend(q, k, v, mask, causal=causal), k, v
             radius = w if causal else w // 2
             y = sliding_window_attention(q, k, v, radius, causal=causal, key_mask=mask, dropout_p=p,
                                          training=self.training)
@@ -156,6 +162,9 @@ class LocalAttention(ProjectedAttention):
         xp, mp = pad_for_blocks(x, mask, w)  # [B, N', D], N' a multiple of w
         q, k, v = self.proj(xp)  # each [B, H, N', d]
         nb = xp.shape[1] // w
+        if cfg.backend == "flex":
+            real = None if mask is None else mp  # without a mask, the BlockMask depends on n only and is kept (_flex)
+            return self.flex_attend(q, k, v, real, causal=causal, length=n)[:, :, :n], k[:, :, :n], v[:, :, :n]
         allowed = None
         if causal:
             blocks = neighbour_blocks(nb, 1, 0, x.device)  # [nb, 2]: the block before and its own
@@ -167,6 +176,25 @@ class LocalAttention(ProjectedAttention):
                                    training=self.training)  # [B, H, N', d]
         return y[:, :, :n], k[:, :, :n], v[:, :, :n]
 
+    def flex_length(self, seq_len: int) -> int:
+        """Block mode pads to a multiple of the window (as the blocks backend); sliding mode does not pad."""
+        w = self.cfg.window
+        return seq_len if self.cfg.mode == "sliding" else -(-seq_len // w) * w
+
+    def flex_pattern(self, n: int, device: torch.device, causal: bool) -> MaskMod:
+        """B(i) or W(i) of the class docstring (causal: their causal forms) as a mask_mod."""
+        w, sliding = self.cfg.window, self.cfg.mode == "sliding"
+
+        def pattern(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+            if sliding:
+                gap = q_idx - kv_idx
+                return ((gap >= 0) & (gap <= w)) if causal else gap.abs() <= w // 2
+            if causal:  # its own block up to itself and the whole block before
+                return (kv_idx <= q_idx) & (kv_idx // w >= q_idx // w - 1)
+            return q_idx // w == kv_idx // w
+
+        return pattern
+
 
 register_preset(
     "local_sliding",
@@ -175,4 +203,16 @@ register_preset(
     description="Local attention with a sliding window (±25 positions) instead of blocks.",
     caps={"seq_len_multiple_of": 1, "pads_to_multiple": False, "causal_note": SLIDING_CAUSAL_NOTE,
           "decode_note": SLIDING_DECODE_NOTE},
+)
+register_preset(
+    "local_flex",
+    "local", display="Local Attention (Flex)",
+    backend="flex", dropout=0.0, check=flex_unavailable, caps={"trains_on": ("cuda",)},
+    description="Local attention (blocks of 50) through torch's FlexAttention with a BlockMask of the same pattern.",
+)
+register_preset(
+    "local_sliding_flex",
+    "local_sliding", display="Local Attention (sliding, Flex)",
+    backend="flex", dropout=0.0, check=flex_unavailable, caps={"trains_on": ("cuda",)},
+    description="Local attention with a sliding window (±25 positions) through torch's FlexAttention.",
 )

@@ -19,12 +19,13 @@ from torch import Tensor, nn
 
 from ._blocks import attend_slots, dense_rows, sliding_window_attention
 from ._decode import WindowCache, check_capacity
+from ._flex import FlexPattern, MaskMod, PatternConfig, flex_unavailable
 from .base import QKVProjection, merge_heads, softmax_reference, zero_padding
-from .registry import AttentionConfig, Capabilities, register
+from .registry import Capabilities, register, register_preset
 
 
 @dataclass(frozen=True)
-class LongformerConfig(AttentionConfig):
+class LongformerConfig(PatternConfig):
     """Config of Longformer attention.
 
     Attributes:
@@ -40,6 +41,7 @@ class LongformerConfig(AttentionConfig):
         global_proj: separate Q_g, K_g, V_g projections compute the global tokens' own rows (paper §3.1 "Linear
             Projections for Global Attention", LRA's code); initialised as copies of the sliding-window
             projections, as the paper does. False uses one projection for both.
+        backend: "blocks" (block gathers) or "flex" (FlexAttention with the same pattern; :mod:`attentions._flex`).
     """
 
     window: int = 512
@@ -66,7 +68,7 @@ DECODE_NOTE = "a ring buffer of the last dilation·window/2 + 1 keys and values"
           Capabilities(approximates_softmax=True, complexity="n", causal=True, decode=True, causal_note=CAUSAL_NOTE,
                        decode_note=DECODE_NOTE),
           paper="https://arxiv.org/abs/2004.05150", display="Longformer", group="sparse / local")
-class LongformerAttention(nn.Module):
+class LongformerAttention(FlexPattern, nn.Module):
     """Longformer: sliding window (w/2 each side, dilation d) + global tokens; arxiv.org/abs/2004.05150.
 
     Local query i (not global): softmax over keys {j : |i-j| <= d·w/2, d | i-j} ∪ G with Q_s, K_s, V_s.
@@ -85,6 +87,9 @@ class LongformerAttention(nn.Module):
       d"), and the window is computed on each residue class mod d, where it is an undilated window.
     - A global key inside a query's window is counted once (the union of both patterns, as a dense mask).
     - Dropout on the attention weights (window and global rows) in training.
+    - ``backend="flex"``: the local rows' key set (window ∪ G) as a FlexAttention mask_mod (:meth:`flex_pattern`);
+      the global rows stay |G| dense rows through Q_g, K_g, V_g, which no mask of Q_s K_sᵀ can express. No dropout
+      (see :mod:`attentions._flex`).
 
     Causal (``causal=True``), the autoregressive language model of §4: query i reads the keys
     {i - k·d : k = 0, ..., w/2} (j <= i only: the left half of the window, the query included), with Q_s, K_s, V_s.
@@ -124,18 +129,22 @@ class LongformerAttention(nn.Module):
         x = zero_padding(x, mask)
         q, k, v = self.proj(x)  # each [B, H, N, d]
         g = min(cfg.global_tokens, n)
-        if g == 0:
+        if cfg.backend == "flex":
+            y = self.flex_attend(q, k, v, mask, causal=False)  # [B, H, N, d]: window ∪ G for every row
+        elif g == 0:
             y = sliding_window_attention(
                 q, k, v, cfg.window // 2, dilation=cfg.dilation, key_mask=mask, dropout_p=p, training=self.training
             )
+        else:
+            real = torch.ones(b, n, dtype=torch.bool, device=x.device) if mask is None else mask
+            # The global keys leave the window (key mask) and join as extra keys, so each is counted once.
+            not_global = torch.arange(n, device=x.device) >= g  # [N]
+            y = sliding_window_attention(
+                q, k, v, cfg.window // 2, dilation=cfg.dilation, key_mask=real & not_global,
+                extra_k=k[:, :, :g], extra_v=v[:, :, :g], extra_mask=real[:, :g], dropout_p=p, training=self.training,
+            )  # [B, H, N, d]
+        if g == 0:
             return self.out(merge_heads(y))
-        real = torch.ones(b, n, dtype=torch.bool, device=x.device) if mask is None else mask
-        # The global keys leave the window (key mask) and join as extra keys, so each is counted once.
-        not_global = torch.arange(n, device=x.device) >= g  # [N]
-        y = sliding_window_attention(
-            q, k, v, cfg.window // 2, dilation=cfg.dilation, key_mask=real & not_global,
-            extra_k=k[:, :, :g], extra_v=v[:, :, :g], extra_mask=real[:, :g], dropout_p=p, training=self.training,
-        )  # [B, H, N, d]
         if self.proj_global is not None:
             qg, kg, vg = self.proj_global(x)  # each [B, H, N, d]; only the first g query rows are used
         else:
@@ -169,11 +178,34 @@ class LongformerAttention(nn.Module):
         """The one-sided dilated window of every head over x [B, N, D] and its keys and values: y, k, v [B, H, N, d]."""
         p = self.cfg.dropout if self.training else 0.0
         q, k, v = self.proj(zero_padding(x, mask))  # each [B, H, N, d]
+        if self.cfg.backend == "flex":
+            return self.flex_attend(q, k, v, mask, causal=True), k, v
         y = sliding_window_attention(q, k, v, self.cfg.window // 2, dilation=self.cfg.dilation, causal=True,
                                      key_mask=mask, dropout_p=p, training=self.training)
         return y, k, v
+
+    def flex_pattern(self, n: int, device: torch.device, causal: bool) -> MaskMod:
+        """The local rows' keys as a mask_mod: |i - j| <= d·w/2 with d | i - j, or j ∈ G (causal: 0 <= i - j <= d·w/2,
+        d | i - j, no global tokens)."""
+        d, reach = self.cfg.dilation, self.cfg.dilation * (self.cfg.window // 2)
+        g = 0 if causal else self.cfg.global_tokens
+
+        def pattern(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+            gap = q_idx - kv_idx
+            near = ((gap >= 0) & (gap <= reach)) if causal else gap.abs() <= reach
+            return (near & (gap % d == 0)) | (kv_idx < g)
+
+        return pattern
 
     def softmax_reference(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         """Full softmax attention through the local projections Q_s, K_s, V_s (the global rows' Q_g, K_g, V_g
         start as copies of them): what the window and the global tokens together stand in for."""
         return softmax_reference(self.proj, self.out, x, mask)
+
+
+register_preset(
+    "longformer_flex",
+    "longformer", display="Longformer (Flex)",
+    backend="flex", dropout=0.0, check=flex_unavailable, caps={"trains_on": ("cuda",)},
+    description="Longformer's window and global keys through torch's FlexAttention (global rows as dense rows).",
+)

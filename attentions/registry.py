@@ -42,6 +42,7 @@ __all__ = [
     "RegistryError",
     "UnknownAttentionError",
     "UnknownConfigKeyError",
+    "UnsupportedError",
     "build",
     "list_attentions",
     "make_config",
@@ -69,6 +70,12 @@ class DuplicateNameError(RegistryError):
 
 class NoCausalFormError(RegistryError):
     """``causal=True`` for a variant whose capabilities say it has no causal form."""
+
+
+class UnsupportedError(NotImplementedError):
+    """A call the variant cannot compute in this environment or configuration (e.g. compiled FlexAttention's missing
+    backward on the CPU): not a bug and not bad input, so a benchmark cell records it as ``unsupported`` with this
+    message (:func:`harness.core.cell.classify_exception`)."""
 
 
 @dataclass(frozen=True)
@@ -141,6 +148,8 @@ class Capabilities:
         mixes_tokens: an output position depends on other positions. False only for the ``none`` control, whose
             output is zero.
         devices: device types the variant can run on.
+        trains_on: device types where it also has a backward pass (FlexAttention: forward only on the CPU); on the
+            others it runs forward only, and a backward raises :class:`UnsupportedError`.
         causal: the variant has a causal form (config ``causal=True``), faithful to its paper or its authors' code.
         decode: the variant decodes: ``prefill(x, mask, capacity=C)`` runs the causal form over a prompt and returns
             the state (KV cache, window ring buffer, recurrent sums, or both), ``step(x_t, state)`` adds one token
@@ -159,6 +168,7 @@ class Capabilities:
     approximates_softmax: bool = False
     mixes_tokens: bool = True
     devices: tuple[str, ...] = ("cpu", "cuda")
+    trains_on: tuple[str, ...] = ("cpu", "cuda")
     causal: bool = False
     decode: bool = False
     causal_note: str = ""

@@ -19,14 +19,15 @@ from torch import Tensor
 
 from ._blocks import attend_slots, block_sparse_attention, gather_blocks, neighbour_blocks, pad_for_blocks
 from ._decode import KVCache, check_capacity
+from ._flex import FlexPattern, MaskMod, PatternConfig, flex_unavailable
 from .base import ProjectedAttention, fill_masked, merge_heads, zero_padding
-from .registry import AttentionConfig, Capabilities, register, register_preset
+from .registry import Capabilities, register, register_preset
 
 Pattern = Literal["fixed", "strided"]
 
 
 @dataclass(frozen=True)
-class SparseTransformerConfig(AttentionConfig):
+class SparseTransformerConfig(PatternConfig):
     """Config of Sparse Transformer attention (merged heads: every head attends to A(1) ∪ A(2)).
 
     Attributes:
@@ -35,6 +36,7 @@ class SparseTransformerConfig(AttentionConfig):
         stride: l, the block length (fixed) or stride (strided). 128: the paper's Enwik8 setting and LRA's.
         summary: c, the "summary" positions per block of the fixed pattern (32: Enwik8 and LRA; the paper
             reports c ∈ {8, 16, 32} working for l ∈ {128, 256}). Unused by the strided pattern.
+        backend: "blocks" (block gathers) or "flex" (FlexAttention with the same pattern; :mod:`attentions._flex`).
     """
 
     pattern: Pattern = "fixed"
@@ -66,7 +68,7 @@ DECODE_NOTE = ("a KV cache of every token (the summary or strided keys reach eve
                  causal=True, decode=True, causal_note=CAUSAL_NOTE, decode_note=DECODE_NOTE),
     paper="https://arxiv.org/abs/1904.10509", display="Sparse Transformer", group="sparse / local",
 )
-class SparseTransformerAttention(ProjectedAttention):
+class SparseTransformerAttention(FlexPattern, ProjectedAttention):
     """Sparse Transformer, fixed or strided factorised pattern, causal or not; arxiv.org/abs/1904.10509.
 
     y_i = softmax over j ∈ A(1)_i ∪ A(2)_i of q_i·k_j/√d, one softmax per query (the paper's "merged" head), with
@@ -104,6 +106,8 @@ class SparseTransformerAttention(ProjectedAttention):
     - The sequence is padded internally to a multiple of l (padding masked as keys, output cropped); positions
       are absolute, so padding never changes the pattern of the real positions.
     - Masked keys get the dtype's most negative finite score; dropout on the attention weights in training.
+    - ``backend="flex"``: A(1) ∪ A(2) above (causal: and j <= i) as a FlexAttention mask_mod (:meth:`flex_pattern`),
+      over the same padded length; no dropout (see :mod:`attentions._flex`).
     """
 
     cfg: SparseTransformerConfig
@@ -150,9 +154,30 @@ class SparseTransformerAttention(ProjectedAttention):
         if mp is None:
             mp = torch.ones(xp.shape[:2], dtype=torch.bool, device=x.device)
         q, k, v = self.proj(xp)  # each [B, H, N', d]
+        if cfg.backend == "flex":  # without a mask, the BlockMask depends on n only and is kept (see _flex)
+            real = None if mask is None else mp
+            return self.flex_attend(q, k, v, real, causal=causal, length=n)[:, :, :n], k[:, :, :n], v[:, :, :n]
         attend = self._fixed if cfg.pattern == "fixed" else self._strided
         y = attend(q, k, v, mp, causal)  # [B, H, N', d]
         return y[:, :, :n], k[:, :, :n], v[:, :, :n]
+
+    def flex_length(self, seq_len: int) -> int:
+        """Padded to a multiple of l, as the blocks backend."""
+        return -(-seq_len // self.cfg.stride) * self.cfg.stride
+
+    def flex_pattern(self, n: int, device: torch.device, causal: bool) -> MaskMod:
+        """A(1) ∪ A(2) of the class docstring as a mask_mod (causal: only j <= i)."""
+        l, c, strided = self.cfg.stride, self.cfg.summary, self.cfg.pattern == "strided"
+
+        def pattern(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+            gap = q_idx - kv_idx
+            if strided:
+                keys = (gap.abs() <= l) | (gap % l == 0)
+            else:
+                keys = (q_idx // l == kv_idx // l) | (kv_idx % l >= l - c)
+            return (keys & (gap >= 0)) if causal else keys
+
+        return pattern
 
     def _fixed(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor, causal: bool) -> Tensor:
         """Own block (A(1)) + the last c positions of every other block as extra keys (A(2)): [B, H, N', d].
@@ -222,4 +247,16 @@ register_preset(
     pattern="strided",
     description="Sparse Transformer, strided pattern (band of ±l + every l-th position; causal: j <= i), l = 128.",
     caps={"causal_note": STRIDED_CAUSAL_NOTE},
+)
+register_preset(
+    "sparse_transformer_flex",
+    "sparse_transformer", display="Sparse Transformer (Flex)",
+    backend="flex", dropout=0.0, check=flex_unavailable, caps={"trains_on": ("cuda",)},
+    description="Sparse Transformer, fixed pattern, through torch's FlexAttention with a BlockMask of the pattern.",
+)
+register_preset(
+    "sparse_transformer_strided_flex",
+    "sparse_transformer_strided", display="Sparse Transformer (strided, Flex)",
+    backend="flex", dropout=0.0, check=flex_unavailable, caps={"trains_on": ("cuda",)},
+    description="Sparse Transformer, strided pattern, through torch's FlexAttention with a BlockMask of the pattern.",
 )

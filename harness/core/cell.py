@@ -13,6 +13,7 @@ import hashlib
 import json
 import resource
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -140,6 +141,13 @@ def time_limit(seconds: float | None) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
+def _is_unsupported(exc: BaseException) -> bool:
+    """``exc`` is the zoo's ``UnsupportedError``. Looked up where already imported, not imported here: the zoo's
+    import registers every variant, which a process that never built one (the CLI's checks) should not pay for."""
+    registry = sys.modules.get("attentions.registry")
+    return registry is not None and isinstance(exc, registry.UnsupportedError)
+
+
 def classify_exception(exc: BaseException) -> CellResult:
     """Map an exception raised by a cell to its status and a one-line message.
 
@@ -154,6 +162,8 @@ def classify_exception(exc: BaseException) -> CellResult:
     message = f"{type(exc).__name__}: {first}"
     if isinstance(exc, CellTimeout):
         return CellResult("timeout", first)
+    if _is_unsupported(exc):  # the variant says it cannot compute this call here
+        return CellResult("unsupported", first)
     if isinstance(exc, NonFinite | FloatingPointError):
         return CellResult("nan", first)
     if isinstance(exc, torch.OutOfMemoryError | MemoryError) or (

@@ -1,4 +1,5 @@
-"""The five Long Range Arena tasks as data: task names and facts, splits of padded token ids, token helpers.
+"""What a Long Range Arena task is, as data: the :class:`Task` type (each task is one entry of the accuracy kind's
+table, :data:`harness.kinds.accuracy.tasks.TASK_TABLE`), splits of padded token ids, token helpers.
 
 Token conventions, the same for generated and real data:
 
@@ -15,38 +16,22 @@ Token conventions, the same for generated and real data:
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
-from ..core.errors import UserError
-
 PAD_ID = 0  # token id 0 is always padding; real tokens are >= 1
 BYTE_VOCAB = 257  # ids of bytes and pixel intensities: value v -> v + 1, plus PAD_ID
 
+#: The tasks' names, for code that may not import the accuracy kind (the approximation kind names the task a probe
+#: was trained on). The accuracy kind's table has one entry for each, in this order (a test checks that they agree).
 TASKS = ("listops", "text", "retrieval", "image", "pathfinder")
 SPLITS = ("train", "dev", "test")
-#: LRA's sequence length of each task (Retrieval: per document).
-LRA_SEQ_LEN: dict[str, int] = {"listops": 2000, "text": 4000, "retrieval": 4000, "image": 1024, "pathfinder": 1024}
-#: LRA's number of classes of each task.
-NUM_CLASSES: dict[str, int] = {"listops": 10, "text": 2, "retrieval": 2, "image": 10, "pathfinder": 2}
-#: Tasks whose tokens are pixel intensities (id v + 1): raw intensities in the LRA pickles, and where additive pixel
-#: noise is defined.
-PIXEL_TASKS = ("image", "pathfinder")
 #: ``data.pixel_ids`` -> the id of intensity 0 (see the module docstring).
 PIXEL_OFFSET: dict[str, int] = {"released": 0, "shifted": 1}
-
-
-def check_task(task: str) -> str:
-    """``task`` if it is one of :data:`TASKS`, else a UserError with the closest name."""
-    if task not in TASKS:
-        close = difflib.get_close_matches(str(task), TASKS, n=1)
-        hint = f" (did you mean {close[0]}?)" if close else ""
-        raise UserError(f"unknown task {task!r}{hint}; valid tasks: {', '.join(TASKS)}")
-    return task
 
 
 @dataclass
@@ -110,6 +95,56 @@ class TaskData:
     def splits(self) -> dict[str, Split]:
         """The splits by name, in :data:`SPLITS` order."""
         return {"train": self.train, "dev": self.dev, "test": self.test}
+
+
+#: A generator's output turned into tokens: (raw output, seq_len, id of intensity 0) -> (x0, x1 or None, labels,
+#: vocab_size).
+Tokens = Callable[[tuple[Any, ...], int, int], tuple[torch.Tensor, torch.Tensor | None, Any, int]]
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task: every fact and rule the harness reads about a task, so that code reads an attribute of the entry
+    instead of branching on the task's name, and a new task is one more entry of
+    :data:`harness.kinds.accuracy.tasks.TASK_TABLE`.
+
+    Attributes:
+        name: the name suites, cells and file names use (``listops``).
+        label: the name tables and figures print (``ListOps``).
+        seq_len: LRA's sequence length, the default (per document for a dual task).
+        num_classes: the number of labels, 0..num_classes - 1.
+        pixels: tokens are 8-bit pixel intensities: ``data.pixel_ids`` shifts them, real files may hold no value
+            above 255, the vocabulary is at least 256 ids, and pixel noise (Table 5) applies.
+        dual: examples are document pairs (x0, x1), as in Retrieval.
+        options: the data options (:mod:`harness.kinds.accuracy.options`) that shape its data.
+        generator: the offline stand-in, ``generator(n, seed=..., **params)``; its keyword defaults are the
+            parameters a suite's ``tasks.<name>.gen`` may set.
+        fit: ``fit(name, seq_len, given)``: the generator parameters seq_len implies; a UserError when seq_len or a
+            ``given`` parameter does not fit it.
+        tokens: the generator's output as tokens (:data:`Tokens`).
+        budget: ``budget(n, **params)``: a check that ``n`` examples can be drawn with ``params`` before any is
+            (raises a UserError); None where any ``n`` can.
+        pickle_prefix: ``pickle_prefix(options)``: the file-name prefix of its LRA processed pickles.
+        read: ``read(task, root, seq_len=, seed=, offset=, options=, note=)``: its data (``task`` is the entry
+            itself) from the first of its own layouts (not the pickles) found under ``root``, else None.
+        layout: ``layout(seq_len, options)``: the native layouts :attr:`read` looks for, as an error message names
+            them (``or aclImdb (...)``), or nothing.
+    """
+
+    name: str
+    label: str
+    seq_len: int
+    num_classes: int
+    pixels: bool
+    dual: bool
+    options: tuple[str, ...]
+    generator: Callable[..., tuple[Any, ...]]
+    fit: Callable[[str, int, Mapping[str, object]], dict[str, object]]
+    tokens: Tokens
+    budget: Callable[..., object] | None
+    pickle_prefix: Callable[[Mapping[str, str]], str]
+    read: Callable[..., TaskData | None]
+    layout: Callable[[int, Mapping[str, str]], str]
 
 
 # ---------------------------------------------------------------------------------------------------------------------

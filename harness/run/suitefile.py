@@ -384,11 +384,22 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 _UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _UniqueKeyLoader.construct_yaml_int)
 
 
+#: A profile's list that starts with this item extends the list it overrides instead of replacing it.
+EXTEND = "..."
+
+
 def _merge(base: dict[str, Any], prof: dict[str, Any]) -> dict[str, Any]:
-    """A profile over the top level: mappings merge key by key (recursively), anything else is replaced."""
+    """A profile over the top level: mappings merge key by key (recursively), a list that starts with ``"..."``
+    extends the base's list (``attention: ["...", "*_flex"]``: the base's variants, then these), anything else is
+    replaced."""
     out = copy.deepcopy({k: v for k, v in base.items() if k != "profiles"})
     for k, v in prof.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _merge(out[k], v)
+        elif isinstance(v, list) and v[:1] == [EXTEND] and isinstance(out.get(k), list):
+            out[k] = out[k] + copy.deepcopy(v[1:])
+        else:
+            out[k] = copy.deepcopy(v)
     return out
 
 

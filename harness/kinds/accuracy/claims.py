@@ -31,6 +31,7 @@ from ...report.groups import group_of
 from ...report.stats import Interval, t_interval
 from .differences import paired_difference, per_seed
 from .summary import AVG, CONTROL, with_axis_defaults
+from .tasks import IMAGE
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Table 1 (§IV-A): the paper's headline result.
@@ -88,8 +89,8 @@ def table1_claims(df: pd.DataFrame, s3: str = S3) -> list[Claim]:
                             "higher Average than every other model that ran (the tuned row is S3Attention's own; "
                             "controls are not models of the table)",
                  f"its Average minus each other's {measured}", verdict)]
-    if "image" in wide.columns:
-        margins = {a: paired_difference(wide, (s3,), (a,), "image", relative=True) for a in others}
+    if IMAGE.name in wide.columns:  # the sentence is about the Image task
+        margins = {a: paired_difference(wide, (s3,), (a,), IMAGE.name, relative=True) for a in others}
         verdict, basis = several(margins, above=True, bound=IMAGE_MARGIN_BOUND)
         text = "; ".join(f"vs {a}: {interval_words(iv, '%')}" for a, iv in margins.items())
         out.append(Claim("Table 1", f"{QUOTE_TABLE1_IMAGE} Rule: S3Attention's Image accuracy (r, s1, s2 = 8) above "

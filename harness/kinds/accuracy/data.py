@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import math
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,23 +25,10 @@ from ...core import datasource
 from ...core.errors import UserError
 from ...core.files import atomic_write, checksum_matches, checksum_path, spec_key, write_checksum
 from ...core.files import sha256_file as _sha256  # noqa: F401  (tests write sidecars with it)
-from ...models.tasks import (
-    BYTE_VOCAB,
-    LRA_SEQ_LEN,
-    NUM_CLASSES,
-    PIXEL_OFFSET,
-    PIXEL_TASKS,
-    SPLITS,
-    Split,
-    TaskData,
-    check_task,
-    encode_documents,
-    pad_or_truncate,
-    pixels_to_tokens,
-)
-from . import generators, pixels
-from .options import task_options
+from ...models.tasks import SPLITS, Split, Task, TaskData
+from .options import pixel_offset, task_options
 from .real import load_real
+from .tasks import task_named
 
 #: Bumped whenever a generator's output changes, so that stale cache files are never reused.
 CACHE_VERSION = 6
@@ -51,38 +37,14 @@ CACHE_VERSION = 6
 # ---------------------------------------------------------------------------------------------------------------------
 # Generated tasks
 
-_GENERATORS: dict[str, Callable[..., tuple[Any, ...]]] = {
-    "listops": generators.generate_listops,
-    "text": generators.generate_text,
-    "retrieval": generators.generate_retrieval,
-    "image": pixels.generate_images,
-    "pathfinder": pixels.generate_pathfinder,
-}
-
-
-def _image_side(task: str, seq_len: int) -> int:
-    side = math.isqrt(seq_len)
-    if side * side != seq_len:
-        raise UserError(f"{task}: seq_len {seq_len} is not a square image (side * side); use e.g. 1024 for 32x32")
-    return side
-
-
-def _length_params(task: str, seq_len: int) -> dict[str, object]:
-    """Generator parameters implied by seq_len (the user may override them, within seq_len)."""
-    if task == "listops":
-        return {"max_length": seq_len, "min_length": seq_len // 4}  # LRA: 500 < length < 2000 at N = 2000
-    if task in ("text", "retrieval"):
-        return {"length": seq_len}
-    return {"size": _image_side(task, seq_len)}
-
-
-def _generator_defaults(task: str, gen_params: dict[str, object]) -> dict[str, object]:
+def _generator_defaults(task: Task, gen_params: dict[str, object]) -> dict[str, object]:
     """The defaults of a task's generator parameters; a UserError if ``gen_params`` names any other."""
-    signature = inspect.signature(_GENERATORS[task])
+    signature = inspect.signature(task.generator)
     defaults = {name: p.default for name, p in signature.parameters.items() if name not in ("n", "seed")}
     unknown = sorted(set(gen_params) - set(defaults))
     if unknown:
-        raise UserError(f"{task}: unknown generator parameter(s) {', '.join(unknown)}; valid: {', '.join(defaults)}")
+        raise UserError(f"{task.name}: unknown generator parameter(s) {', '.join(unknown)}; "
+                        f"valid: {', '.join(defaults)}")
     return defaults
 
 
@@ -90,34 +52,11 @@ def resolve_gen_params(task: str, seq_len: int, gen_params: dict[str, object]) -
     """All parameters of a task's generator: its defaults, then those implied by seq_len, then ``gen_params``.
 
     Raises:
-        UserError: an unknown parameter, or one that would not fit in seq_len.
+        UserError: an unknown task or parameter, or one that would not fit in seq_len.
     """
-    defaults = _generator_defaults(check_task(task), gen_params)
-    params = {**defaults, **_length_params(task, seq_len), **gen_params}
-    if task == "listops" and int(params["max_length"]) > seq_len + 1:
-        raise UserError(f"listops: max_length {params['max_length']} exceeds seq_len + 1 = {seq_len + 1}")
-    if task in ("text", "retrieval") and int(params["length"]) > seq_len:
-        raise UserError(f"{task}: length {params['length']} exceeds seq_len {seq_len}")
-    if task in ("image", "pathfinder") and int(params["size"]) ** 2 != seq_len:
-        raise UserError(f"{task}: size {params['size']} does not give seq_len {seq_len} (size * size)")
-    return params
-
-
-def _generate(task: str, n: int, seq_len: int, seed: int, params: dict[str, Any], offset: int = 1
-              ) -> tuple[Any, ...]:
-    """(x0, x1 or None, y, vocab_size) of ``n`` generated examples; ``offset``: the id of intensity 0."""
-    raw = _GENERATORS[task](n, seed=seed, **params)
-    if task == "listops":
-        seqs, y = raw
-        return pad_or_truncate(seqs, seq_len), None, y, len(generators.LISTOPS_TOKENS)
-    if task == "text":
-        docs, y = raw
-        return encode_documents(docs, seq_len), None, y, BYTE_VOCAB
-    if task == "retrieval":
-        first, second, y = raw
-        return encode_documents(first, seq_len), encode_documents(second, seq_len), y, BYTE_VOCAB
-    pixels, y = raw
-    return pixels_to_tokens(pixels, offset), None, y, BYTE_VOCAB - 1 + offset
+    entry = task_named(task)
+    defaults = _generator_defaults(entry, gen_params)
+    return {**defaults, **entry.fit(entry.name, seq_len, gen_params), **gen_params}
 
 
 def split_rows(x0: torch.Tensor, x1: torch.Tensor | None, y: torch.Tensor,
@@ -140,11 +79,13 @@ def _check_sizes(sizes: Sequence[int]) -> tuple[int, int, int]:
 def generate_task(task: str, *, seq_len: int, seed: int, sizes: tuple[int, int, int],
                   params: dict[str, Any], options: dict[str, str] | None = None) -> TaskData:
     """A generated TaskData: one stream of sum(sizes) examples from ``seed``, cut into train/dev/test."""
-    options = options if options is not None else task_options(task, False, {})
-    offset = PIXEL_OFFSET[options["pixel_ids"]] if task in PIXEL_TASKS else 1
-    x0, x1, y, vocab_size = _generate(task, sum(sizes), seq_len, seed, params, offset)
+    entry = task_named(task)
+    options = options if options is not None else task_options(entry, False, {})
+    offset = pixel_offset(entry, options)
+    raw = entry.generator(sum(sizes), seed=seed, **params)
+    x0, x1, y, vocab_size = entry.tokens(raw, seq_len, offset)
     train, dev, test = split_rows(x0, x1, torch.as_tensor(y, dtype=torch.int64), sizes)
-    return TaskData(task=task, vocab_size=vocab_size, num_classes=NUM_CLASSES[task], seq_len=seq_len,
+    return TaskData(task=task, vocab_size=vocab_size, num_classes=entry.num_classes, seq_len=seq_len,
                     dual=x1 is not None, train=train, dev=dev, test=test, pixel_offset=offset,
                     source=generated_source(task, seq_len=seq_len, seed=seed, sizes=sizes, params=params,
                                             options=options))
@@ -219,11 +160,11 @@ def load_task(
     """Load one LRA task, generated offline or read from the user's real data.
 
     Args:
-        task: one of :data:`TASKS`.
+        task: a task of :data:`~harness.kinds.accuracy.tasks.TASK_TABLE`.
         data_dir: None for the offline generator (deterministic from ``seed``); else a directory holding the real
             data, whose format is recognised by its files (see :func:`harness.kinds.accuracy.loaders.load_real`).
-        seq_len: padded length N (per document for Retrieval); default :data:`LRA_SEQ_LEN` of the task. Generated
-            data fits in it; real data is truncated or padded to it.
+        seq_len: padded length N (per document for Retrieval); default the task's, LRA's (``Task.seq_len``).
+            Generated data fits in it; real data is truncated or padded to it.
         seed: generator seed; for real IMDB data, the seed of the dev split drawn from train.
         sizes: (train, dev, test) sizes of generated data. Real data uses its files' splits whole.
         cache_dir: where generated datasets are cached (checksummed); None disables the cache.
@@ -237,17 +178,17 @@ def load_task(
     Raises:
         UserError: unknown task or parameter, or missing or malformed data files.
     """
-    task = check_task(task)
-    seq_len = LRA_SEQ_LEN[task] if seq_len is None else int(seq_len)
+    entry = task_named(task)
+    seq_len = entry.seq_len if seq_len is None else int(seq_len)
     if seq_len < 1:
         raise UserError(f"{task}: seq_len must be a positive integer, got {seq_len}")
     if data_dir is not None:
         # Names are checked even for real data, so that a typo in a suite fails with or without a data directory.
-        _generator_defaults(task, gen_params)
-        return load_real(task, data_dir, seq_len=seq_len, seed=seed, options=task_options(task, True, options or {}))
+        _generator_defaults(entry, gen_params)
+        return load_real(entry, data_dir, seq_len=seq_len, seed=seed, options=task_options(entry, True, options or {}))
     sizes = _check_sizes(sizes)
     params = resolve_gen_params(task, seq_len, dict(gen_params))
-    opts = task_options(task, False, options or {})
+    opts = task_options(entry, False, options or {})
     spec = {"task": task, "seed": int(seed), "sizes": list(sizes), "seq_len": seq_len, "gen_params": params,
             "version": CACHE_VERSION, **({"options": opts} if opts else {})}
     path = cache_path(cache_dir, spec) if cache_dir is not None else None

@@ -42,15 +42,14 @@ from ...core.suite import (
 )
 from ...models.checkpoints import drop_checkpoint
 from ...models.probe import PROBE_DEFAULTS
-from ...models.tasks import LRA_SEQ_LEN, TASKS
 from ...report.claims import is_smoke
 from ...report.format import shown_env, with_data
 from .cells import data_identity, describe, prepare_data, read_user_data, run_accuracy_cell
 from .data import generate_task, resolve_gen_params
-from .generators import check_listops
 from .noise import NOISE_ON, cell_noise, noise_problem
 from .options import DATA_OPTIONS, check_options, task_options
 from .summary import axis_text, only_noisy, with_axis_defaults
+from .tasks import TASK_NAMES, TASK_TABLE
 from .training import TrainConfig, TrainConfigError
 
 TABLES = ("table1", "table5", "table6", "table7", "tableS7")
@@ -61,7 +60,7 @@ TASK_KEYS = {"seq_len", "train", "config", "attention_config", "gen", "sizes"}
 TRAIN_FIELDS = {f.name for f in dataclasses.fields(TrainConfig)}
 
 AXES = {
-    "task": Axis(lambda v: v in TASKS, f"one of {', '.join(TASKS)}"),
+    "task": Axis(lambda v: v in TASK_NAMES, f"one of {', '.join(TASK_NAMES)}"),
     "seed": Axis(is_nonneg_int, "non-negative integers"),
 }
 OPTIONAL_AXES = {
@@ -100,9 +99,9 @@ def parse(path: Path, doc: dict[str, Any]) -> AccuracySettings:
         doc.setdefault("axes", {})["variant"] = list(variants)  # every variant unless the axis picks some
     data, tasks = _data(path, doc.get("data")), _tasks(path, doc.get("tasks"))
     axis = (doc.get("axes") or {}).get("task") if isinstance(doc.get("axes"), dict) else None
-    for task in [t for t in axis if t in TASKS] if isinstance(axis, list) else TASKS:
+    for task in [t for t in axis if t in TASK_NAMES] if isinstance(axis, list) else TASK_NAMES:
         tdoc = tasks.get(task, {})
-        sizes, seq_len = tdoc.get("sizes", data["sizes"]), tdoc.get("seq_len") or LRA_SEQ_LEN[task]
+        sizes, seq_len = tdoc.get("sizes", data["sizes"]), tdoc.get("seq_len") or TASK_TABLE[task].seq_len
         # int64 ids, two documents a row for Retrieval, and the generators' intermediates about as large again
         check_fits(path, f"tasks.{task}.sizes" if "sizes" in tdoc else "data.sizes", sum(sizes) * seq_len * 8 * 2 * 2,
                    f"{sum(sizes):,} {task} examples of {seq_len:,} tokens")
@@ -120,12 +119,13 @@ DRY_RUN_SIZES = (1, 1, 1)
 
 def _check_generator(path: Path, task: str, tdoc: dict[str, Any], seq_len: int, n: int, seed: int) -> None:
     """A task's generator parameters (``tasks.T.gen`` over those ``seq_len`` implies), checked by a dry run of the
-    generator and, for ListOps, the budget of its ``n`` expressions: one line naming the file and the key."""
+    generator and the task's budget for ``n`` examples where it has one (ListOps' expressions): one line naming the
+    file and the key."""
     where = f"tasks.{task}" + next((f".{k}" for k in ("gen", "seq_len") if k in tdoc), "")
     try:
         params = resolve_gen_params(task, seq_len, tdoc.get("gen") or {})
-        if task == "listops":
-            check_listops(n, **params)
+        if (budget := TASK_TABLE[task].budget) is not None:
+            budget(n, **params)
         generate_task(task, seq_len=seq_len, seed=seed, sizes=DRY_RUN_SIZES, params=params)
     except UserError as exc:
         raise SuiteError(path, where, str(exc)) from None
@@ -167,8 +167,8 @@ def _tasks(path: Path, value: Any) -> dict[str, dict[str, Any]]:
     tasks = mapping(path, "tasks", value)
     for task, tdoc in tasks.items():
         where = f"tasks.{task}"
-        if task not in TASKS:
-            raise SuiteError(path, where, f"unknown task; valid tasks: {', '.join(TASKS)}")
+        if task not in TASK_NAMES:
+            raise SuiteError(path, where, f"unknown task; valid tasks: {', '.join(TASK_NAMES)}")
         tdoc = mapping(path, where, tdoc)
         check_keys(path, where, tdoc, TASK_KEYS)
         if "seq_len" in tdoc and not is_positive_int(tdoc["seq_len"]):
@@ -287,10 +287,10 @@ def task_settings(suite: Suite, task: str) -> tuple[dict[str, Any], dict[str, An
     """(resolved TrainConfig fields, data settings incl. the sequence length) of one task of an accuracy suite."""
     tdoc = suite.settings.tasks.get(task, {})
     train = dataclasses.asdict(TrainConfig(**{**suite.settings.train, **tdoc.get("train", {})}))
-    seq_len = int(tdoc.get("seq_len") or LRA_SEQ_LEN[task])
+    seq_len = int(tdoc.get("seq_len") or TASK_TABLE[task].seq_len)
     given = suite.settings.data
     # Only the options that apply to this task (and to its data, generated or real) are part of its cells' keys.
-    options = task_options(task, given["dir"] is not None, given)
+    options = task_options(TASK_TABLE[task], given["dir"] is not None, given)
     data = {**{k: v for k, v in given.items() if k not in DATA_OPTIONS}, "task": task, "seq_len": seq_len,
             "gen": tdoc.get("gen", {}), "sizes": list(tdoc.get("sizes", given["sizes"])),
             **({"options": options} if options else {})}
@@ -357,7 +357,7 @@ KIND = SuiteKind(
     parse=parse, validate=validate, make_cell=make_cell, run=run_accuracy_cell, prepare=prepare_data,
     check_inputs=read_user_data, data_identity=data_identity, finished=drop_checkpoint, describe=describe,
     write_reports=write_reports,
-    value_order={"task": TASKS}, normalise=with_axis_defaults, value_text=axis_text, rank_subset=only_noisy,
+    value_order={"task": TASK_NAMES}, normalise=with_axis_defaults, value_text=axis_text, rank_subset=only_noisy,
     report_keys={"baseline_variant": ("base", TEXT)},
     ranked=(RankedQuantity("test_acc", "accuracy", higher_is_better=True),),
     shown_axes=("task", "seed", "noise", "noise_on", "variant"),

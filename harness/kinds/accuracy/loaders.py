@@ -4,7 +4,7 @@ release's own ListOps and Pathfinder files (:mod:`harness.kinds.accuracy.release
 
 * **LRA processed pickles** of the PyTorch LRA codebases (mlpen/Nystromformer ``LRA/datasets/*.py``, reused by
   xformers and others): ``{prefix}.{train,dev,test}.pickle``, each a list of dicts with ``input_ids_0`` (int
-  array), ``input_ids_1`` (Retrieval) and ``label``; prefixes in :data:`PICKLE_PREFIX`. Id assumption: those
+  array), ``input_ids_1`` (Retrieval) and ``label``; prefixes: each task's ``pickle_prefix``. Id assumption: those
   scripts dump the ids of LRA's tfds encoders (ListOps ``TokenTextEncoder``, Text/Retrieval byte encoder), which
   reserve 0 for padding and were padded with zeros, so ListOps/Text/Retrieval ids are kept as they are. The Image
   and Pathfinder pickles hold raw intensities 0..255 (``normalize=False`` CIFAR, decoded Pathfinder PNGs), which
@@ -47,10 +47,9 @@ from ...core.datafiles import memory_refusal, open_data_file, read_data_file
 from ...core.errors import UserError
 from ...models.tasks import (
     BYTE_VOCAB,
-    NUM_CLASSES,
-    PIXEL_TASKS,
     SPLITS,
     Split,
+    Task,
     TaskData,
     encode_documents,
     pad_or_truncate,
@@ -58,14 +57,6 @@ from ...models.tasks import (
 )
 from .pickles import unpickle
 
-#: File-name prefix of each task's LRA pickles.
-PICKLE_PREFIX: dict[str, str] = {
-    "listops": "listops",
-    "text": "text",
-    "retrieval": "retrieval",
-    "image": "image",
-    "pathfinder": "pathfinder32-curv_contour_length_14",
-}
 CIFAR_TRAIN_BATCHES = tuple(f"data_batch_{i}" for i in range(1, 6))
 AAN_FILES: dict[str, str] = {
     "train": "new_aan_pairs.train.tsv",
@@ -73,6 +64,7 @@ AAN_FILES: dict[str, str] = {
     "test": "new_aan_pairs.test.tsv",
 }
 DEV_FRACTION = 0.1  # CIFAR-10 and IMDB dev splits, carved from train
+CIFAR_CLASSES = 10  # CIFAR-10's classes, the Image task's: its batches are read before they are the task's data
 
 PICKLE_FORMAT = "an LRA processed pickle: a list of dicts with 'input_ids_0' (int array), 'label' (int)"
 CIFAR_FORMAT = "a CIFAR-10 python batch: a pickled dict with b'data' (uint8 [N, 3072], RGB planes) and b'labels'"
@@ -100,20 +92,20 @@ MAX_REVIEW_BYTES = 2**20
 # Values: ids and labels within what the task's model can hold
 
 
-def class_index(where: str, value: Any, task: str, expected: str) -> int:
+def class_index(where: str, value: Any, task: Task, expected: str) -> int:
     """``value`` as a class of ``task``: an integer (``1`` or ``1.0``; not 1.5, nan or inf) in 0..classes - 1.
 
     Raises:
         UserError: ``where`` (the file and record) with the value and the task's classes.
     """
-    classes = NUM_CLASSES[task]
+    classes = task.num_classes
     try:
         number = float(value)  # numpy scalars, Python numbers and the tsv's text "1.0" alike
     except (TypeError, ValueError, OverflowError):
         number = float("nan")
     if not (number.is_integer() and 0 <= number < classes):
         shown = repr(value[:40]) if isinstance(value, str) else str(value)[:40]
-        raise UserError(f"{where} {shown} is not a class of {task} (an integer in 0..{classes - 1}); "
+        raise UserError(f"{where} {shown} is not a class of {task.name} (an integer in 0..{classes - 1}); "
                         f"expected {expected}")
     return int(number)
 
@@ -157,7 +149,7 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int | np.integer) and not isinstance(value, bool)
 
 
-def _ids(path: Path, i: int, record: dict[Any, Any], key: str, task: str, seq_len: int, expected: str) -> np.ndarray:
+def _ids(path: Path, i: int, record: dict[Any, Any], key: str, task: Task, seq_len: int, expected: str) -> np.ndarray:
     """The first ``seq_len`` ids of one record (int64), checked: the rest are never read, so never copied.
 
     :func:`_count_ids` has checked that the value is an array, list or tuple; a list's kept items must be ints before
@@ -179,7 +171,7 @@ def _ids(path: Path, i: int, record: dict[Any, Any], key: str, task: str, seq_le
             raise bad from None
     if kept.size and kept.min() < 0:
         raise bad
-    bound, what = (MAX_PIXEL, "8-bit intensity") if task in PIXEL_TASKS else (MAX_TOKEN_ID, "token id accepted")
+    bound, what = (MAX_PIXEL, "8-bit intensity") if task.pixels else (MAX_TOKEN_ID, "token id accepted")
     if kept.size and kept.max() > bound:
         raise UserError(f"{path}: record {i} {key!r} holds {kept.max()}, above {bound}, the largest {what}; "
                         f"expected {expected}")
@@ -197,7 +189,7 @@ def _shown(value: object) -> str:
     return f"a {type(value).__name__}"
 
 
-def _label(path: Path, i: int, record: dict[Any, Any], task: str, expected: str) -> int:
+def _label(path: Path, i: int, record: dict[Any, Any], task: Task, expected: str) -> int:
     """The record's class: a number (numpy scalar or Python int or float; an array of one number), checked by
     :func:`class_index`. A bool, text or an array of several values is no class, whatever its first element is."""
     if "label" not in record:
@@ -206,14 +198,13 @@ def _label(path: Path, i: int, record: dict[Any, Any], task: str, expected: str)
     if isinstance(value, np.ndarray) and value.size == 1 and value.dtype.kind in "iuf":
         value = value.reshape(-1)[0]  # the one value of an array (its size is 1)
     if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.integer | np.floating):
-        classes = NUM_CLASSES[task]
-        raise UserError(f"{path}: record {i} 'label' is {_shown(value)}, not a class of {task} (an integer in "
-                        f"0..{classes - 1}); expected {expected}")
+        raise UserError(f"{path}: record {i} 'label' is {_shown(value)}, not a class of {task.name} (an integer "
+                        f"in 0..{task.num_classes - 1}); expected {expected}")
     return class_index(f"{path}: record {i} 'label'", value, task, expected)
 
 
-def _read_pickle_split(path: Path, within: Path, task: str, seq_len: int, offset: int) -> Split:
-    dual = task == "retrieval"
+def _read_pickle_split(path: Path, within: Path, task: Task, seq_len: int, offset: int) -> Split:
+    dual = task.dual
     expected = PICKLE_FORMAT + (" and 'input_ids_1'" if dual else "")
     keys = ("input_ids_0", "input_ids_1") if dual else ("input_ids_0",)
     with memory_refusal(path, expected):
@@ -224,14 +215,14 @@ def _read_pickle_split(path: Path, within: Path, task: str, seq_len: int, offset
             raise UserError(f"{path}: no records (an empty list); every split needs examples; expected {expected}")
         _count_ids(path, records, keys, seq_len, expected)
         # Pixel pickles hold intensities 0..255 where 0 is black: shift them like every pixel (see module docstring).
-        shift = offset if task in PIXEL_TASKS else 0
+        shift = offset if task.pixels else 0
         x = [pad_or_truncate([_ids(path, i, r, key, task, seq_len, expected) + shift for i, r in enumerate(records)],
                              seq_len) for key in keys]
         y = torch.tensor([_label(path, i, r, task, expected) for i, r in enumerate(records)], dtype=torch.int64)
     return Split(x0=x[0], y=y, x1=x[1] if dual else None)
 
 
-def task_data(task: str, splits: dict[str, Split], seq_len: int, root: Path, files: Sequence[Path],
+def task_data(task: Task, splits: dict[str, Split], seq_len: int, root: Path, files: Sequence[Path],
               contents: Sequence[bytes] | None = None, *, offset: int = 1, note: str = "") -> TaskData:
     """TaskData of real splits read from ``files`` under ``root``: vocab_size = max id + 1 (at least 256 +
     ``offset`` for pixels), LRA's classes, and the files' checksums (then ``note``) as the source.
@@ -239,19 +230,18 @@ def task_data(task: str, splits: dict[str, Split], seq_len: int, root: Path, fil
     The readers have checked every id and label against the task's bounds, so both sizes are bounded.
     """
     max_id = max(int(t.max()) if t.numel() else 0 for s in splits.values() for t in (s.x0, s.x1) if t is not None)
-    pixels = task in PIXEL_TASKS
-    vocab_size = max(max_id + 1, BYTE_VOCAB - 1 + offset if pixels else 0)
-    return TaskData(task=task, vocab_size=vocab_size, num_classes=NUM_CLASSES[task], seq_len=seq_len,
+    vocab_size = max(max_id + 1, BYTE_VOCAB - 1 + offset if task.pixels else 0)
+    return TaskData(task=task.name, vocab_size=vocab_size, num_classes=task.num_classes, seq_len=seq_len,
                     dual=splits["train"].x1 is not None, source=datasource.files(root, files, contents) + note,
-                    pixel_offset=offset if pixels else 1, **splits)
+                    pixel_offset=offset if task.pixels else 1, **splits)
 
 
-def load_lra_pickles(task: str, data_dir: str | Path, *, seq_len: int, prefix: str | None = None, offset: int = 1,
+def load_lra_pickles(task: Task, data_dir: str | Path, *, seq_len: int, prefix: str, offset: int = 1,
                      note: str = "", within: str | Path | None = None) -> TaskData:
-    """The ``{prefix}.{train,dev,test}.pickle`` files of one task (default prefix: :data:`PICKLE_PREFIX`), read only
-    from under ``within`` (the user's data folder; default ``data_dir``)."""
+    """The ``{prefix}.{train,dev,test}.pickle`` files of one task, read only from under ``within`` (the user's data
+    folder; default ``data_dir``)."""
     root = Path(data_dir)
-    paths = {name: root / f"{prefix or PICKLE_PREFIX[task]}.{name}.pickle" for name in SPLITS}
+    paths = {name: root / f"{prefix}.{name}.pickle" for name in SPLITS}
     folder = Path(within or root)
     splits = {name: _read_pickle_split(path, folder, task, seq_len, offset) for name, path in paths.items()}
     return task_data(task, splits, seq_len, root, list(paths.values()), offset=offset, note=note)
@@ -264,7 +254,7 @@ CIFAR_ROW = 3 * 32 * 32
 def _cifar_labels(path: Path, labels: object, rows: int) -> np.ndarray:
     """b'labels' as int64 [rows]: a list (the batches' own form) or 1-D array of ints, each a class of image; checked
     item by item before numpy converts it (its length is the image count, which the array's size bounds)."""
-    classes = NUM_CLASSES["image"]
+    classes = CIFAR_CLASSES
     if isinstance(labels, np.ndarray) and labels.ndim == 1 and labels.dtype.kind in "iu":
         items: Sequence[Any] = labels
     elif isinstance(labels, list | tuple) and all(_is_int(v) for v in labels):
@@ -346,19 +336,19 @@ def read_cifar10(data_dir: str | Path, *, within: str | Path | None = None) -> d
     }
 
 
-def load_cifar10(data_dir: str | Path, *, seq_len: int, offset: int = 1, note: str = "",
+def load_cifar10(task: Task, data_dir: str | Path, *, seq_len: int, offset: int = 1, note: str = "",
                  within: str | Path | None = None) -> TaskData:
-    """The Image task from CIFAR-10 python batches: 1024 grayscale pixel tokens per image."""
+    """``task`` (Image) from CIFAR-10 python batches: 1024 grayscale pixel tokens per image."""
     splits = {name: Split(x0=pad_or_truncate(pixels_to_tokens(pixels, offset), seq_len), y=torch.from_numpy(labels))
               for name, (pixels, labels) in read_cifar10(data_dir, within=within).items()}
     root = Path(data_dir)
-    return task_data("image", splits, seq_len, root, [root / n for n in (*CIFAR_TRAIN_BATCHES, "test_batch")],
+    return task_data(task, splits, seq_len, root, [root / n for n in (*CIFAR_TRAIN_BATCHES, "test_batch")],
                      offset=offset, note=note)
 
 
-def load_imdb(data_dir: str | Path, *, seq_len: int, seed: int, dev: str = "test", note: str = "",
+def load_imdb(task: Task, data_dir: str | Path, *, seq_len: int, seed: int, dev: str = "test", note: str = "",
               within: str | Path | None = None) -> TaskData:
-    """The Text task from aclImdb: byte-level reviews, pos = 1; dev = the test set (``dev="test"``, LRA's) or a
+    """``task`` (Text) from aclImdb: byte-level reviews, pos = 1; dev = the test set (``dev="test"``, LRA's) or a
     seeded 10% of train (``"heldout"``).
 
     Every ``*.txt`` match is read as a review only if it is a regular file under ``within`` (the user's data folder;
@@ -405,10 +395,10 @@ def load_imdb(data_dir: str | Path, *, seq_len: int, seed: int, dev: str = "test
     }
     splits.setdefault("dev", test)
     splits["test"] = test
-    return task_data("text", splits, seq_len, root, read, raw, note=note)
+    return task_data(task, splits, seq_len, root, read, raw, note=note)
 
 
-def _read_aan(path: Path, within: Path, seq_len: int) -> Split:
+def _read_aan(task: Task, path: Path, within: Path, seq_len: int) -> Split:
     first: list[bytes] = []
     second: list[bytes] = []
     labels: list[int] = []
@@ -426,7 +416,7 @@ def _read_aan(path: Path, within: Path, seq_len: int) -> Split:
             except ValueError:
                 if lineno == 1:  # a header: only the first line, and only if its label is no number ("nan" is one)
                     continue
-            labels.append(class_index(f"{path}:{lineno}: label", text, "retrieval", AAN_FORMAT))
+            labels.append(class_index(f"{path}:{lineno}: label", text, task, AAN_FORMAT))
             first.append(fields[3])
             second.append(fields[4])
     if not labels:
@@ -435,9 +425,9 @@ def _read_aan(path: Path, within: Path, seq_len: int) -> Split:
                  x1=encode_documents(second, seq_len))
 
 
-def load_aan(data_dir: str | Path, *, seq_len: int, within: str | Path | None = None) -> TaskData:
-    """The Retrieval task from LRA's AAN tsv files: byte-level document pairs, read only from under ``within`` (the
+def load_aan(task: Task, data_dir: str | Path, *, seq_len: int, within: str | Path | None = None) -> TaskData:
+    """``task`` (Retrieval) from LRA's AAN tsv files: byte-level document pairs, read only from under ``within`` (the
     user's data folder; default ``data_dir``)."""
     root = Path(data_dir)
-    splits = {name: _read_aan(root / file, Path(within or root), seq_len) for name, file in AAN_FILES.items()}
-    return task_data("retrieval", splits, seq_len, root, [root / file for file in AAN_FILES.values()])
+    splits = {name: _read_aan(task, root / file, Path(within or root), seq_len) for name, file in AAN_FILES.items()}
+    return task_data(task, splits, seq_len, root, [root / file for file in AAN_FILES.values()])

@@ -12,7 +12,8 @@ from typing import Any
 import torch
 
 from ...core.errors import UserError
-from ...models.tasks import PAD_ID, PIXEL_TASKS, Split, TaskData
+from ...models.tasks import PAD_ID, Split, TaskData
+from .tasks import TASK_TABLE
 
 #: Noise in every split: the paper's setting, noise added "during generating sample sequences".
 TRAIN_TEST = "train+test"
@@ -24,12 +25,14 @@ NOISE_ON = tuple(NOISY_SPLITS)
 
 
 def noise_problem(tasks: list[str] | tuple[str, ...]) -> str | None:
-    """Why pixel noise cannot be added to these tasks (some are not pixel tasks), or None."""
-    other = [t for t in tasks if t not in PIXEL_TASKS]
+    """Why pixel noise cannot be added to these tasks (some are not pixel tasks: :attr:`Task.pixels
+    <harness.models.tasks.Task.pixels>`), or None."""
+    noisy = [name for name, task in TASK_TABLE.items() if task.pixels]
+    other = [t for t in tasks if t not in noisy]
     if not other:
         return None
     tasks_text = ", ".join(other)
-    return f"pixel noise applies to {', '.join(PIXEL_TASKS)} only, not {tasks_text}; drop those tasks or use noise 0"
+    return f"pixel noise applies to {', '.join(noisy)} only, not {tasks_text}; drop those tasks or use noise 0"
 
 
 def cell_noise(params: dict[str, Any]) -> tuple[float, str]:

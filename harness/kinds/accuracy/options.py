@@ -1,6 +1,7 @@
 """How a task's data becomes tokens and splits: the options of an accuracy suite's ``data:`` that choose between LRA's
 own preprocessing, the released S3Attention pipeline's (the PyTorch LRA code of Nystromformer, whose pickles it
-reads) and the alternatives a user may want. Each applies to some tasks; the real-data ones only with ``data.dir``.
+reads) and the alternatives a user may want. Each applies to the tasks that list it (:attr:`Task.options
+<harness.models.tasks.Task.options>`); the real-data ones only with ``data.dir``.
 A cell stores the options of its task (they are part of its key), and a real task's data source line names them.
 """
 
@@ -10,17 +11,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ...models.tasks import PIXEL_TASKS
+from ...models.tasks import PIXEL_OFFSET, Task
 
 
 @dataclass(frozen=True)
 class DataOption:
-    """One option: its default, each choice with what it means, the tasks it applies to, and whether it applies to
-    real data only."""
+    """One option: its default, each choice with what it means, and whether it applies to real data only."""
 
     default: str
     choices: dict[str, str]
-    tasks: tuple[str, ...]
     real_only: bool
 
 
@@ -30,21 +29,21 @@ DATA_OPTIONS: dict[str, DataOption] = {
                     "S3Attention/Nystromformer pipeline (mask = input_ids != 0) in which the paper's numbers were "
                     "measured",
         "shifted": "id = intensity + 1: every pixel is a token, black included",
-    }, PIXEL_TASKS, False),
+    }, False),
     "listops_tokens": DataOption("lra", {
         "lra": "LRA's tokenizer (tfds Tokenizer: runs of alphanumeric characters), as every published LRA result: "
                "'[MAX' is MAX, and ']', '(' and ')' are dropped",
         "symbols": "every whitespace-separated symbol is a token, brackets and parentheses included",
-    }, ("listops",), True),
+    }, True),
     "imdb_dev": DataOption("test", {
         "test": "aclImdb's dev split is its test set, as LRA's pipeline and the released pickles have it (the "
                 "best-dev checkpoint is then chosen on the test set, as there)",
         "heldout": "dev is a seeded 10% of train (data.seed), disjoint from the test set",
-    }, ("text",), True),
+    }, True),
     "pathfinder": DataOption("hard", {
         "easy": "curv_baseline", "intermediate": "curv_contour_length_9",
         "hard": "curv_contour_length_14, LRA's Pathfinder and Path-X",
-    }, ("pathfinder",), True),
+    }, True),
 }
 
 
@@ -57,10 +56,21 @@ def check_options(data: Mapping[str, Any]) -> tuple[str, str] | None:
     return None
 
 
-def task_options(task: str, real: bool, data: Mapping[str, Any]) -> dict[str, str]:
+def task_options(task: Task, real: bool, data: Mapping[str, Any]) -> dict[str, str]:
     """The options that apply to ``task`` (with real data or generated), as ``data`` sets them or by default."""
     return {name: str(data.get(name, option.default)) for name, option in DATA_OPTIONS.items()
-            if task in option.tasks and (real or not option.real_only)}
+            if name in task.options and (real or not option.real_only)}
+
+
+def option(options: Mapping[str, str], name: str) -> str:
+    """Option ``name`` as ``options`` sets it, else its default."""
+    return str(options.get(name, DATA_OPTIONS[name].default))
+
+
+def pixel_offset(task: Task, options: Mapping[str, str]) -> int:
+    """The id of intensity 0 in ``task``'s tokens under ``options`` (``data.pixel_ids``); 1 where they are no
+    pixels (the id after padding)."""
+    return PIXEL_OFFSET[option(options, "pixel_ids")] if task.pixels else 1
 
 
 def options_text(options: Mapping[str, str]) -> str:

@@ -40,7 +40,7 @@ import torch
 
 from ...core.datafiles import open_data_file, read_data_file
 from ...core.errors import UserError, first_line
-from ...models.tasks import PAD_ID, Split, pad_or_truncate, pixels_to_tokens
+from ...models.tasks import PAD_ID, Split, Task, pad_or_truncate, pixels_to_tokens
 from .loaders import class_index
 
 LISTOPS_DIR = "listops-1000"
@@ -91,8 +91,9 @@ def _utf8_text(path: Path, data: bytes) -> str:
     return text
 
 
-def _read_listops_tsv(path: Path, within: Path) -> tuple[list[str], list[int]]:
-    """(expressions, values) of one file; a UserError naming the file and line for anything else."""
+def _read_listops_tsv(task: Task, path: Path, within: Path) -> tuple[list[str], list[int]]:
+    """(expressions, values, each a class of ``task``) of one file; a UserError naming the file and line for anything
+    else."""
     with open_data_file(path, within, LISTOPS_FORMAT) as f:
         text = _utf8_text(path, f.read())
     lines = [line for line in text.splitlines() if line.strip()]
@@ -107,18 +108,18 @@ def _read_listops_tsv(path: Path, within: Path) -> tuple[list[str], list[int]]:
             raise UserError(f"{path}:{lineno}: {len(fields)} tab-separated columns, the header has {len(header)}; "
                             f"expected {LISTOPS_FORMAT}")
         sources.append(fields[source])
-        values.append(class_index(f"{path}:{lineno}: Target", fields[target].strip(), "listops", LISTOPS_FORMAT))
+        values.append(class_index(f"{path}:{lineno}: Target", fields[target].strip(), task, LISTOPS_FORMAT))
     if not sources:
         raise UserError(f"{path}: no rows; every split needs examples; expected {LISTOPS_FORMAT}")
     return sources, values
 
 
-def read_listops(folder: Path, *, seq_len: int, tokens: str, within: Path | None = None
+def read_listops(task: Task, folder: Path, *, seq_len: int, tokens: str, within: Path | None = None
                  ) -> tuple[dict[str, Split], int, list[Path]]:
-    """(splits, vocabulary size, files read) of the ListOps tsv files in ``folder``, read only from under ``within``
-    (the user's data folder; default ``folder``)."""
+    """(splits, vocabulary size, files read) of the ListOps tsv files in ``folder`` (labels: classes of ``task``),
+    read only from under ``within`` (the user's data folder; default ``folder``)."""
     paths = {name: folder / file for name, file in LISTOPS_FILES.items()}
-    raw = {name: _read_listops_tsv(path, within or folder) for name, path in paths.items()}
+    raw = {name: _read_listops_tsv(task, path, within or folder) for name, path in paths.items()}
     tokenised = {name: [listops_tokens(s, tokens) for s in sources] for name, (sources, _) in raw.items()}
     vocab = {t: i for i, t in enumerate(sorted({t for seq in tokenised["train"] for t in seq}), start=PAD_ID + 1)}
     unknown = len(vocab) + 1  # one out-of-vocabulary id after the vocabulary, as TokenTextEncoder's
@@ -192,10 +193,10 @@ def _decode_png(path: Path, data: bytes, side: int) -> np.ndarray:
     return pixels
 
 
-def read_pathfinder(folder: Path, *, seq_len: int, seed: int, offset: int, within: Path | None = None
+def read_pathfinder(task: Task, folder: Path, *, seq_len: int, seed: int, offset: int, within: Path | None = None
                     ) -> tuple[dict[str, Split], list[Path], list[bytes]]:
-    """(splits, files read, their bytes) of the Pathfinder images listed in ``folder``'s metadata, every file read
-    only from under ``within`` (the user's data folder; default ``folder``)."""
+    """(splits, files read, their bytes) of the Pathfinder images listed in ``folder``'s metadata (labels: classes
+    of ``task``), every file read only from under ``within`` (the user's data folder; default ``folder``)."""
     side = pathfinder_resolution(seq_len)
     root = within or folder
     images, labels, files, contents = [], [], [], []
@@ -216,7 +217,7 @@ def read_pathfinder(folder: Path, *, seq_len: int, seed: int, offset: int, withi
             if not png:  # the release has a few empty images; LRA filters them out
                 continue
             images.append(_decode_png(path, png, side))
-            labels.append(class_index(f"{meta}:{lineno}: label", fields[3], "pathfinder", PATHFINDER_FORMAT))
+            labels.append(class_index(f"{meta}:{lineno}: label", fields[3], task, PATHFINDER_FORMAT))
             files.append(path)
             contents.append(png)
     if len(images) < 10:

@@ -12,13 +12,13 @@ from typing import Any
 
 import pandas as pd
 
-from ...models.tasks import TASKS
 from ...report.format import BELOW_CONTROL, Fmt, display_name, failed_text
 from ...report.groups import table_order
 from .noise import TEST_ONLY, TRAIN_TEST
+from .tasks import TASK_NAMES, TASK_TABLE
 
-TASK_LABELS = {"listops": "ListOps", "text": "Text", "retrieval": "Retrieval", "image": "Image",
-               "pathfinder": "Pathfinder"}
+#: Each task's name as tables and figures print it, in the table's (the paper's) order.
+TASK_LABELS = {name: task.label for name, task in TASK_TABLE.items()}
 AVG = "avg"
 #: The no-mixing control every accuracy table compares its rows with (``attentions/none.py``).
 CONTROL = "none"
@@ -103,7 +103,7 @@ def row_order(df: pd.DataFrame, keys: Sequence[str], baseline: str | None) -> li
     position = {name: i for i, name in enumerate(table_order(set(df["attention"]), baseline))}
     rank = {
         "attention": lambda v: (position.get(v, len(position)), str(v)),
-        "task": lambda v: (TASKS.index(v) if v in TASKS else len(TASKS), str(v)),
+        "task": lambda v: (TASK_NAMES.index(v) if v in TASK_NAMES else len(TASK_NAMES), str(v)),
         "noise_on": lambda v: (v != AXIS_DEFAULTS["noise_on"], str(v)),
         "noise": float,
     }
@@ -113,7 +113,7 @@ def row_order(df: pd.DataFrame, keys: Sequence[str], baseline: str | None) -> li
 
 def present_tasks(df: pd.DataFrame) -> list[str]:
     """Tasks of ``df`` in the paper's column order (ListOps, Text, Retrieval, Image, Pathfinder)."""
-    return [t for t in TASKS if t in set(df["task"])]
+    return [t for t in TASK_NAMES if t in set(df["task"])]
 
 
 def seeds_text(df: pd.DataFrame) -> str:

@@ -179,6 +179,18 @@ profiles:
 """
 
 
+def test_a_profile_list_starting_with_dots_extends_the_base_list(write_yaml: Callable[..., Path]) -> None:
+    """``attention: ["...", "*_flex"]`` in a profile: the base's variants, then these (the speed suite's compiled
+    profile adds the FlexAttention presets so); without the dots a list replaces the base's."""
+    doc = tiny_doc(profiles={"smoke": {"axes": {"attention": ["...", "local_flex"], "seq_len": ["...", 48]}},
+                             "quick": {"axes": {"attention": ["local"]}}, "paper": None})
+    path = write_yaml(doc)
+    smoke = load_suite(path, "smoke")
+    assert smoke.axes["attention"] == [*TINY_SUITE["axes"]["attention"], "local_flex"]
+    assert smoke.axes["seq_len"] == [*TINY_SUITE["axes"]["seq_len"], 48]
+    assert load_suite(path, "quick").axes["attention"] == ["local"]
+
+
 def test_yaml_merge_key_merges_and_explicit_keys_win(write_yaml: Callable[..., Path]) -> None:
     path = write_yaml(MERGE_SUITE)
     paper = load_suite(path, "paper")

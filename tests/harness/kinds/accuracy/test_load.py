@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import warnings
 from pathlib import Path
@@ -12,8 +13,10 @@ import torch
 
 import harness.kinds.accuracy.data as data
 from harness.core.errors import UserError
+from harness.kinds.accuracy import generators, tasks
 from harness.kinds.accuracy.data import load_task
-from harness.models.tasks import LRA_SEQ_LEN, PAD_ID, TASKS
+from harness.kinds.accuracy.tasks import TASK_NAMES, TASK_TABLE
+from harness.models.tasks import PAD_ID
 from tests.harness.kinds.accuracy.test_loaders import touch
 
 # Small generator settings per task, so that every task loads in well under a second.
@@ -31,7 +34,7 @@ def small(task: str, **overrides: Any) -> data.TaskData:
     return load_task(task, data_dir=None, **{"sizes": SIZES, **SMALL[task], **overrides})
 
 
-@pytest.mark.parametrize("task", TASKS)
+@pytest.mark.parametrize("task", TASK_NAMES)
 def test_generated_tasks_have_the_interface_shapes(task: str) -> None:
     td = small(task)
     seq_len = SMALL[task]["seq_len"]
@@ -55,10 +58,10 @@ def test_generated_tasks_have_the_interface_shapes(task: str) -> None:
     assert td.source.startswith(f"generated stand-in (attnbench {task} stand-in v")
 
 
-@pytest.mark.parametrize("task", TASKS)
+@pytest.mark.parametrize("task", TASK_NAMES)
 def test_default_seq_len_is_lras(task: str) -> None:
     td = load_task(task, data_dir=None, sizes=(2, 2, 2))
-    assert td.seq_len == LRA_SEQ_LEN[task] and td.train.x0.shape == (2, LRA_SEQ_LEN[task])
+    assert td.seq_len == TASK_TABLE[task].seq_len and td.train.x0.shape == (2, TASK_TABLE[task].seq_len)
 
 
 def test_binary_tasks_are_balanced_per_split() -> None:
@@ -78,7 +81,7 @@ def test_generated_data_is_deterministic() -> None:
 
 def test_text_labels_survive_tokenisation() -> None:
     td = small("text")
-    dialects = data.generators.dialect_lexicons(2, 64)
+    dialects = generators.dialect_lexicons(2, 64)
     for row, label in zip(td.train.x0, td.train.y, strict=True):
         words = set(bytes((row[row != PAD_ID] - 1).tolist()).split(b" ")[1:])
         assert {d for d in (0, 1) if words & set(dialects[d])} == {int(label)}
@@ -117,11 +120,11 @@ def cache_files(tmp_path: Path) -> list[Path]:
 
 
 def forbid_generation(monkeypatch: pytest.MonkeyPatch) -> None:
-    @functools.wraps(data._GENERATORS["listops"])  # keeps the signature that parameter resolution reads
+    @functools.wraps(tasks.LISTOPS.generator)  # keeps the signature that parameter resolution reads
     def boom(*args: object, **kwargs: object) -> None:
         raise AssertionError("the generator ran although the cache should have been used")
 
-    monkeypatch.setitem(data._GENERATORS, "listops", boom)
+    monkeypatch.setitem(tasks.TASK_TABLE, "listops", dataclasses.replace(tasks.LISTOPS, generator=boom))
 
 
 def test_cache_is_written_then_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -26,6 +26,7 @@ from harness.core.files import sha256_file
 from harness.kinds.accuracy import loaders, pickles
 from harness.kinds.accuracy.data import load_task
 from harness.kinds.accuracy.data import load_task as load_data
+from harness.kinds.accuracy.tasks import RETRIEVAL, TASK_TABLE, TEXT
 from harness.models.tasks import PAD_ID
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -102,7 +103,7 @@ def write_lra_pickles(root: Path, task: str, *, n: int = 6, length: int = 12, pr
     out = {}
     for split_i, split in enumerate(("train", "dev", "test")):
         out[split] = lra_records(n, length, seed=split_i, dual=task == "retrieval", **kwargs)
-        write_pickle(root / f"{loaders.PICKLE_PREFIX[task]}.{split}.pickle", out[split], protocol)
+        write_pickle(root / f"{TASK_TABLE[task].pickle_prefix({})}.{split}.pickle", out[split], protocol)
     return out
 
 
@@ -151,7 +152,7 @@ def write_aan(root: Path) -> None:
 def test_lra_token_pickles_keep_their_ids(tmp_path: Path, task: str) -> None:
     records = write_lra_pickles(tmp_path, task)
     td = load_task(task, data_dir=tmp_path, seq_len=8)
-    files = [f"{loaders.PICKLE_PREFIX[task]}.{name}.pickle" for name in ("dev", "test", "train")]
+    files = [f"{TASK_TABLE[task].pickle_prefix({})}.{name}.pickle" for name in ("dev", "test", "train")]
     sums = ", ".join(f"{f} sha256:{sha256_file(tmp_path / f)}" for f in files)  # whole digests
     assert td.source == f"files in {tmp_path}: {sums}"  # the files and their checksums, in name order
     assert td.dual == (task == "retrieval") and td.seq_len == 8
@@ -265,7 +266,7 @@ def test_imdb_reviews_are_stripped_as_tfds_strips_them(tmp_path: Path) -> None:
     first = td.test.x0[0]
     assert bytes((first[first != PAD_ID] - 1).tolist()) == b"Great  film.\nReally."
     assert bytes((td.test.x0[1][td.test.x0[1] != PAD_ID] - 1).tolist()).endswith(bytes([200, 0]))  # NUL is no space
-    assert loaders.load_imdb(tmp_path, seq_len=32, seed=0).source == loaders.datasource.files(
+    assert loaders.load_imdb(TEXT, tmp_path, seq_len=32, seed=0).source == loaders.datasource.files(
         tmp_path, sorted(tmp_path.glob("*/*/*.txt")))
 
 
@@ -289,7 +290,7 @@ def test_aan_header_and_float_labels(tmp_path: Path) -> None:
     write_aan(tmp_path)
     path = tmp_path / loaders.AAN_FILES["train"]
     path.write_text("label\tid1\tid2\ttext1\ttext2\n1.0\ta\tb\tx\ty\n")
-    td = loaders.load_aan(tmp_path, seq_len=4)
+    td = loaders.load_aan(RETRIEVAL, tmp_path, seq_len=4)
     assert td.train.y.tolist() == [1]
 
 
@@ -437,7 +438,7 @@ def huge_token_id(root: Path) -> tuple[str, Path]:
 
 def pixel_above_255(root: Path) -> tuple[str, Path]:
     write_lra_pickles(root, "pathfinder", pixels=True)
-    path = root / f"{loaders.PICKLE_PREFIX['pathfinder']}.dev.pickle"
+    path = root / f"{TASK_TABLE['pathfinder'].pickle_prefix({})}.dev.pickle"
     return "pathfinder", write_pickle(path, [{"input_ids_0": np.array([0, 256], dtype=np.int32), "label": 1}])
 
 
@@ -790,6 +791,6 @@ def test_uint8_pixels_are_shifted_without_wrapping(tmp_path: Path) -> None:
     """A pixel pickle of uint8 arrays: under ``shifted`` 255 is id 256, not 0 (uint8 arithmetic wraps)."""
     for split in ("train", "dev", "test"):
         records = [{"input_ids_0": np.full(4, 255, np.uint8), "label": np.int32(i % 2)} for i in range(6)]
-        write_pickle(tmp_path / f"{loaders.PICKLE_PREFIX['image']}.{split}.pickle", records)
+        write_pickle(tmp_path / f"{TASK_TABLE['image'].pickle_prefix({})}.{split}.pickle", records)
     td = load_task("image", data_dir=tmp_path, seq_len=4, options={"pixel_ids": "shifted"})
     assert td.train.x0.unique().tolist() == [256] and td.vocab_size == 257

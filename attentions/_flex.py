@@ -1,0 +1,165 @@
+"""The ``flex`` backend of the pattern variants: their own pattern as a FlexAttention ``BlockMask``.
+
+Not a variant (the leading underscore keeps ``import attentions`` from importing it as one). ``local``,
+``longformer``, ``bigbird`` and ``sparse_transformer`` compute their pattern from block gathers by default
+(``backend="blocks"``, :mod:`attentions._blocks`). With ``backend="flex"`` the same pattern, written once more as a
+predicate ``mask_mod(b, h, q_idx, kv_idx) -> bool`` over positions, runs through torch's FlexAttention
+(``torch.nn.attention.flex_attention``, https://pytorch.org/blog/flexattention/): the kernel users would run for a
+block-sparse pattern. The two backends compute the same function (a test compares them in float64, padded and
+causal, for every pattern).
+
+What FlexAttention is on each path (torch 2.13):
+- Under ``torch.compile`` it is one fused kernel that skips the blocks the ``BlockMask`` leaves empty (Triton on
+  CUDA; a C++ template on the CPU, which takes float32, float16 and bfloat16 only).
+- On the CPU it is forward only, eager or compiled: torch raises "FlexAttention does not support backward on CPU"
+  for inputs that require a gradient. These CPU cases raise :class:`UnsupportedError` before torch does, so that a
+  cell records ``unsupported`` with the reason, not an error.
+- Eagerly it is torch's reference implementation, which materialises the whole n×n score matrix (torch warns once
+  that this is "an unfused implementation"): quadratic memory, the price of ``flex`` without compiling.
+
+The ``BlockMask`` is built once per (padded length, device, causal, pattern version) and kept on the module
+(:meth:`FlexPattern.build_plan` builds it ahead, so a speed cell times its construction as a one-time cost and not
+inside the steady-state call; users report mask construction at more than 10× the attention itself). A key-padding
+mask makes the block mask depend on the batch's data, so padded inputs build theirs at every call.
+
+Choices (deviations from ``blocks``):
+- No attention-weight dropout (FlexAttention has none): ``flex`` with ``dropout > 0`` in training raises
+  :class:`UnsupportedError`; the speed suites time layers with dropout off.
+- A query row with no valid key (a padded query) gets zeros; ``blocks`` gives finite weights. Only padded positions
+  can have such rows, and their outputs are never read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+from torch import Tensor
+
+from .registry import AttentionConfig, UnsupportedError
+
+try:  # FlexAttention arrived in torch 2.5; an older torch has no ``flex`` backend (its cells are unsupported)
+    from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
+except ImportError:  # pragma: no cover  (torch 2.13 has it)
+    BlockMask = Any  # type: ignore[misc,assignment]
+    create_block_mask = flex_attention = None  # type: ignore[assignment]
+
+__all__ = ["Backend", "FlexPattern", "PatternConfig", "MaskMod", "flex_unavailable"]
+
+Backend = Literal["blocks", "flex"]
+#: (batch index, head index, query position, key position) -> may the query read the key; vectorised by torch.
+MaskMod = Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]
+
+
+def flex_unavailable(device: torch.device | None = None) -> str | None:
+    """Why the ``flex`` backend cannot run in this torch, or None (a registry availability check)."""
+    if flex_attention is None:
+        return f"torch {torch.__version__} has no FlexAttention (torch.nn.attention.flex_attention, torch >= 2.5)"
+    return None
+
+
+@dataclass(frozen=True)
+class PatternConfig(AttentionConfig):
+    """The config fields every pattern variant with two backends shares.
+
+    Attributes:
+        backend: "blocks" (our block gathers, :mod:`attentions._blocks`) or "flex" (torch's FlexAttention with a
+            ``BlockMask`` of the same pattern, :mod:`attentions._flex`).
+    """
+
+    backend: Backend = "blocks"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.backend not in ("blocks", "flex"):
+            raise ValueError(f"backend must be 'blocks' or 'flex', got {self.backend!r}")
+
+
+class FlexPattern:
+    """Mixin of a pattern variant's ``nn.Module``: its pattern as a ``BlockMask``, built once, and the flex call.
+
+    A variant defines :meth:`flex_pattern` (its mask_mod for a padded length) and, where its blocks pad the input,
+    :meth:`flex_length`; :meth:`flex_version` changes when a buffer the pattern reads changes (BigBird's random
+    scores).
+    """
+
+    cfg: PatternConfig
+
+    def flex_pattern(self, n: int, device: torch.device, causal: bool) -> MaskMod:
+        """The pattern over a (padded) length n as a mask_mod; tensors it reads live on ``device``."""
+        raise NotImplementedError
+
+    def flex_length(self, seq_len: int) -> int:
+        """The length the pattern is computed over for inputs of ``seq_len`` tokens (blocks pad it up)."""
+        return seq_len
+
+    def flex_heads(self) -> int | None:
+        """Heads the pattern differs over (None: the same pattern for every head, one BlockMask row)."""
+        return None
+
+    def flex_version(self) -> int:
+        """A number that changes whenever the pattern of a given length changes (default: never)."""
+        return 0
+
+    def build_plan(self, seq_len: int, batch_size: int) -> None:
+        """Build the ``BlockMask`` of inputs of ``seq_len`` tokens without padding ahead of the first call
+        (a speed cell times this as its plan construction). A no-op for ``backend="blocks"``."""
+        if self.cfg.backend == "flex":
+            device = next(self.parameters()).device  # type: ignore[attr-defined]
+            self._block_mask(self.flex_length(seq_len), device, None, self.cfg.causal, seq_len)
+
+    def flex_attend(self, q: Tensor, k: Tensor, v: Tensor, key_mask: Tensor | None, *, causal: bool,
+                    length: int | None = None) -> Tensor:
+        """softmax over the pattern's keys: q, k, v [B, H, N, d] (N the padded length), key_mask [B, N] or None
+        (then the keys from ``length`` on are the variant's own padding) -> [B, H, N, d]."""
+        self._check_supported(q)
+        n = q.shape[2]
+        if n == 0:  # an empty prompt: FlexAttention cannot build a BlockMask of no blocks
+            return q.new_zeros(*q.shape[:-1], v.shape[-1])
+        block_mask = self._block_mask(n, q.device, key_mask, causal, n if length is None else length)
+        return flex_attention(q, k, v, block_mask=block_mask)  # type: ignore[misc]
+
+    def _check_supported(self, q: Tensor) -> None:
+        """Raise :class:`UnsupportedError` where FlexAttention cannot compute this call (see the module docstring)."""
+        reason = flex_unavailable()
+        if reason is None and self.cfg.dropout > 0 and self.training:  # type: ignore[attr-defined]
+            reason = "FlexAttention has no attention-weight dropout (set dropout: 0.0, or use backend blocks)"
+        if reason is None and q.device.type == "cpu":
+            if torch.is_grad_enabled() and q.requires_grad:
+                reason = f"FlexAttention has no backward on the CPU in torch {torch.__version__} (forward only)"
+            elif torch.compiler.is_compiling() and q.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+                reason = f"compiled FlexAttention on the CPU takes float32/float16/bfloat16, not {q.dtype}"
+        if reason is not None:
+            raise UnsupportedError(reason)
+
+    def _block_mask(self, n: int, device: torch.device, key_mask: Tensor | None, causal: bool, length: int
+                    ) -> BlockMask:
+        """The BlockMask of padded length n over ``length`` real keys (or ``key_mask``'s): kept per (n, length,
+        device, causal, version) without a key mask, since it then depends on the shapes only; else built."""
+        key = (n, length, str(device), causal, self.flex_version())
+        masks: dict[tuple[Any, ...], BlockMask] = self.__dict__.setdefault("_flex_masks", {})
+        if key_mask is None and key in masks:
+            return masks[key]
+        pattern = self.flex_pattern(n, device, causal)
+        if key_mask is None and length == n:
+            mask_mod, batch = pattern, None
+        elif key_mask is None:  # the keys the variant padded on (a length off its block size)
+
+            def mask_mod(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+                return pattern(b, h, q_idx, kv_idx) & (kv_idx < length)
+
+            batch = None
+        else:
+            real = key_mask.to(device)  # [B, N]: True = a real key
+
+            def mask_mod(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+                return pattern(b, h, q_idx, kv_idx) & real[b, kv_idx]
+
+            batch = key_mask.shape[0]
+        block_mask = create_block_mask(mask_mod, batch, self.flex_heads(), n, n, device=device)  # type: ignore[misc]
+        if key_mask is None:
+            masks.clear()  # one length at a time: a sweep over lengths keeps no stale masks alive
+            masks[key] = block_mask
+        return block_mask
