@@ -103,12 +103,14 @@ class FlexPattern:
         """A number that changes whenever the pattern of a given length changes (default: never)."""
         return 0
 
-    def build_plan(self, seq_len: int, batch_size: int) -> None:
-        """Build the ``BlockMask`` of inputs of ``seq_len`` tokens without padding ahead of the first call
-        (a speed cell times this as its plan construction). A no-op for ``backend="blocks"``."""
-        if self.cfg.backend == "flex":
-            device = next(self.parameters()).device  # type: ignore[attr-defined]
-            self._block_mask(self.flex_length(seq_len), device, None, self.cfg.causal, seq_len)
+    def build_plan(self, seq_len: int, batch_size: int) -> bool:
+        """Build the ``BlockMask`` of inputs of ``seq_len`` tokens without padding ahead of the first call (a speed
+        cell times this as its plan construction, ``plan_ms``); False, building nothing, for ``backend="blocks"``."""
+        if self.cfg.backend != "flex":
+            return False
+        device = next(self.parameters()).device  # type: ignore[attr-defined]
+        self._block_mask(self.flex_length(seq_len), device, None, self.cfg.causal, seq_len)
+        return True
 
     def flex_attend(self, q: Tensor, k: Tensor, v: Tensor, key_mask: Tensor | None, *, causal: bool,
                     length: int | None = None) -> Tensor:

@@ -109,10 +109,10 @@ class LocalAttention(FlexPattern, ProjectedAttention):
     - With w >= n (block) or ⌊w/2⌋ >= n - 1 (sliding) every query sees every key: exact softmax attention (causal:
       w >= n for both modes gives causal softmax attention).
     - Masked keys get the dtype's most negative finite score (a padded query row stays finite); dropout on
-      the attention weights in training.
-    - ``backend="flex"``: the same sets B(i), W(i) as a FlexAttention mask_mod (:meth:`flex_pattern`), over the
-      same padded length; no dropout (see :mod:`attentions._flex`). lucidrains' rotary embeddings and shared-QK options are left out: they are
+      the attention weights in training. lucidrains' rotary embeddings and shared-QK options are left out: they are
       options of that library, not of the pattern.
+    - ``backend="flex"``: the same sets B(i), W(i) as a FlexAttention mask_mod (:meth:`flex_pattern`), over the
+      same padded length; no dropout (see :mod:`attentions._flex`).
     """
 
     cfg: LocalConfig

@@ -10,6 +10,9 @@ the paper's rows; the Markdown tables and the supplementary long tables every ro
 from __future__ import annotations
 
 import hashlib
+import json
+import math
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -53,8 +56,17 @@ def _speed(cell: Cell, ctx: Context) -> CellResult:
     if name == "vanilla" and n >= 4096 and cell.params["mode"] != "fwd":
         return CellResult("oom", "out of memory")
     ms = (n / 1024) ** (2 if name.startswith("vanilla") else 1) * 20
-    metrics = {**_timed(cell, ms), "peak_mem_bytes": int(ms * 2**20 * (1 + _draw(cell, "m"))), "gflops": ms,
-               "gbytes_moved": ms / 10, "intensity_flop_per_byte": 10.0, "page_faults_per_call": 0}
+    metrics = _timed(cell, ms)
+    # the roofline (ROOFS: 100 GFLOP/s, 10 GB/s): intensities both sides of the ridge, some points
+    # above their roof
+    intensity = 2 ** (1 + 4 * _draw(cell, "i"))
+    achieved = min(100.0, 10.0 * intensity) * (0.2 + 0.9 * _draw(cell, "f"))
+    gflops = achieved * metrics["time_ms_median"] / 1e3
+    metrics |= {"peak_mem_bytes": int(ms * 2**20 * (1 + _draw(cell, "m"))), "gflops": gflops,
+                "gbytes_moved": gflops / intensity, "intensity_flop_per_byte": intensity, "gflops_per_s": achieved,
+                "page_faults_per_call": 0, "first_call_ms": 3 * ms,
+                **({"plan_ms": ms / 4} if name.startswith(("local", "bigbird")) else {}),
+                **({"warm_cache": True} if name == "vanilla_sdpa" and n <= 1024 else {})}  # a CUDA flag: its mark
     return CellResult("ok", "", metrics, samples=[metrics["time_ms_median"]] * 5)
 
 
@@ -65,13 +77,19 @@ def _accuracy(cell: Cell, ctx: Context) -> CellResult:
     for rank in (cell.fixed.get("incoherence") or {}).get("ranks", []):
         for which in ("x", "smooth"):
             metrics |= {f"mu_{which}_r{rank}_mean": 1 + _draw(cell, which), f"mu_{which}_r{rank}_std": 0.1}
-    return CellResult("ok", "", metrics | {"mu_count": 10},
-                      curve=[{"step": 10, "dev_acc": acc, "train_loss": 1.0, "dev_loss": 1.0}])
+    curve = [{"step": step, "dev_acc": acc * step / 20, "train_loss": 2.0 - step / 20, "dev_loss": 2.0 - step / 20}
+             for step in (5, 10, 15, 20)]
+    return CellResult("ok", "", metrics | {"mu_count": 10}, curve=curve)
 
 
 def _forecasting(cell: Cell, ctx: Context) -> CellResult:
     mse = 0.2 + 2 * _draw(cell)
     naive = {f"naive_{k}_{m}": 1 + _draw(cell, k + m) for k in ("last", "mean", "fourier") for m in ("mse", "mae")}
+    history, horizon = range(96), range(cell.params["horizon"])  # the figure's test window (forecasting/cells.py)
+    example = {"history": [math.sin(t / 8) for t in history], "truth": [math.sin((96 + t) / 8) for t in horizon],
+               "forecast": [math.sin((96 + t) / 8) + _draw(cell) * t / len(horizon) for t in horizon]}
+    (ctx.workdir / "forecasts").mkdir(exist_ok=True)
+    (ctx.workdir / "forecasts" / f"{cell.key}.json").write_text(json.dumps(example))
     return CellResult("ok", "", {"test_mse": mse, "test_mae": mse / 2, "best_val_mse": mse, "best_step": 5,
                                  "steps": 10, "stopped_early": False, "train_windows": 100, "test_windows": 50,
                                  "steps_per_s": 3.0, "wall_s": 1.0, **naive})
@@ -85,14 +103,16 @@ def _decode(cell: Cell, ctx: Context) -> CellResult:
     metrics = _timed(cell, (context / 1024 if cache else 1) * 0.3)
     metrics |= {"ms_per_token": metrics["time_ms_median"], "tokens_per_s": 1000 / metrics["time_ms_median"],
                 "prefill_ms": context / 10, "state_bytes": (context if cache else 1024) * 2**12,
-                "state_bytes_per_sequence": 1, "state_bytes_tensors": 1}
+                "state_bytes_per_sequence": 1, "state_bytes_tensors": 1, "gflops": 1e-3 * context,
+                "gbytes_moved": 1e-3 * context, "first_call_ms": 1.0, "warm_cache": context <= 1024}
     return CellResult("ok", "", metrics, samples=[metrics["time_ms_median"]] * 5)
 
 
 def _approximation(cell: Cell, ctx: Context) -> CellResult:
-    metrics = _timed(cell, 0.3) | {"rel_fro": 0.5 * _draw(cell), "max_abs": 0.2, "cos_mean": 0.9, "cos_min": -0.1,
-                                   "attn_tv": 0.3, "attn_rel_fro": 0.1, "attn_max_abs": 0.1,
-                                   "real_tokens": cell.params["seq_len"]}
+    group = f"{cell.params['input']} {cell.params['seq_len']}"  # timed beside the reference: speed-ups, a figure
+    metrics = _timed(cell, 0.3) | {"timing_group": group, "rel_fro": 0.5 * _draw(cell), "max_abs": 0.2,
+                                   "cos_mean": 0.9, "cos_min": -0.1, "attn_tv": 0.3, "attn_rel_fro": 0.1,
+                                   "attn_max_abs": 0.1, "real_tokens": cell.params["seq_len"]}
     return CellResult("ok", "", metrics, samples=[metrics["time_ms_median"]] * 5)
 
 
@@ -109,6 +129,11 @@ FAKES = {"speed": _speed, "accuracy": _accuracy, "forecasting": _forecasting, "d
          "approximation": _approximation, "recall": _recall}
 
 
+#: What a run measures of the machine before its first cell (a kind's ``run_env``), made up: the roofline's ceilings.
+ROOFS = {"gemm_peak_gflops": 100.0, "memory_bandwidth_gbs": 10.0}
+ENVS = {"speed": lambda cells, device: dict(ROOFS), "decode": lambda cells, device: {"memory_bandwidth_gbs": 10.0}}
+
+
 def test_every_kind_has_its_made_up_cells() -> None:
     """A kind without made-up cells would run its quick profile for real (an hour of training) inside the tests."""
     assert set(FAKES) == set(KINDS)
@@ -117,9 +142,15 @@ def test_every_kind_has_its_made_up_cells() -> None:
 @pytest.fixture
 def made_up(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every kind's cells made up (no data prepared, no machine measured), and no figure saved: the tables are
-    what is tested, and drawing every figure of a quick profile takes a minute."""
+    what is tested, and drawing every figure of a quick profile takes a minute. ``ATTNBENCH_TEST_FIGURES=1`` saves
+    them, to look at every figure of every suite's quick profile::
+
+        ATTNBENCH_TEST_FIGURES=1 .venv/bin/python -m pytest -q tests/test_tables_print.py --basetemp=/tmp/figs
+    """
     for kind, run in FAKES.items():
-        patch_kind(monkeypatch, kind, run=run, prepare=lambda cells, ctx: None, run_env=None)
+        patch_kind(monkeypatch, kind, run=run, prepare=lambda cells, ctx: None, run_env=ENVS.get(kind))
+    if os.environ.get("ATTNBENCH_TEST_FIGURES") == "1":
+        return
     for module in (harness.report.plots, harness.kinds.speed.plots, harness.kinds.speed.roofline,
                    harness.kinds.decode.report, harness.kinds.approximation.report, harness.kinds.recall.report):
         monkeypatch.setattr(module, "save_figure", lambda fig, out_dir, stem: [])

@@ -22,8 +22,26 @@ import attentions
 from attentions import RegistryError
 
 from .cell import Cell, CellResult, Context
-from .errors import SuiteError, has_control
+from .errors import SuiteError, first_line, has_control
 from .provenance import code_identity, software
+from .rules import (  # noqa: F401  (re-exported: the kinds validate their sections with them)
+    ATTENTION_OR_NULL,
+    BOOL,
+    COUNT,
+    DURATION,
+    INT_MAX,
+    MAX_COUNT,
+    MAX_DURATION_S,
+    NONNEG_INT,
+    POSITIVE_INT,
+    POSITIVE_NUMBER,
+    REPORT_RULES,
+    TEXT,
+    Rule,
+    is_finite_number,
+    is_nonneg_int,
+    is_positive_int,
+)
 from .skip import (
     SKIPPED_BY_RULE,  # noqa: F401  (re-exported: the reports leave such cells out)
     skip_reason,
@@ -38,53 +56,6 @@ COMMON_KEYS = frozenset({"name", "description", "kind", "axes", "config", "atten
                          "profiles"})
 #: ``report`` keys of every suite (``rows``: what a paper's LaTeX table prints, null: the paper's); kinds add their own.
 REPORT_DEFAULTS: dict[str, Any] = {"baseline": "vanilla", "tables": None, "row_names": None, "rows": None}
-#: The largest integer a suite may give (an axis value, a model size, a seed): torch and numpy take shapes and seeds as
-#: C integers, so a larger one overflows or asks for an impossible allocation instead of failing cleanly.
-INT_MAX = 2**31 - 1
-
-#: What one field of a suite section admits: its check, and what a valid value is (for the error message).
-Rule = tuple[Callable[[Any], bool], str]
-
-
-def is_positive_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v > 0
-
-
-def is_nonneg_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
-
-
-def is_finite_number(v: Any) -> bool:
-    """A real number other than nan and ±inf (a bool is not a number here)."""
-    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _is_text_or_null(v: Any) -> bool:
-    return v is None or (isinstance(v, str) and v != "")
-
-
-POSITIVE_INT: Rule = (lambda v: is_positive_int(v) and v <= INT_MAX, f"a positive integer (at most {INT_MAX})")
-NONNEG_INT: Rule = (lambda v: is_nonneg_int(v) and v <= INT_MAX, f"a non-negative integer (at most {INT_MAX})")
-# finite: nan slips through `v < 0` and inf through `v > 0`, and either makes a timing loop that never ends
-POSITIVE_NUMBER: Rule = (lambda v: is_finite_number(v) and v > 0,
-                         "a finite positive number (write 1.0e-2, not 1e-2, which YAML reads as text)")
-#: The most a ``timing`` setting may ask of one cell (:func:`validate_numbers`): a timing budget above an hour per cell,
-#: or more than ten thousand repeats or warm-up calls, is a mistake (a median and its spread are settled after a few
-#: hundred samples) that would hold a sweep for hours, or overflow the timer (1.0e+300 s).
-MAX_DURATION_S = 3600.0
-MAX_COUNT = 10_000
-DURATION: Rule = (lambda v: POSITIVE_NUMBER[0](v) and v <= MAX_DURATION_S,
-                  f"a finite positive number of seconds, at most {MAX_DURATION_S:g} (write 1.0e-2, not 1e-2, which "
-                  f"YAML reads as text)")
-COUNT: Rule = (lambda v: is_nonneg_int(v) and v <= MAX_COUNT, f"a non-negative integer, at most {MAX_COUNT}")
-BOOL: Rule = (lambda v: isinstance(v, bool), "true or false")
-TEXT: Rule = (lambda v: isinstance(v, str) and v != "", "a non-empty string")
-#: ``report``: the reports read these after the whole sweep, so a wrong type must fail before the first cell.
-#: ``tables`` and ``row_names`` depend on the suite's kind: :func:`validate_tables` checks them.
-REPORT_RULES: dict[str, Rule] = {"baseline": TEXT, "rows": (lambda v: v is None or isinstance(v, list) and all(
-    isinstance(r, str) and attentions.list_attentions(r) for r in v) and v, "null or registered names or patterns")}
-#: A report key naming an attention, or null (``compare_reference``).
-ATTENTION_OR_NULL: Rule = (_is_text_or_null, "a registered attention's name, or null")
 
 
 @dataclass(frozen=True)
@@ -217,8 +188,28 @@ class Suite:
         return {**self.report, "tables": tables, **extra}
 
     def config_for(self, name: str) -> dict[str, Any]:
-        """Config overrides of one attention: ``config``, then every matching ``attention_config`` pattern."""
-        return apply_patterns(dict(self.config), self.attention_config, name)
+        """Config overrides of one attention: ``config``, then every matching ``attention_config`` pattern. A
+        ``backend`` in ``config`` that the attention does not have is left out (its cells are unsupported:
+        :meth:`backend_reason`)."""
+        config = dict(self.config)
+        if self.backend_reason(name):
+            del config["backend"]
+        return apply_patterns(config, self.attention_config, name)
+
+    def backend_reason(self, name: str) -> str | None:
+        """Why attention ``name`` cannot take the suite-wide ``config.backend`` (``--set config.backend=flex``: the
+        pattern variants have a FlexAttention backend, the others no block mask to give it), or None.
+
+        Set for every attention at once, a backend only some have is not bad input: the others' cells are
+        ``unsupported``, with this reason. Set for one pattern (``attention_config``), a wrong backend stays bad input.
+        """
+        if "backend" not in self.config:
+            return None
+        try:
+            attentions.make_config(name, backend=self.config["backend"])
+        except (ValueError, TypeError) as exc:
+            return f"unsupported by {name}: no backend {self.config['backend']!r} ({first_line(exc)})"
+        return None
 
     def attentions(self) -> list[str]:
         """The attention axis with patterns expanded, in the order given, without repeats."""
@@ -236,8 +227,10 @@ class Suite:
         return list(cells.values())
 
     def skip_reason(self, params: dict[str, Any]) -> str | None:
-        """The reason of the first skip rule that matches ``params``, or None (:mod:`harness.core.skip`)."""
-        return skip_reason(self.skip, params)
+        """The reason of the first skip rule that matches ``params`` (:mod:`harness.core.skip`), or of a suite-wide
+        backend the attention does not have (:meth:`backend_reason`), or None."""
+        reason = skip_reason(self.skip, params)
+        return reason or (self.backend_reason(params["attention"]) if "attention" in params else None)
 
 
 def apply_patterns(out: dict[str, Any], by_pattern: Mapping[str, Mapping[str, Any]], name: str) -> dict[str, Any]:

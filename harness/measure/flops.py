@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
+import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 
+from ..core.errors import first_line
 from .timing import time_fn
 from .traffic import TrafficCounter
 
@@ -46,6 +49,67 @@ def count_work(fn: Callable[[], object]) -> tuple[int, int]:
     with FlopCounterMode(display=False, custom_mapping=_CUSTOM_FLOP_FORMULAS) as flops, TrafficCounter() as moved:
         fn()
     return int(flops.get_total_flops()), moved.total
+
+
+def work_metrics(fn: Callable[[], object]) -> dict[str, Any]:
+    """``gflops``, ``gbytes_moved`` and ``intensity_flop_per_byte`` of one call (:func:`count_work`), or
+    ``flops_error`` where the counter cannot trace the call: FLOPs are a derived figure, so a variant the counter
+    fails on (torch's module tracker breaks on a Parameter passed to a submodule under ``inference_mode``, as Luna's
+    learned context is) keeps its time and memory. Shared by the timed kinds (a speed call, a decoding step)."""
+    try:
+        flops, moved = count_work(fn)
+        return {"gflops": flops / 1e9, "gbytes_moved": moved / 1e9,
+                "intensity_flop_per_byte": flops / moved if moved else float("nan")}
+    except (torch.cuda.OutOfMemoryError, MemoryError):
+        raise
+    except Exception as exc:  # noqa: BLE001  (any tracing failure of the counter; the call itself ran)
+        return {"flops_error": f"{type(exc).__name__}: {first_line(exc)}"}
+
+
+def achieved_rates(gflops: float, gbytes_moved: float, time_ms: float) -> dict[str, float]:
+    """``gflops_per_s`` and ``gbytes_per_s`` of a call that performs ``gflops`` and moves ``gbytes_moved`` (its
+    counted operator traffic, :mod:`~harness.measure.traffic`) in a median of ``time_ms``."""
+    return {"gflops_per_s": gflops / (time_ms / 1e3), "gbytes_per_s": gbytes_moved / (time_ms / 1e3)}
+
+
+#: Which measured ceiling a "% of peak" is taken against (:func:`peak_fraction`).
+GEMM, BANDWIDTH = "gemm", "bandwidth"
+
+
+def peak_fraction(gflops_per_s: Any, gbytes_per_s: Any, gemm_peak_gflops: Any, bandwidth_gbs: Any
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """(fraction of peak, the peak it is against: :data:`GEMM` or :data:`BANDWIDTH`) of achieved rates, elementwise
+    over scalars or arrays, as FlashAttention's and tritonbench's tables give "% of peak".
+
+    A compute-bound cell is against the measured GEMM peak P, a memory-bound one (intensity I = FLOPs / bytes below
+    the ridge point P / B) against the measured copy bandwidth B. Since I < P / B exactly when FLOP/s / P < (bytes/s) /
+    B, the fraction is the larger of the two utilisations, and the ceiling that gives it says which side of the ridge
+    the cell is on; it equals the roofline fraction achieved / min(P, B·I). Where one ceiling was not measured (NaN:
+    a decode run measures only the bandwidth), the fraction is against the other; where neither was, it is NaN with
+    an empty ``against``."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        compute = np.asarray(gflops_per_s, dtype=float) / np.asarray(gemm_peak_gflops, dtype=float)
+        memory = np.asarray(gbytes_per_s, dtype=float) / np.asarray(bandwidth_gbs, dtype=float)
+    memory_bound = (memory > compute) | (np.isnan(compute) & ~np.isnan(memory))
+    against = np.where(memory_bound, BANDWIDTH, np.where(np.isnan(compute), "", GEMM))
+    return np.fmax(compute, memory), against
+
+
+#: The achieved rates a report adds to its cells (:func:`rate_columns`).
+RATE_COLUMNS = ("tflops_per_s", "gbytes_per_s", "peak_fraction", "peak_against")
+
+
+def rate_columns(gflops: Any, gbytes_moved: Any, time_ms: Any, gemm_peak_gflops: Any, bandwidth_gbs: Any
+                 ) -> dict[str, np.ndarray]:
+    """:data:`RATE_COLUMNS` of cells (arrays, NaN where a cell has no time or count): achieved TFLOP/s (GFLOP per
+    ms), GB/s, and the fraction of the peak (:func:`peak_fraction`) with the peak it is against (None without one)."""
+    time_ms = np.asarray(time_ms, dtype=float)
+    time_ms = np.where(time_ms > 0, time_ms, np.nan)
+    tflops = np.asarray(gflops, dtype=float) / time_ms
+    gbytes_per_s = np.asarray(gbytes_moved, dtype=float) / time_ms * 1e3
+    fraction, against = peak_fraction(tflops * 1e3, gbytes_per_s, gemm_peak_gflops, bandwidth_gbs)
+    return {"tflops_per_s": tflops, "gbytes_per_s": gbytes_per_s, "peak_fraction": fraction,
+            "peak_against": np.where(np.isnan(fraction), None, against)}
 
 
 #: The square GEMMs whose fastest round is the peak, by device type: a CPU reaches its peak from a few hundred on

@@ -28,8 +28,8 @@ from ..core.tunables import GLIBC_TUNABLES_TIMING, timing_env_active  # noqa: F4
 #: fractional count fails in `range` in every cell.
 TIMING_DEFAULTS: dict[str, Any] = {"min_run_time_s": 1.0, "min_repeats": 5, "warmup": 2, "flush_l2": False}
 
-# Size of the buffer zeroed before each CUDA call to evict L2 (as triton's do_bench does):
-# larger than the L2 of any current GPU (H100: 50 MB, H200: 60 MB).
+# Least size of the buffer zeroed before each CUDA call to evict L2 (as triton's do_bench does): more than twice the
+# L2 of any current GPU (H100: 50 MB, H200: 60 MB); a device with a larger L2 gets twice its L2 (:func:`_flush_buffer`).
 _L2_FLUSH_BYTES = 256 * 2**20
 # Upper bound on CUDA repeats, so that a microsecond kernel does not run for ages.
 _MAX_CUDA_REPEATS = 1000
@@ -150,8 +150,7 @@ def time_interleaved(
             failed[i] = exc
     rounds = max(min_repeats, MIN_ROUNDS)
     number = [max(1, round(min_run_time_s / rounds / max(e, 1e-7))) for e in estimate]
-    cold = flush_l2 and device.type == "cuda"
-    flush = torch.empty(_L2_FLUSH_BYTES, dtype=torch.int8, device=device) if cold else None
+    flush = _flush_buffer(device) if flush_l2 and device.type == "cuda" else None
     samples: list[list[float]] = [[] for _ in fns]
     faults = [0] * len(fns)
     for r in range(rounds):
@@ -227,7 +226,7 @@ def _time_cuda(
 ) -> tuple[list[float], int, str]:
     """Times ``fn`` with CUDA events; returns per-call seconds, calls measured and the method name."""
     with torch.cuda.device(device):
-        flush = torch.empty(_L2_FLUSH_BYTES, dtype=torch.int8, device=device) if flush_l2 else None
+        flush = _flush_buffer(device) if flush_l2 else None
         for _ in range(warmup):
             fn()
         torch.cuda.synchronize(device)
@@ -246,3 +245,84 @@ def _time_cuda(
 
         times = _cuda_event_times(fn, n_repeats, device, flush)
     return times, n_repeats, "cuda_events"
+
+
+def _flush_buffer(device: torch.device) -> torch.Tensor:
+    """The buffer zeroed before each timed CUDA call (outside its events) so that the call starts with a cold L2:
+    twice the device's L2, and at least :data:`_L2_FLUSH_BYTES`."""
+    return torch.empty(max(_L2_FLUSH_BYTES, 2 * (l2_cache_bytes(device) or 0)), dtype=torch.int8, device=device)
+
+
+def l2_cache_bytes(device: torch.device) -> int | None:
+    """The device's L2 cache in bytes (CUDA), or None: on the CPU no cache flag is set (:func:`warm_cache`)."""
+    if device.type != "cuda":
+        return None
+    return int(torch.cuda.get_device_properties(device).L2_cache_size) or None
+
+
+def warm_cache(working_set_bytes: float | None, l2_bytes: int | None, flush_l2: bool) -> bool | None:
+    """Whether a timed cell ran from a warm cache: its working set fits in the device's L2 and L2 was not flushed
+    between calls (``timing.flush_l2`` off), so every timed call found its data where the previous call left it and a
+    flush would change its time (a cold-cache user's first call is slower than the table says). None where that is
+    unknown: no L2 size (the CPU: this harness has no flush there, and a CPU's last-level cache is shared with the
+    other processes, so it cannot be said to hold the set) or no working set."""
+    if l2_bytes is None or working_set_bytes is None or not math.isfinite(working_set_bytes):
+        return None
+    return not flush_l2 and working_set_bytes <= l2_bytes
+
+
+def cache_flags(working_set_bytes: float | None, device: torch.device, flush_l2: bool | None) -> dict[str, Any]:
+    """A timed cell's cache metrics: ``working_set_bytes``, ``l2_cache_bytes`` and ``warm_cache``
+    (:func:`warm_cache`), or none where the flag is unknown (the CPU)."""
+    l2 = l2_cache_bytes(device)
+    flag = warm_cache(working_set_bytes, l2, bool(flush_l2))
+    return {} if flag is None else {"working_set_bytes": working_set_bytes, "l2_cache_bytes": l2, "warm_cache": flag}
+
+
+@contextlib.contextmanager
+def allocated_footprint(device: torch.device) -> Iterator[dict[str, int]]:
+    """CUDA: ``working_set_bytes``, the most bytes the block had allocated at once beyond what was allocated when it
+    began (a speed cell's module, inputs and its first call's temporaries: every byte its calls touch, since the caching
+    allocator hands freed blocks back at the same addresses), set in the yielded dict when the block ends. An upper
+    bound where the block holds more at once than a timed call touches (a compiled cell's check keeps the eager calls'
+    results beside the compiled one's): such a cell may go unflagged, never flagged wrongly. Nothing on the CPU
+    (:func:`warm_cache`)."""
+    found: dict[str, int] = {}
+    if device.type != "cuda":
+        yield found
+        return
+    base = torch.cuda.memory_allocated(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    yield found
+    found["working_set_bytes"] = torch.cuda.max_memory_allocated(device) - base
+
+
+def wall_ms(fn: Callable[[], Any], device: torch.device) -> tuple[Any, float]:
+    """(result, milliseconds) of one call of ``fn``, the device synchronised after it (a first call or a one-time
+    cost: no timing loop, since it happens once). The device is synchronised before it too, so that work queued
+    earlier (building the module and its inputs) is not counted."""
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.synchronize(device)
+    started = time.perf_counter()
+    out = fn()
+    if cuda:
+        torch.cuda.synchronize(device)
+    return out, (time.perf_counter() - started) * 1e3
+
+
+def build_plans(module: torch.nn.Module, seq_len: int, batch_size: int, device: torch.device) -> float | None:
+    """Milliseconds to build the plans of ``module`` and its submodules for inputs of ``seq_len`` × ``batch_size``
+    (``plan_ms``), or None where none defines ``build_plan``.
+
+    The contract: an attention module MAY define ``build_plan(seq_len: int, batch_size: int) -> bool | None``, which
+    builds and caches whatever its forward needs that depends only on the shapes and the module's device (a
+    FlexAttention ``BlockMask``), and returns False when it had nothing to build (a pattern variant on its ``blocks``
+    backend). A cell calls it once, here, before its first call, so that the plan is a one-time cost of its own and
+    never inside a steady-state time; every module of a model that has one is called (an encoder's layers), and the
+    total is their sum (None when none built anything)."""
+    planners = [m for m in module.modules() if callable(getattr(m, "build_plan", None))]
+    if not planners:
+        return None
+    built, ms = wall_ms(lambda: [m.build_plan(seq_len, batch_size) is not False for m in planners], device)
+    return ms if any(built) else None

@@ -164,8 +164,8 @@ def wrap_title(title: str, width_in: float, fontsize: float = 8.0) -> str:
 def panel_grid(n: int, *, entries: int, shared: int = 0, sharey: bool = True) -> tuple[plt.Figure, list[plt.Axes]]:
     """A figure of ``n`` panels with shared axes, each tall enough for a legend of ``entries`` lines beside it and the
     figure for a shared legend of ``shared`` entries under it (:func:`figure_legends`): one column wide for one panel
-    (its one legend below, in two columns), else two panels a row, two columns wide. Unused cells are hidden. Call
-    inside :func:`paper_style`."""
+    (its one legend below, in two columns), else two panels a row, two columns wide. Unused cells are removed (the
+    figure's axes are its panels). Call inside :func:`paper_style`."""
     if n == 1:  # a legend beside would leave a column's axes a third of its width
         fig, ax = plt.subplots(figsize=(COLUMN_IN, SINGLE_AXES_IN + LEGEND_LINE_IN * math.ceil((entries + shared) / 2)))
         return fig, [ax]
@@ -175,7 +175,7 @@ def panel_grid(n: int, *, entries: int, shared: int = 0, sharey: bool = True) ->
                              sharex=True, sharey=sharey, squeeze=False)
     axes = list(grid.ravel())
     for i, ax in enumerate(axes[n:], start=n):
-        ax.set_visible(False)
+        fig.delaxes(ax)
         axes[i - 2].xaxis.set_tick_params(labelbottom=True)  # the panel above now ends its column
     return fig, axes[:n]
 
@@ -387,4 +387,4 @@ def single_axes(out_dir: Path, stem: str, title: str, draw: Callable[[plt.Axes],
 def errorbar(ax: plt.Axes, x: pd.Series, points: pd.DataFrame, **style: object) -> None:
     """Mean with ± std over seeds as error bars; a single seed (std NaN) draws no bar."""
     ax.errorbar(x.to_numpy(dtype=float), points["mean"].to_numpy(dtype=float),
-                yerr=points["std"].fillna(0.0).to_numpy(dtype=float), capsize=3, **style)
+                yerr=points["std"].fillna(0.0).to_numpy(dtype=float), capsize=2, **style)

@@ -13,6 +13,7 @@ import attentions
 from attentions import _flex
 from attentions._flex import PatternConfig
 from harness.core.cell import classify_exception
+from harness.measure.timing import build_plans
 
 #: Every registered pattern variant on its blocks backend (bases and presets): each has a flex twin.
 PATTERNS = [n for n in attentions.list_attentions()
@@ -20,7 +21,8 @@ PATTERNS = [n for n in attentions.list_attentions()
 #: Small patterns, so that a 70-token input is cut into many blocks and windows (70 is off every block size, so
 #: the variants that pad do) and no key set is the whole sequence.
 SMALL_PATTERN = {"local": {"window": 8}, "longformer": {"window": 8, "dilation": 2, "global_tokens": 2},
-                 "bigbird": {"block_size": 8, "num_random_blocks": 1}, "sparse_transformer": {"stride": 8, "summary": 2}}
+                 "bigbird": {"block_size": 8, "num_random_blocks": 1},
+                 "sparse_transformer": {"stride": 8, "summary": 2}}
 DIM, HEADS, N = 32, 2, 70
 
 pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
@@ -179,3 +181,14 @@ def test_compiled_flex_equals_the_blocks_forward() -> None:
         want, got = blocks(x), torch.compile(flex)(x)
     tol = 8 * N * torch.finfo(torch.float32).eps * want.abs().max().item()
     torch.testing.assert_close(got, want, rtol=0, atol=tol)
+
+
+def test_a_speed_cell_times_the_block_mask_as_plan_ms_only_on_flex() -> None:
+    """``plan_ms`` (harness/measure/timing.py ``build_plans``) is the BlockMask's construction on ``flex``, and absent
+    on ``blocks``, which has nothing to build."""
+    blocks, flex = _pair("bigbird", causal=False, dtype=torch.float32)
+    cpu = torch.device("cpu")
+    assert build_plans(blocks, N, 2, cpu) is None
+    plan_ms = build_plans(flex, N, 2, cpu)
+    assert plan_ms is not None and plan_ms > 0
+    assert len(flex.__dict__["_flex_masks"]) == 1

@@ -3,6 +3,7 @@ S7."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -27,6 +28,9 @@ from .noise import TEST_ONLY, TRAIN_TEST
 #: Lines one panel of learning curves holds: more noisy curves cross each other past telling apart (the robustness
 #: suite's nine, three models at three noise settings, did), so more are split into rows of panels.
 CURVES_MAX = 4
+#: The height of a row of learning curves, and of the whole figure at most: a two-column paper's text height, which
+#: seven rows of 1.7 in (the robustness suite's seven models) passed by half.
+CURVE_ROW_IN, PAGE_IN = 1.7, 8.5
 
 
 def plot_learning_curves(curves: pd.DataFrame, out_dir: Path, *, task: str, title: str,
@@ -38,15 +42,14 @@ def plot_learning_curves(curves: pd.DataFrame, out_dir: Path, *, task: str, titl
     different variants are never averaged into one line. ``order``: the legend's order (the table's rows); values
     it does not name follow by name. Up to :data:`CURVES_MAX` lines share a pair of panels; more are drawn in rows of
     pairs on one scale per column, the lines of one attention kept in one row (:func:`curve_rows`), each row
-    with its legend. Steps are
-    integers, and so are the ticks.
+    with its legend; the figure is at most a page (:data:`PAGE_IN`) tall. Steps are integers, and so are the ticks.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = curve_rows(curves, by, order)
     with paper_style():
         # one scale per column: the rows' losses and accuracies compare at a glance
-        fig, grid = plt.subplots(len(rows), 2, figsize=(DOUBLE_IN, 0.6 + 1.7 * len(rows)), sharex=True,
-                                 sharey="col", squeeze=False)
+        height = min(0.6 + CURVE_ROW_IN * len(rows), PAGE_IN)
+        fig, grid = plt.subplots(len(rows), 2, figsize=(DOUBLE_IN, height), sharex=True, sharey="col", squeeze=False)
         try:
             for (loss_ax, acc_ax), labels in zip(grid, rows, strict=True):
                 _draw_curves([loss_ax, acc_ax], curves[curves[by].astype(str).isin(labels)], by, labels)
@@ -62,20 +65,52 @@ def plot_learning_curves(curves: pd.DataFrame, out_dir: Path, *, task: str, titl
 def curve_rows(curves: pd.DataFrame, by: str, order: Sequence[str] = ()) -> list[list[str]]:
     """The labels of ``by`` in legend order (``order``, then by name), packed into rows of at most
     :data:`CURVES_MAX` lines without splitting the lines of one attention (its noise levels, its variants) across
-    rows; an attention with more lines than that has a row of its own."""
+    rows; an attention with more lines than that has a row of its own, or, where its variants sweep settings
+    (``r=16``, ``s1=32``: the hyperparameter suite's thirteen lines in one panel repeated the palette's colours), a
+    row per setting swept, its values in numeric order, beside the variants that sweep nothing (the base) in every
+    such row (:func:`_sweep_rows`)."""
     rank = {name: i for i, name in enumerate(order)}
     labels = sorted({str(v) for v in curves[by]}, key=lambda v: (rank.get(v, len(rank)), v))
-    owner = (curves.assign(_label=curves[by].astype(str)).groupby("_label")["attention"].first().astype(str)
-             if "attention" in curves.columns else pd.Series(labels, index=labels))
+    first = curves.assign(_label=curves[by].astype(str)).groupby("_label").first()
+    owner = first["attention"].astype(str) if "attention" in curves.columns else pd.Series(labels, index=labels)
+    variant = first["variant"].astype(str) if "variant" in curves.columns else pd.Series("", index=labels)
     blocks: dict[str, list[str]] = {}
     for label in labels:
         blocks.setdefault(owner[label], []).append(label)
     rows: list[list[str]] = []
     for block in blocks.values():
-        if rows and len(rows[-1]) + len(block) <= CURVES_MAX:
-            rows[-1] += block
-        else:
-            rows.append(list(block))
+        parts = _sweep_rows(block, variant) if len(block) > CURVES_MAX else [block]
+        for part in parts:
+            if len(parts) == 1 and rows and len(rows[-1]) + len(part) <= CURVES_MAX:
+                rows[-1] += part
+            else:
+                rows.append(list(part))
+    return rows
+
+
+def _sweep_rows(block: list[str], variant: pd.Series) -> list[list[str]]:
+    """One attention's lines (more than :data:`CURVES_MAX`) as rows: a row per setting its variants sweep
+    (``<setting>=<value>``), at most :data:`CURVES_MAX` values a row in numeric order, each with the lines that sweep
+    nothing; the block as one row where its variants sweep nothing (the ablation's named parts)."""
+    swept: dict[str, list[str]] = {}
+    for label in block:
+        setting, sep, _value = variant[label].partition("=")
+        swept.setdefault(setting if sep else "", []).append(label)
+    fixed = swept.pop("", [])
+    if not swept:
+        return [block]
+
+    def value(label: str) -> tuple[float, str]:
+        text = variant[label].partition("=")[2]
+        try:
+            return float(text), text
+        except ValueError:
+            return math.inf, text
+
+    rows = []
+    for members in swept.values():
+        members = sorted(members, key=value)
+        rows += [fixed + members[i:i + CURVES_MAX] for i in range(0, len(members), CURVES_MAX)]
     return rows
 
 
@@ -107,9 +142,11 @@ def plot_noise_robustness(summary: pd.DataFrame, out_dir: Path, *, stem: str, ti
             ``train+test``) start the lines of both modes.
     """
     styles = {TRAIN_TEST: ("-", "noise on train and test"), TEST_ONLY: ("--", "noise on test only")}
+    count = summary["label"].nunique()
 
     def draw(ax: plt.Axes) -> None:
         noisy = summary[summary["noise"] > 0]
+        span = summary["noise"].max() - summary["noise"].min()
         for i, (label, sub) in enumerate(summary.groupby("label", sort=False)):
             clean = sub[sub["noise"] == 0]
             name: str | None = str(label)  # the legend names each model once
@@ -118,7 +155,8 @@ def plot_noise_robustness(summary: pd.DataFrame, out_dir: Path, *, stem: str, ti
                 if points.empty and not (mode == TRAIN_TEST and noisy.empty):
                     continue  # a mode this model was not run in would be a lone a = 0 point
                 points = pd.concat([clean, points]).dropna(subset=["mean"]).sort_values("noise")
-                errorbar(ax, points["noise"], points, color=PALETTE[i % len(PALETTE)], ls=ls, marker="o", label=name)
+                x = points["noise"] + dodge(i, count) * span
+                errorbar(ax, x, points, color=PALETTE[i % len(PALETTE)], ls=ls, marker="o", label=name)
                 name = None
         levels = sorted(summary["noise"].unique())
         ax.set_xticks(levels, labels=[f"{a:g}" for a in levels])
@@ -139,20 +177,37 @@ def plot_parameter_sweep(summary: pd.DataFrame, out_dir: Path, *, stem: str, tit
         parameter: The parameter's name, the x label.
     """
 
+    values = sorted(float(v) for v in summary["value"].unique())
+    log = all(v > 0 for v in values)
+    count = summary["series"].nunique()
+
     def draw(ax: plt.Axes) -> None:
         for i, (series, sub) in enumerate(summary.groupby("series", sort=False)):
             points = sub.dropna(subset=["mean"]).sort_values("value")
             thick = series == "Average"
             color = "k" if thick else PALETTE[i % len(PALETTE)]
-            errorbar(ax, points["value"], points, color=color, lw=3 if thick else 1.5, marker="o", label=str(series),
+            shift = dodge(i, count)
+            x = (points["value"] * 2 ** (shift * math.log2(values[-1] / values[0])) if log
+                 else points["value"] + shift * (values[-1] - values[0]))
+            errorbar(ax, x, points, color=color, lw=2 if thick else 1.2, marker="o", label=str(series),
                      zorder=3 if thick else 2)
-        values = sorted(float(v) for v in summary["value"].unique())
-        if all(v > 0 for v in values):
+        if log:
             ax.set_xscale("log", base=2)
             ax.xaxis.set_minor_locator(NullLocator())
         ax.set_xticks(values, labels=[f"{v:g}" for v in values])
 
     return single_axes(out_dir, stem, title, draw, xlabel=parameter, ylabel="Test accuracy (%)")
+
+
+#: How far apart, as a fraction of the x axis' span, the series of a figure of error bars are drawn at one x value:
+#: seven models' bars at one noise level were drawn over each other.
+DODGE = 0.02
+
+
+def dodge(i: int, count: int) -> float:
+    """The ``i``-th of ``count`` series' shift along x, a fraction of the axis' span (:data:`DODGE` apart, centred):
+    error bars at one x value side by side instead of over each other."""
+    return DODGE * (i - (count - 1) / 2)
 
 
 def plot_ablation(diffs: pd.DataFrame, out_dir: Path, *, stem: str, title: str) -> list[Path]:

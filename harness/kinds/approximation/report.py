@@ -234,7 +234,7 @@ def _draw_pareto(ax: plt.Axes, part: pd.DataFrame, names: list[str], styles: Map
 
 def _keys(reference: str, exact_points: bool) -> list[Line2D]:
     """The shared legend's keys: the exact reference's line at 1, and the ▼ of errors below the axis if any."""
-    keys = [Line2D([], [], color="0.45", ls="--", lw=1.2, label=f"{display_name(reference)} (exact)")]
+    keys = [Line2D([], [], color="0.45", ls="--", lw=1.2, label=f"{display_name(reference)}, exact: speed-up 1")]
     if exact_points:
         keys.append(Line2D([], [], ls="", marker="v", color="0.3", label="exact to rounding (below the axis)"))
     return keys

@@ -15,6 +15,13 @@ prompt of ``context`` tokens into a state sized for ``context + 1`` tokens (:mod
   (:func:`rewind`), so every sample decodes token ``context + 1`` and the state never outgrows its allocation;
 - ``tokens_per_s``: the batch's tokens per second. (The reports add ``bandwidth_bound_ms``, the state's bytes over the
   copy bandwidth the run measured, since a step reads its whole state, and ``bound_ratio``, ms per token over it.)
+- ``gflops``, ``gbytes_moved``, ``intensity_flop_per_byte`` of one step, counted on a step as the speed kind counts a
+  call (:func:`harness.measure.flops.work_metrics`: FlopCounterMode's FLOPs, the operator graph's bytes: the state
+  and the weights read, the new token written), and the achieved ``gflops_per_s`` and ``gbytes_per_s``;
+- one-time costs, each outside every timed step: ``plan_ms`` (the module's ``build_plan`` for the prompt, where it
+  has one: :func:`harness.measure.timing.build_plans`) and ``first_call_ms`` (the first step);
+- on CUDA, ``warm_cache`` where the state and the weights fit in L2 and ``timing.flush_l2`` is off
+  (:func:`harness.measure.timing.warm_cache`).
 
 Every failure is the cell's status, as in the speed kind: ``oom``, ``timeout``, ``nan``, ``error``, ``unsupported``.
 """
@@ -35,8 +42,10 @@ import attentions
 from ...core import faults
 from ...core.cell import Cell, CellResult, Context, NonFinite, classify_exception, memory_cap, time_limit
 from ...core.tunables import map_large_blocks
+from ...measure.flops import achieved_rates, work_metrics
 from ...measure.group import Workload, measure_workloads
 from ...measure.memory import prefilled_state
+from ...measure.timing import build_plans, cache_flags, wall_ms
 
 TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 #: Prefill calls a cell times (each a whole prompt: seconds at long contexts, so a few, not a timing loop); one only
@@ -127,6 +136,8 @@ def _prepare(cell: Cell, ctx: Context) -> Workload | CellResult:
             dtype = TORCH_DTYPES[p["dtype"]]
             module = _layer(cell, device, dtype)
             b, n, width = p["batch_size"], p["context"], p["heads"] * p["head_dim"]
+            plan_ms = build_plans(module, n, b, device)  # the prefill's plan, a one-time cost before any call
+            metrics.update({} if plan_ms is None else {"plan_ms": plan_ms})
             prompt = torch.randn(b, n, width, device=device, dtype=dtype)
             token = torch.randn(b, 1, width, device=device, dtype=dtype)
             times, state, held = _prefill(module, prompt, n + 1, device)
@@ -134,8 +145,13 @@ def _prepare(cell: Cell, ctx: Context) -> Workload | CellResult:
             metrics.update(prefill_ms=statistics.median(times), state_bytes=held, state_bytes_per_sequence=held / b,
                            state_bytes_tensors=attentions.state_bytes(state))
             step = _step(module, state, token, n)
-            with torch.inference_mode():
-                _check_finite("a step's output", step())
+            out, metrics["first_call_ms"] = wall_ms(step, device)  # the first step, a one-time cost of its own
+            _check_finite("a step's output", out)
+            del out
+            metrics.update(work_metrics(step))  # FLOPs and bytes of one step, counted on a step (rewound as timed)
+            # what persists between steps and each step reads: the state and the weights (the L2 flag, CUDA only)
+            resident = held + sum(t.numel() * t.element_size() for t in (*module.parameters(), *module.buffers()))
+            metrics.update(cache_flags(resident, device, cell.timing.get("flush_l2")))
     except Exception as exc:  # every failure is a result, never the end of the sweep
         result = classify_exception(exc)
         result.metrics = metrics
@@ -168,6 +184,8 @@ def measure_group(cells: list[Cell], ctx: Context) -> list[CellResult]:
         if result.status == "ok" and m.get("time_ms_median"):
             m["ms_per_token"] = m["time_ms_median"]
             m["tokens_per_s"] = cell.params["batch_size"] * 1e3 / m["time_ms_median"]
+            if "gflops" in m:  # achieved rates of a step (the reports add the fraction of the copy bandwidth)
+                m.update(achieved_rates(m["gflops"], m["gbytes_moved"], m["time_ms_median"]))
     return results
 
 

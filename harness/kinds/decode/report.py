@@ -26,6 +26,8 @@ import numpy as np
 import pandas as pd
 
 from ...core.files import atomic_write_text
+from ...core.suite import is_finite_number
+from ...measure.flops import RATE_COLUMNS, rate_columns  # noqa: F401  (RATE_COLUMNS: what with_bounds adds)
 from ...report.format import (
     MISSING,
     NOISY_MARK,
@@ -66,13 +68,17 @@ GROUP_COLUMNS = ("device", "dtype", "batch_size", "heads", "head_dim", "kv_heads
 #: table and in ``decode_<group>_full.tex``.
 PAPER_ROWS = ("vanilla", "vanilla_sdpa", "linformer", "reformer", "nystromformer", "performer", "s3attention",
               "linear_transformer", "cosformer", "local", "fmmformer")
+#: The mark of a CUDA step timed with a warm L2 (the cell's ``warm_cache``, :func:`harness.measure.timing.warm_cache`).
+WARM_MARK = {"md": "‡", "tex": r"$^\ddagger$"}
 #: The columns a slope is fitted to, and their names in the slopes table.
 SLOPED = {"ms_per_token": "ms per token", "state_bytes": "state bytes"}
 
 
 def with_bounds(df: pd.DataFrame, bandwidth: Mapping[int, float | None]) -> pd.DataFrame:
     """``bandwidth_bound_ms`` (the state's bytes at the copy bandwidth the cell's run measured: a step reads its whole
-    state) and ``bound_ratio`` (ms per token over it) for every ok cell."""
+    state) and ``bound_ratio`` (ms per token over it) for every ok cell; and a step's achieved rates
+    (:data:`RATE_COLUMNS`): TFLOP/s, GB/s and their fraction of the copy bandwidth (a decode run measures no GEMM
+    peak, and a step, a matrix-vector product per head, is memory-bound)."""
     df = df.copy()
     gbs = df["run_id"].map(lambda r: bandwidth.get(int(r)) or float("nan")).astype(float)
     if "state_bytes" in df.columns:
@@ -80,7 +86,9 @@ def with_bounds(df: pd.DataFrame, bandwidth: Mapping[int, float | None]) -> pd.D
         df["bandwidth_bound_ms"] = df["state_bytes"] / (gbs * 1e9) * 1e3
         if "ms_per_token" in df.columns:
             df["bound_ratio"] = df["ms_per_token"] / df["bandwidth_bound_ms"]
-    return df
+    raw = df.reindex(columns=["gflops", "gbytes_moved", "time_ms_median"]).apply(pd.to_numeric, errors="coerce")
+    ok_time = raw["time_ms_median"].where(df["status"] == "ok")
+    return df.assign(**rate_columns(raw["gflops"], raw["gbytes_moved"], ok_time, np.nan, gbs))
 
 
 def _groups(df: pd.DataFrame) -> list[tuple[dict[str, object], pd.DataFrame]]:
@@ -98,9 +106,9 @@ def _slug(group: Mapping[str, object]) -> str:
     return (f"{group['device']}_{group['dtype']}_b{group['batch_size']}_h{group['heads']}_d{group['head_dim']}{kv}")
 
 
-def _title(group: Mapping[str, object], suite: str) -> str:
+def _title(group: Mapping[str, object], suite: str, what: str = "Decoding") -> str:
     kv = f" · kv heads {group['kv_heads']}" if "kv_heads" in group else ""
-    return (f"Decoding — {suite}: {str(group['device']).upper()} · {group['dtype']} · batch {group['batch_size']} · "
+    return (f"{what} — {suite}: {str(group['device']).upper()} · {group['dtype']} · batch {group['batch_size']} · "
             f"{group['heads']} heads of {group['head_dim']}{kv}")
 
 
@@ -159,11 +167,90 @@ def _cell_text(sub: pd.DataFrame, name: str, n: int, column: str, multiplier: fl
     if status != "ok":
         return "OOM" if status == "oom" else MISSING[fmt]
     text = number(row[column].iloc[0] / (2**20 if column == "state_bytes" else 1), fmt)
-    if "noisy" in row.columns and bool(row["noisy"].fillna(False).iloc[0]):
-        text += NOISY_MARK[fmt]
+    text += _marks(row.iloc[0].to_dict(), fmt) if column == "ms_per_token" else ""
     if multiplier is not None and math.isfinite(multiplier):
         text += f" ({sig2(multiplier)}{TIMES[fmt]})"  # Table 4's multipliers: above 1 is better
     return text
+
+
+def _marks(cell: Mapping[str, object], fmt: Fmt) -> str:
+    """A step time's marks, and those of every figure derived from it: † busy machine, ‡ warm L2 (CUDA)."""
+    return (NOISY_MARK[fmt] if cell.get("noisy") in (True, 1) else "") + (
+        WARM_MARK[fmt] if cell.get("warm_cache") in (True, 1) else "")
+
+
+def _warm_note(sub: pd.DataFrame) -> str:
+    """:data:`WARM_NOTE` where some step of ``sub`` was timed with a warm L2, else nothing."""
+    return WARM_NOTE if "warm_cache" in sub.columns and sub["warm_cache"].isin([True, 1]).any() else ""
+
+
+#: The throughput table's blocks (label, column) and the one-time costs' (each only where some cell has a value).
+RATE_BLOCKS = (("TFLOP/s", "tflops_per_s"), ("% of copy BW", "peak_fraction"), ("GB/s", "gbytes_per_s"))
+ONETIME_BLOCKS = (("First step (ms)", "first_call_ms"), ("Plan (ms)", "plan_ms"))
+
+
+def _block_text(cell: Mapping[str, object] | None, column: str, fmt: Fmt) -> str:
+    """One cell of a block: a rate (3 significant digits) with its time's marks, a % with one decimal, a one-time
+    cost in ms; ``OOM`` or ``—`` where the cell has none."""
+    if cell is None or cell["status"] != "ok":
+        return "OOM" if cell is not None and cell["status"] == "oom" else MISSING[fmt]
+    value = cell.get(column)
+    if not is_finite_number(value):
+        return MISSING[fmt]
+    if column == "peak_fraction":
+        return f"{100 * float(value):.1f}"  # type: ignore[arg-type]
+    marks = _marks(cell, fmt) if column in ("tflops_per_s", "gbytes_per_s") else ""
+    return number(float(value), fmt) + marks  # type: ignore[arg-type]
+
+
+def blocks_table(sub: pd.DataFrame, blocks: Sequence[tuple[str, str]], *, baseline: str, fmt: Fmt,
+                 row_names: Mapping[str, str] | None = None, rows: Sequence[str] | None = None) -> str:
+    """Variants × contexts, a table per block that some ok cell has a value in (``blocks``: :data:`RATE_BLOCKS` or
+    :data:`ONETIME_BLOCKS`), in the decode table's rows and order; empty where no block has a value."""
+    contexts = sorted(int(c) for c in sub["context"].unique())
+    names = printed_rows(table_order(shown_attentions(sub), baseline), rows, baseline)
+    cells = sub.drop_duplicates(["attention", "context"], keep="last").set_index(["attention", "context"]).to_dict(
+        "index")
+    ok = sub[sub["status"] == "ok"]
+    parts = []
+    for label, column in blocks:
+        if column not in ok.columns or not pd.to_numeric(ok[column], errors="coerce").notna().any():
+            continue
+        body = [[escape(display_name(name, row_names), fmt), *(_block_text(cells.get((name, n)), column, fmt)
+                                                               for n in contexts)] for name in names]
+        parts.append(render_table([label, *(length_label(n) for n in contexts)], body, fmt))
+    return "\n\n".join(parts)
+
+
+RATES_NOTE = ("TFLOP/s: the FLOPs of one decoding step of the batch (counted on a step) over its median time. GB/s: "
+              "the bytes the step's operator graph moves (the state and the weights read, the new token written; no "
+              "cache reuse between ops, an upper bound) over the median time. % of copy BW: that GB/s over the copy "
+              "bandwidth the run measured (a step is memory-bound, and a decode run measures no GEMM peak); "
+              "bound_ratio in results.csv is the step's time over the state's bytes at that bandwidth. † busy "
+              "machine. OOM = out of memory; — = failed, not run or not counted.")
+ONETIME_NOTE = ("One-time costs, each outside every timed step. First step: the wall time of the first decoding step "
+                "after the prefill (lazy initialisation, the allocator's first requests). Plan: the module's "
+                "build_plan for the prompt's length (a FlexAttention block mask), before the prefill; — where the "
+                "module has none. OOM = out of memory; — = failed or not run.")
+#: What :data:`WARM_MARK` says, in a note (where some cell has it).
+WARM_NOTE = (" ‡ (CUDA) the state and the weights fit in L2, which was not flushed between steps (timing.flush_l2 "
+             "off): every timed step found them in L2, and a cold-cache step takes longer.")
+
+
+def _side_tables(out_dir: Path, sub: pd.DataFrame, group: Mapping[str, object], *, suite: str,
+                 env: Mapping[str, object], tables: Mapping[str, object], rows: Sequence[str]) -> list[Path]:
+    """``throughput_<slug>`` and ``onetime_<slug>`` of a group, each where one of its blocks has a value."""
+    written: list[Path] = []
+    warm = _warm_note(sub)
+    for stem, what, blocks, note in (("throughput", "Decoding throughput", RATE_BLOCKS, RATES_NOTE + warm),
+                                     ("onetime", "Decoding one-time costs", ONETIME_BLOCKS, ONETIME_NOTE)):
+        md = blocks_table(sub, blocks, fmt="md", **tables)  # type: ignore[arg-type]
+        if not md:
+            continue
+        full, printed = (blocks_table(sub, blocks, fmt="tex", rows=r, **tables) for r in (None, rows))  # type: ignore[arg-type]
+        written += write_table_files(out_dir, f"{stem}_{_slug(group)}", title=_title(group, suite, what), note=note,
+                                     env=env, md_body=md, tex_body=printed, tex_full=full if full != printed else None)
+    return written
 
 
 def decode_table(sub: pd.DataFrame, samples: Mapping[tuple[str, str], Sequence[float]], *, baseline: str,
@@ -281,15 +368,17 @@ def write_decode_reports(df: pd.DataFrame, out_dir: Path, *, env: Mapping[str, o
     note = (f"ms per token: the median of one decoding step of the batch at that context, timed in interleaved rounds "
             f"with the other variants; (k×): {display_name(baseline, row_names)}'s time over the variant's (> 1 is "
             f"faster), its state's bytes over the variant's for the state; † timed on a busy machine; OOM out of "
-            f"memory; — not run (see results.csv).")
+            f"memory; — not run (see results.csv). TFLOP/s, GB/s and the share of the copy bandwidth: "
+            f"throughput_<group>; the first step and plan construction: onetime_<group>.")
     for group, sub in _groups(df):
         stem = f"decode_{_slug(group)}"
         title = _title(group, suite)
         tables = {"baseline": baseline, "row_names": row_names}
         full, printed = (decode_table(sub, samples, fmt="tex", rows=r, **tables) for r in (None, rows or PAPER_ROWS))
-        written += write_table_files(out_dir, stem, title=title, note=note + not_decoding_note(sub), env=env,
-                                     md_body=decode_table(sub, samples, fmt="md", **tables), tex_body=printed,
+        written += write_table_files(out_dir, stem, title=title, note=note + _warm_note(sub) + not_decoding_note(sub),
+                                     env=env, md_body=decode_table(sub, samples, fmt="md", **tables), tex_body=printed,
                                      tex_full=full if full != printed else None)
+        written += _side_tables(out_dir, sub, group, suite=suite, env=env, tables=tables, rows=rows or PAPER_ROWS)
         written += _figure(sub, out_dir, stem, title, baseline)
     slopes = decode_slopes(df)
     written.append(write_csv(slopes, out_dir / "slopes.csv"))

@@ -56,9 +56,9 @@ from ...report.format import (
     write_raw,
     write_table_files,
 )
-from ...report.plots import DOUBLE_IN, PALETTE, plt, single_axes
 from ...report.stats import Interval, t_interval
 from .data import DATASETS, REAL_DATA
+from .figures import forecast_panels
 from .models import ARCHITECTURES, architecture
 from .paper import PAPER_WINS, QUOTE_EXCHANGE, QUOTE_WINS, TABLE2
 from .paper import reduction_pct as paper_reduction
@@ -336,9 +336,9 @@ def reduction(df: pd.DataFrame, s3: str, fedformer: str, dataset: str, metric: s
 def forecast_figure(df: pd.DataFrame, out_dir: Path, dataset: str, names: Mapping[str, str] | None,
                     label: str) -> list[Path]:
     """History, truth and each model's forecast of the middle test window (last variable, first seed, shortest
-    horizon) from the cells' saved examples, ``forecast_<dataset>.{png,pdf}`` in the paper style (two columns wide,
-    the models in Table 2's order and the palette of every other figure, history and truth in black, the legend under
-    the axes); ``label`` names the data in the title. [] where no cell left an example."""
+    horizon) from the cells' saved examples, ``forecast_<dataset>.{png,pdf}``: a panel per model in Table 2's order
+    (:func:`harness.kinds.forecasting.figures.forecast_panels`); ``label`` names the data in the title. [] where no
+    cell left an example."""
     ok = df[(df["status"] == "ok") & (df["dataset"] == dataset)]
     if ok.empty:
         return []
@@ -350,19 +350,9 @@ def forecast_figure(df: pd.DataFrame, out_dir: Path, dataset: str, names: Mappin
         return []
     any_example = next(iter(examples.values()))
     history, truth = any_example["history"], any_example["truth"]
-    t_hist, t_future = np.arange(-len(history), 0), np.arange(len(truth))
     title = f"{label}: one test window (last variable, scaled), horizon {len(truth)}"
-
-    def draw(ax: plt.Axes) -> None:
-        ax.plot(t_hist, history, color="black", lw=1.0, label="history")
-        ax.plot(t_future, truth, color="black", lw=1.0, ls="--", label="truth")
-        for i, (attention, example) in enumerate(examples.items()):
-            ax.plot(t_future, example["forecast"], lw=0.9, color=PALETTE[i % len(PALETTE)],
-                    label=model_name(attention, names))
-        ax.axvline(0, color="0.6", lw=0.5)
-
-    return single_axes(out_dir, f"forecast_{dataset}", title, draw, xlabel="Step (0 = the first forecast step)",
-                       ylabel="Value (scaled)", figsize=(DOUBLE_IN, 2.6), legend_columns=5)
+    return forecast_panels(out_dir, f"forecast_{dataset}", title, history, truth,
+                           {model_name(a, names): example["forecast"] for a, example in examples.items()})
 
 
 def _paper_rank(attention: str) -> tuple[int, str]:

@@ -7,7 +7,8 @@ gives that learning rate's mean and 95% t-interval over its seeds (choosing on t
 the recall is what the paper does; with a 3,000-sequence test set the optimism of a choice among four is small).
 
 - ``recall.md`` / ``recall.tex`` / ``recall.csv``: variants × (sequence length, d_model), recall in percent.
-- ``recall_by_width``: recall against d_model, one panel per sequence length (Zoology's Figure 2).
+- ``recall_by_width``: recall against d_model, one panel per sequence length (Zoology's Figure 2); where one width
+  was run, a dot per variant with its interval (the lines' points stood on one x, their intervals over each other).
 - ``recall_by_state``: recall against the decoding state per sequence (bytes, log), one panel per sequence length,
   each variant a line over its widths and the Pareto front (no other point has a smaller state and a higher recall)
   drawn as a staircase (Based's Figure 2 layout).
@@ -31,13 +32,17 @@ from ...report.format import (
     escape,
     printed_rows,
     render_table,
+    suite_title,
     write_csv,
     write_raw,
     write_table_files,
 )
 from ...report.groups import table_order
 from ...report.plots import (
+    COLUMN_IN,
+    DOUBLE_IN,
     LogTicks,
+    dot_styles,
     figure_legends,
     legend_handles,
     line_styles,
@@ -88,6 +93,42 @@ def _styles(names: list[str]) -> dict[str, dict[str, object]]:
     return line_styles(names, [n for n in REFERENCES if n in names], mute=True)
 
 
+def _interval(points: pd.DataFrame) -> tuple[pd.Series, list[pd.Series]]:
+    """Recall (%) and its interval's lower and upper extents, the interval cut to [0, 100] (a t-interval over a few
+    seeds reached below 0 and above 100, past the panel's edge)."""
+    mean = 100 * points["mean"]
+    return mean, [(mean - 100 * points["lo"].clip(lower=0.0)).fillna(0),
+                  (100 * points["hi"].clip(upper=1.0) - mean).fillna(0)]
+
+
+def _width_dots(data: pd.DataFrame, tasks: list[tuple[int, int]], out_dir: Path, stem: str, title: str) -> list[Path]:
+    """One width run: a row per variant (the table's order), its recall and interval, a panel per task."""
+    names = table_order(data["attention"].unique(), BASELINE)
+    styles = dot_styles(names, [n for n in REFERENCES if n in names])
+    rows = np.arange(len(names))[::-1]
+    with paper_style():
+        width = COLUMN_IN if len(tasks) == 1 else DOUBLE_IN
+        fig, axes = plt.subplots(1, len(tasks), figsize=(width, 0.9 + 0.13 * len(names)), sharey=True,
+                                 squeeze=False, layout="constrained")
+        try:
+            for ax, (seq_len, pairs) in zip(axes[0], tasks, strict=True):
+                panel = data[(data["seq_len"] == seq_len) & (data["num_kv_pairs"] == pairs)].set_index("attention")
+                for row, name in zip(rows, names, strict=True):
+                    if name in panel.index:
+                        y, err = _interval(panel.loc[[name]])
+                        ax.errorbar(y, [row], xerr=err, capsize=2, ms=4, color=styles[name]["color"],
+                                    marker=styles[name].get("marker") or "o", ls="", gid=name)
+                ax.set_yticks(rows, labels=[display_name(n) for n in names])
+                ax.set_xlim(-3, 103)
+                ax.set_xlabel("recall (%)")
+                ax.set_title(f"N = {seq_len}, {pairs} pairs", loc="left")
+                ax.grid(True, axis="x")
+            fig.suptitle(wrap_title(f"{title}, d = {int(data['d_model'].iloc[0])}", width))
+            return save_figure(fig, out_dir, stem)
+        finally:
+            plt.close(fig)
+
+
 def _panels(summary: pd.DataFrame, out_dir: Path, stem: str, title: str, x: str, xlabel: str, *,
             scale: float = 1.0, front: bool = False) -> list[Path]:
     """One panel per task, recall (%) against ``x`` / ``scale`` (log), a line per variant (its widths), 95% intervals
@@ -97,6 +138,8 @@ def _panels(summary: pd.DataFrame, out_dir: Path, stem: str, title: str, x: str,
     if data.empty:
         return []
     tasks = sorted({(int(a), int(b)) for a, b in data[TASK].itertuples(index=False)})
+    if x == "d_model" and data[x].nunique() == 1:
+        return _width_dots(data, tasks, out_dir, stem, title.replace(" against model width", ""))
     names = table_order(data["attention"].unique(), BASELINE)
     styles = _styles(names)
     with paper_style():
@@ -111,9 +154,7 @@ def _panels(summary: pd.DataFrame, out_dir: Path, stem: str, title: str, x: str,
                     points = panel[panel["attention"] == name].sort_values(x)
                     if points.empty:
                         continue
-                    y = 100 * points["mean"]
-                    err = [100 * (points["mean"] - points["lo"]).fillna(0),
-                           100 * (points["hi"] - points["mean"]).fillna(0)]
+                    y, err = _interval(points)
                     style = {k: v for k, v in styles[name].items() if k != "ls"}
                     ax.errorbar(points[x], y, yerr=err, capsize=2, ms=3.5, ls=styles[name].get("ls", "-"), **style)
                 if front:
@@ -184,8 +225,8 @@ def write_recall_reports(df: pd.DataFrame, out_dir: Path, *, env: Mapping[str, o
                 True),
                ("recall_by_step_time", "step_ms", "training step (ms, median)", "against training time", 1.0, False))
     for stem, x, label, what, scale, front in figures:
-        written += _panels(summary, out_dir, stem, f"MQAR recall {what} — {suite}", x, label, scale=scale,
-                           front=front)
+        written += _panels(summary, out_dir, stem, f"MQAR recall {what} — {suite_title(suite)}", x, label,
+                           scale=scale, front=front)
     vocab = int(df["vocab_size"].dropna().iloc[0]) if "vocab_size" in df.columns and df["vocab_size"].notna().any() \
         else 8192
     written += recall_claims(summary, out_dir, suite=suite, smoke=bool(options.get("smoke")),

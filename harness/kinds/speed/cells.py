@@ -1,4 +1,7 @@
-"""Measure one cell: build the workload, check it is finite, then time it, take its peak memory, count FLOPs.
+"""Measure one cell: build the workload and its plan, check it is finite, then time it, take its peak memory, count
+FLOPs. One-time costs are metrics of their own, never inside a timed call: ``plan_ms`` (the modules' ``build_plan``)
+and ``first_call_ms`` (for a compiled cell the compilation, ``compile_s``). On CUDA, ``warm_cache`` flags a cell whose
+working set fits in L2 while ``timing.flush_l2`` is off (:func:`harness.measure.timing.warm_cache`).
 
 Every failure becomes a status (never an exception out of ``measure_cell``): ``oom`` for allocation failures
 (CUDA OOM, CPU allocator failure, MemoryError), ``timeout`` when the cell's time limit fires, ``nan`` for
@@ -27,12 +30,12 @@ from ...core.cell import (
     memory_cap,
     time_limit,
 )
-from ...core.errors import first_line
 from ...measure.compile import checked_first_call, compile_module, compile_scope, compiles
-from ...measure.flops import count_work
+from ...measure.flops import achieved_rates, work_metrics
 from ...measure.gpu import pinned_sdpa, profile_call
 from ...measure.group import Workload, measure_workloads
 from ...measure.memory import peak_memory_bytes
+from ...measure.timing import allocated_footprint, build_plans, cache_flags, wall_ms
 from ...models.classifier import Classifier
 
 TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -161,7 +164,9 @@ def _calls(cell: Cell, module: nn.Module, call: Callable[[Callable[[Tensor], Ten
 
 
 def _prepare(cell: Cell, ctx: Context) -> Workload | CellResult:
-    """Build the cell's workload, check it is finite, take its peak memory and FLOPs; a failure is its result."""
+    """Build the cell's workload and its plan, make and check its first call, take its peak memory and FLOPs; a
+    failure is its result. The one-time costs are metrics of their own, never inside the timed calls: ``plan_ms``
+    (:func:`~harness.measure.timing.build_plans`, before the first call), ``first_call_ms`` (:func:`_first_call`)."""
     faults.point("measure.cell", cell.label)
     device = torch.device(cell.device)
     try:
@@ -175,13 +180,13 @@ def _prepare(cell: Cell, ctx: Context) -> Workload | CellResult:
     started = time.perf_counter()
     try:
         with time_limit(ctx.timeout_s), memory_cap(device):
-            fn, eager, module = build_workload(cell, device)
-            metrics["params"] = sum(q.numel() for q in module.parameters())
-            if compiles(cell.params):
-                out, compile_metrics = checked_first_call(fn, eager, module, cell.params["dtype"])
-                metrics.update(compile_metrics)
-            else:
-                out = fn()
+            with allocated_footprint(device) as footprint:  # CUDA: what the cell's calls touch, for the L2 flag
+                fn, eager, module = build_workload(cell, device)
+                metrics["params"] = sum(q.numel() for q in module.parameters())
+                plan_ms = build_plans(module, cell.params["seq_len"], cell.params["batch_size"], device)
+                metrics.update({} if plan_ms is None else {"plan_ms": plan_ms})
+                out = _first_call(cell, fn, eager, module, metrics)
+            metrics.update(cache_flags(footprint.get("working_set_bytes"), device, cell.timing.get("flush_l2")))
             grads = [q.grad for q in module.parameters()]
             _check_finite(f"{cell.params['mode']} output/loss", out)
             _check_finite("gradients", *grads)
@@ -189,7 +194,7 @@ def _prepare(cell: Cell, ctx: Context) -> Workload | CellResult:
             if "memory" in cell.metrics:
                 metrics["peak_mem_bytes"] = peak_memory_bytes(fn, device, calls=3)
             if "flops" in cell.metrics:
-                metrics.update(_work(eager))
+                metrics.update(work_metrics(eager))
             if device.type == "cuda" and cell.timing.get("gpu_profile"):  # launch-bound or not, which SDPA ran
                 metrics.update(profile_call(fn, device))
     except Exception as exc:  # every failure is a result, never the end of the sweep
@@ -199,19 +204,18 @@ def _prepare(cell: Cell, ctx: Context) -> Workload | CellResult:
     return Workload(cell, fn, module, metrics, time.perf_counter() - started)
 
 
-def _work(fn: Callable[[], object]) -> dict[str, Any]:
-    """``gflops``, ``gbytes_moved`` and ``intensity_flop_per_byte`` (:func:`~harness.measure.flops.count_work`), or
-    ``flops_error`` where the counter cannot trace the call: FLOPs are a derived figure, so a variant the counter
-    fails on (torch's module tracker breaks on a Parameter passed to a submodule under ``inference_mode``, as Luna's
-    learned context is) keeps its time and memory."""
-    try:
-        flops, moved = count_work(fn)
-        return {"gflops": flops / 1e9, "gbytes_moved": moved / 1e9,
-                "intensity_flop_per_byte": flops / moved if moved else float("nan")}
-    except (torch.cuda.OutOfMemoryError, MemoryError):
-        raise
-    except Exception as exc:  # noqa: BLE001  (any tracing failure of the counter; the cell itself ran)
-        return {"flops_error": f"{type(exc).__name__}: {first_line(exc)}"}
+def _first_call(cell: Cell, fn: Callable[[], Tensor], eager: Callable[[], Tensor], module: nn.Module,
+                metrics: dict[str, Any]) -> Tensor:
+    """The cell's first call, its output, and ``first_call_ms`` in ``metrics``: its wall time (lazy initialisation,
+    the allocator's first requests). A compiled cell's first call is the compilation plus one execution, stored as
+    ``compile_s`` with the compile check (:func:`~harness.measure.compile.checked_first_call`): ``first_call_ms`` is
+    that same call, in ms, so the two say the same of it and a table shows one of them."""
+    if compiles(cell.params):
+        out, compile_metrics = checked_first_call(fn, eager, module, cell.params["dtype"])
+        metrics.update(compile_metrics, first_call_ms=compile_metrics["compile_s"] * 1e3)
+        return out
+    out, metrics["first_call_ms"] = wall_ms(fn, torch.device(cell.device))
+    return out
 
 
 def measure_cell(cell: Cell, ctx: Context) -> CellResult:
@@ -232,7 +236,7 @@ def measure_group(cells: list[Cell], ctx: Context) -> list[CellResult]:
     for result in results:
         m = result.metrics
         if result.status == "ok" and "time_ms_median" in m and "gflops" in m:
-            m["gflops_per_s"] = m["gflops"] / (m["time_ms_median"] / 1e3)
+            m.update(achieved_rates(m["gflops"], m["gbytes_moved"], m["time_ms_median"]))
             if ctx.gemm_peak_gflops:
                 m["gemm_peak_fraction"] = m["gflops_per_s"] / ctx.gemm_peak_gflops
     return results

@@ -1,5 +1,6 @@
 """Report exports of a speed suite: full-precision CSV, the paper's Table 4 and the speed-ups with their intervals
-(Markdown, LaTeX, and the supplementary long table of every row: :mod:`harness.kinds.speed.table4`), fitted scaling
+(Markdown, LaTeX, and the supplementary long table of every row: :mod:`harness.kinds.speed.table4`), TFLOP/s, % of peak,
+GB/s and the one-time costs beside it (:mod:`harness.kinds.speed.throughput`), fitted scaling
 slopes, crossovers, eager against compiled, the roofline, the scaling figures and the paper's claims.
 """
 
@@ -34,6 +35,7 @@ from .slopes import fitted_slopes, slopes_md
 from .table4 import (  # noqa: F401  (table4 and table4_tex re-exported: the Table 4 of a group)
     GROUP_COLUMNS,
     PAPER_ROWS,
+    any_warm,
     ratios_table,
     shown_rows,
     table4,
@@ -41,6 +43,7 @@ from .table4 import (  # noqa: F401  (table4 and table4_tex re-exported: the Tab
     table4_tex,
     with_compile,
 )
+from .throughput import attach_rates, write_group_tables
 
 
 def group_slug(group: Mapping[str, object]) -> str:
@@ -107,7 +110,7 @@ def _group_tables(out_dir: Path, df_group: pd.DataFrame, group: Mapping[str, obj
     printed = printed_rows([*shown, *dropped], rows or PAPER_ROWS, baseline)
     partial = len(printed) < len(shown) + len(dropped)
     timed = df_group["time_ms_median"].notna().any() or df_group["steps_per_s"].notna().any()
-    md_note, tex_note = table4_notes(baseline, bool(timed), row_names)
+    md_note, tex_note = table4_notes(baseline, bool(timed), row_names, warm=any_warm(df_group))
     tables = {"row_names": row_names, "baseline": baseline}
     written = write_table_files(
         out_dir, f"table4_{slug}", title=f"Table 4 — {suite}: {title}", note=md_note, tex_note=tex_note,
@@ -122,7 +125,8 @@ def _group_tables(out_dir: Path, df_group: pd.DataFrame, group: Mapping[str, obj
             md_body=ratios_table(df_group, baseline, "md", row_names=row_names),
             tex_body=ratios_table(df_group, baseline, "tex", row_names=row_names, rows=printed),
             tex_full=ratios_table(df_group, baseline, "tex", row_names=row_names) if partial else None)
-    return written
+    return written + write_group_tables(out_dir, df_group, slug=slug, title=title, suite=suite, env=env,
+                                        baseline=baseline, row_names=row_names, rows=rows)
 
 
 def write_speed_reports(df: pd.DataFrame, out_dir: Path, *, env: Mapping[str, object], suite: str,
@@ -133,8 +137,10 @@ def write_speed_reports(df: pd.DataFrame, out_dir: Path, *, env: Mapping[str, ob
     """Writes every report of a suite's results into ``out_dir``.
 
     Files: ``results.csv`` (all rows and columns, full precision), ``env.json``, per group
-    ``table4_<slug>.md`` and ``table4_<slug>.tex`` (and ``ratios_<slug>.*``, the speed-ups' intervals, and the long
-    tables ``*_full.tex`` of every row where the LaTeX tables print part of them), ``slopes.csv`` and ``slopes.md``,
+    ``table4_<slug>.md`` and ``table4_<slug>.tex`` (and ``ratios_<slug>.*``, the speed-ups' intervals,
+    ``throughput_<slug>.*`` and ``onetime_<slug>.*``, the field's units and the one-time costs
+    (:mod:`harness.kinds.speed.throughput`), and the long tables ``*_full.tex`` of every row where the LaTeX tables
+    print part of them), ``slopes.csv`` and ``slopes.md``,
     ``crossover.csv`` and ``crossover.md`` (the length from which each variant is faster and leaner than
     ``vanilla_sdpa`` and ``vanilla``, :mod:`harness.kinds.speed.crossover`), ``claims.md`` (the paper's Table 4
     claims, where S3Attention and the baseline ran), and with ``plots`` the figures of
@@ -173,7 +179,7 @@ def write_speed_reports(df: pd.DataFrame, out_dir: Path, *, env: Mapping[str, ob
     df = with_compile(df.assign(**{column: float("nan") for column in missing}))
     # Raw data first, so that a formatting failure further down cannot lose the measurements.
     df = df.sort_values([*GROUP_COLUMNS, "attention", "seq_len"], kind="stable", ignore_index=True)
-    df = attach_speedups(df, samples or {}, baseline)
+    df = attach_rates(attach_speedups(df, samples or {}, baseline), roofs or {})
     written += write_raw(df, out_dir, env)
     # cells a suite's skip rule left out are in results.csv, but no column or group of a table or figure
     message = df.get("message", pd.Series("", index=df.index)).fillna("")

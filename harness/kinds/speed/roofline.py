@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
+from ...measure.flops import BANDWIDTH, peak_fraction
 from ...report.format import (
     COMPILE_NAMES,
     MISSING,
@@ -64,20 +65,29 @@ NOTE = ("Achieved GFLOP/s (its fraction of the attainable min(GEMM peak, bandwid
         "which a kernel can pass. See docs/measuring.md, section Roofline.")
 
 
+def ceilings(df: pd.DataFrame, roofs: Roofs) -> pd.DataFrame:
+    """Per row of ``df``, the GEMM peak and copy bandwidth its run measured (``gemm_peak_gflops``,
+    ``memory_bandwidth_gbs``; NaN where the run has none, or the frame no run id)."""
+    runs = df["run_id"] if "run_id" in df.columns else [None] * len(df)
+    return pd.DataFrame([roofs.get(r, (None, None)) for r in runs], index=df.index,
+                        columns=["gemm_peak_gflops", "memory_bandwidth_gbs"], dtype=float)
+
+
 def attach_roofline(df: pd.DataFrame, roofs: Roofs) -> pd.DataFrame:
     """The ok cells that have an intensity and an achieved FLOP/s, with the roofline columns of the module doc."""
     needed = {"intensity_flop_per_byte", "gflops_per_s", "run_id"}
     if not needed <= set(df.columns):
         return df.iloc[0:0].assign(**{c: [] for c in ROOFLINE_COLUMNS})
     ok = df[(df["status"] == "ok") & (df["gflops_per_s"] > 0) & (df["intensity_flop_per_byte"] > 0)].copy()
-    ceilings = pd.DataFrame([roofs.get(r, (None, None)) for r in ok["run_id"]], index=ok.index,
-                            columns=["gemm_peak_gflops", "memory_bandwidth_gbs"], dtype=float)
-    ok[ceilings.columns] = ceilings
+    ok[["gemm_peak_gflops", "memory_bandwidth_gbs"]] = ceilings(ok, roofs)
     ok = ok.dropna(subset=["gemm_peak_gflops", "memory_bandwidth_gbs"])
-    slope = ok["memory_bandwidth_gbs"] * ok["intensity_flop_per_byte"]
-    ok["attainable_gflops_per_s"] = np.minimum(ok["gemm_peak_gflops"], slope)
-    ok["roofline_fraction"] = ok["gflops_per_s"] / ok["attainable_gflops_per_s"]
-    ok["bound"] = np.where(slope < ok["gemm_peak_gflops"], "memory", "compute")
+    ok["attainable_gflops_per_s"] = np.minimum(ok["gemm_peak_gflops"],
+                                               ok["memory_bandwidth_gbs"] * ok["intensity_flop_per_byte"])
+    # achieved / min(P, B·I) is the larger of the two utilisations; the ceiling giving it says which side of the ridge
+    fraction, against = peak_fraction(ok["gflops_per_s"], ok["gflops_per_s"] / ok["intensity_flop_per_byte"],
+                                      ok["gemm_peak_gflops"], ok["memory_bandwidth_gbs"])
+    ok["roofline_fraction"] = fraction
+    ok["bound"] = np.where(against == BANDWIDTH, "memory", "compute")
     ok["above_roof"] = ok["roofline_fraction"] > 1.0
     return ok
 

@@ -47,6 +47,23 @@ GROUP_COLUMNS: tuple[str, ...] = ("device", "dtype", "mode", "causal", "compile"
 #: The rows of the paper's Table 4 (the Transformer, its efficient baselines and S3Attention): what the LaTeX Table 4
 #: prints where the suite's ``report.rows`` does not say.
 PAPER_ROWS = ("vanilla", *TABLE4_BASELINES, "s3attention")
+#: The mark of a CUDA time taken with a warm L2 (the cell's ``warm_cache``, :func:`harness.measure.timing.warm_cache`):
+#: its working set fits in L2 and L2 was not flushed between calls, so a cold call takes longer.
+#: († is a busy machine's mark and § a re-faulting time's, in every table.)
+WARM_MARK: dict[str, str] = {"md": "‡", "tex": r"$^\ddagger$"}
+#: What :data:`WARM_MARK` says, in a table's note (where some cell has it).
+WARM_NOTE = "‡ warm L2 (CUDA: the working set fits in L2, not flushed between calls; a cold call is slower); "
+
+
+def cache_mark(cell: Mapping[str, object] | None, fmt: Fmt) -> str:
+    """:data:`WARM_MARK` where the cell was timed with a warm L2, else nothing."""
+    return WARM_MARK[fmt] if cell is not None and cell.get("warm_cache") in (True, 1) else ""
+
+
+def any_warm(df: pd.DataFrame) -> bool:
+    """Whether some cell of ``df`` was timed with a warm L2 (its note then explains :data:`WARM_MARK`)."""
+    return "warm_cache" in df.columns and bool(df["warm_cache"].isin([True, 1]).any())
+
 
 _Cells = dict[tuple[str, int], dict[str, object]]
 
@@ -109,13 +126,14 @@ def format_cell(cells: _Cells, attention: str, seq_len: int, metric: Metric, bas
     if metric.kind == "time":
         if fmt == "md" and is_finite_number(cell.get("time_ms_iqr")) and cell["time_ms_median"] > 0:
             text += f" {PLUS_MINUS[fmt]}{sig2(50 * cell['time_ms_iqr'] / cell['time_ms_median'])}%"
-        text += time_marks(cell, fmt)
+        text += time_marks(cell, fmt) + cache_mark(cell, fmt)
     ratio = None if attention == baseline else _ratio(cells, attention, seq_len, metric, baseline, value)
     if ratio is None:
         return text
     # A multiplier is no better than either of its two timings: it carries the baseline cell's marks too.
     base_cell = cells.get((baseline, seq_len))
-    inherited = time_marks(base_cell, fmt) if metric.kind == "time" and base_cell is not None else ""
+    inherited = (time_marks(base_cell, fmt) + cache_mark(base_cell, fmt)
+                 if metric.kind == "time" and base_cell is not None else "")
     return f"{text} ({sig2(ratio)}{TIMES[fmt]}{inherited})"
 
 
@@ -206,19 +224,26 @@ def table4_tex(df_group: pd.DataFrame, *, baseline: str, row_names: Mapping[str,
                 for name in shown]
         if dropped:
             body.append(dropped_note([escape(display_name(n, row_names), "tex") for n in dropped], reasons, 1 + k))
-        head = [rf" & \multicolumn{{{k}}}{{c}}{{{escape(metric.label, 'tex')}}} \\", rf"\cmidrule(lr){{2-{1 + k}}}",
-                " & ".join(["Attention", *(length_label(n) for n in lengths)]) + r" \\"]
-        tables.append(booktabs(f"l{'r' * k}", head, body))
+        tables.append(booktabs(f"l{'r' * k}", block_head(metric.label, lengths), body))
     return "\n\n".join(tables)
 
 
-def table4_notes(baseline: str, timed: bool, row_names: Mapping[str, str] | None = None) -> tuple[str, str]:
-    """The notes under Table 4: Markdown's (the spreads it shows) and LaTeX's (bold marks the best)."""
+def block_head(label: str, lengths: Sequence[int]) -> list[str]:
+    """The head of one LaTeX block of a variants × lengths table: ``label`` over the lengths, then the lengths."""
+    k = len(lengths)
+    return [rf" & \multicolumn{{{k}}}{{c}}{{{escape(label, 'tex')}}} \\", rf"\cmidrule(lr){{2-{1 + k}}}",
+            " & ".join(["Attention", *(length_label(n) for n in lengths)]) + r" \\"]
+
+
+def table4_notes(baseline: str, timed: bool, row_names: Mapping[str, str] | None = None,
+                 warm: bool = False) -> tuple[str, str]:
+    """The notes under Table 4: Markdown's (the spreads it shows) and LaTeX's (bold marks the best); ``warm``: some
+    time of the table is marked ‡ (:func:`cache_mark`)."""
     marks = ("† timed on a busy machine (noisy_reason in results.csv); § the time includes faulting at least a tenth "
              "of the cell's peak memory in again on every call (page_faults_per_call in results.csv: memory the "
              "allocator gave back to the OS after each call), so it measures the allocator and the VM as much as the "
-             "layer; a time multiplier carries the marks of the baseline's cell as well as its own row's, and none is "
-             "taken against a baseline time marked §. " if timed else "")
+             "layer; " + (WARM_NOTE if warm else "") + "a time multiplier carries the marks of the baseline's cell as "
+             "well as its own row's, and none is taken against a baseline time marked §. " if timed else "")
     md = (f"Multipliers are relative to `{baseline}`; above 1× is better (faster, higher throughput or less memory); "
           "time multipliers are medians of per-round ratios of interleaved timings (95% intervals in ratios.md). "
           + ("± = half the interquartile range of the timing rounds, relative to the median. " if timed else "")

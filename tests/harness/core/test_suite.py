@@ -534,3 +534,16 @@ def test_set_overrides_an_attention_config_field(tiny_suite: Path) -> None:
         parse_set(["config.dropout=0.1,0.2"])
     with pytest.raises(SuiteError, match=r"unknown config field\(s\) nosuch"):
         load_suite(tiny_suite, "smoke", parse_set(["config.nosuch=1"]))
+
+
+def test_a_suite_wide_flex_backend_leaves_the_others_unsupported(write_yaml: Callable[..., Path]) -> None:
+    """``--set config.backend=flex``: the pattern variants run on FlexAttention; a variant with no block mask to give
+    it is ``unsupported`` with the reason, not bad input (set for one pattern, a wrong backend stays bad input)."""
+    path = write_yaml(tiny_doc(axes={"attention": ["local", "performer"], "seq_len": [64]}))
+    suite = load_suite(path, "smoke", {"config.backend": ["flex"]})
+    cells = {c.params["attention"]: c for c in suite.expand("cpu")}
+    assert cells["local"].config["backend"] == "flex" and cells["local"].skip_reason is None
+    assert "no backend 'flex'" in cells["performer"].skip_reason and "backend" not in cells["performer"].config
+    with pytest.raises(SuiteError, match="backend"):
+        load_suite(write_yaml(tiny_doc(axes={"attention": ["performer"]},
+                                       attention_config={"performer": {"backend": "flex"}})), "smoke")

@@ -177,6 +177,10 @@ def test_the_compile_axis_runs_end_to_end_and_reports_eager_beside_compiled(
     assert sorted(set(df["compile"])) == ["eager", "inductor"]
     compiled = df[df["compile"] == "inductor"]
     assert (compiled["compile_s"] > 0).all() and df.loc[df["compile"] == "eager", "compile_s"].isna().all()
+    # the first call is a one-time cost of every cell: a compiled cell's is its compilation, the same call
+    assert (df["first_call_ms"] > 0).all() and (compiled["first_call_ms"] == compiled["compile_s"] * 1e3).all()
+    assert "torch.compile, first call (s)" in (out / "onetime_cpu_float32_fwdpbwd_inductor_b1_h2_d16.md").read_text()
+    assert "First call (ms)" in (out / "onetime_cpu_float32_fwdpbwd_b1_h2_d16.md").read_text()
     # eager keeps the file names of suites without the axis; compiled groups get their own tables
     assert (out / "table4_cpu_float32_fwdpbwd_b1_h2_d16.md").exists()
     assert "torch.compile (Inductor)" in (out / "table4_cpu_float32_fwdpbwd_inductor_b1_h2_d16.md").read_text()

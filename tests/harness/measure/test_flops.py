@@ -14,7 +14,7 @@ import torch.nn.functional as F
 import harness.kinds.speed.cells
 import harness.measure.flops
 from harness.core.cell import Context
-from harness.measure.flops import count_flops, measure_gemm_peak_gflops
+from harness.measure.flops import BANDWIDTH, GEMM, count_flops, measure_gemm_peak_gflops, peak_fraction, rate_columns
 from harness.measure.timing import TimingResult
 from harness.run.suitefile import load_suite
 from tests.conftest import tiny_doc
@@ -138,7 +138,33 @@ def test_a_call_the_counter_cannot_trace_keeps_its_time(monkeypatch: pytest.Monk
     def broken(fn: Callable[[], object]) -> tuple[int, int]:
         raise AttributeError("'NoneType' object has no attribute 'next_functions'")
 
-    monkeypatch.setattr(harness.kinds.speed.cells, "count_work", broken)
+    monkeypatch.setattr(harness.measure.flops, "count_work", broken)
     result = harness.kinds.speed.cells.measure_cell(cell, Context(Path(".")))
     assert result.status == "ok" and result.metrics["time_ms_median"] > 0 and "gflops" not in result.metrics
     assert result.metrics["flops_error"] == "AttributeError: 'NoneType' object has no attribute 'next_functions'"
+
+
+# peak 100 GFLOP/s, bandwidth 10 GB/s: the ridge point is at 10 FLOP/byte
+@pytest.mark.parametrize(("gflops_per_s", "gbytes_per_s", "peak", "bandwidth", "fraction", "against"), [
+    (50.0, 1.25, 100.0, 10.0, 0.5, GEMM),  # I = 40, right of the ridge: of the GEMM peak
+    (10.0, 5.0, 100.0, 10.0, 0.5, BANDWIDTH),  # I = 2, left of the ridge: of the copy bandwidth
+    (10.0, 5.0, float("nan"), 10.0, 0.5, BANDWIDTH),  # no GEMM peak measured (a decode run): the bandwidth
+    (50.0, 1.25, 100.0, float("nan"), 0.5, GEMM),
+    (50.0, 1.25, float("nan"), float("nan"), float("nan"), ""),
+])
+def test_the_percent_of_peak_is_against_the_ceiling_on_the_cells_side_of_the_ridge(
+        gflops_per_s: float, gbytes_per_s: float, peak: float, bandwidth: float, fraction: float,
+        against: str) -> None:
+    got, which = peak_fraction(gflops_per_s, gbytes_per_s, peak, bandwidth)
+    assert float(got) == pytest.approx(fraction, nan_ok=True) and str(which) == against
+    if math.isfinite(fraction) and math.isfinite(peak) and math.isfinite(bandwidth):  # the roofline's fraction
+        intensity = gflops_per_s / gbytes_per_s
+        assert float(got) == pytest.approx(gflops_per_s / min(peak, bandwidth * intensity))
+
+
+def test_rates_are_tflops_and_gbytes_per_second_of_the_median_time() -> None:
+    """2 GFLOP and 0.5 GB in 4 ms: 0.5 TFLOP/s and 125 GB/s; no time, no rates."""
+    rates = rate_columns([2.0, 2.0], [0.5, 0.5], [4.0, float("nan")], 1000.0, 500.0)
+    assert rates["tflops_per_s"][0] == pytest.approx(0.5) and rates["gbytes_per_s"][0] == pytest.approx(125.0)
+    assert rates["peak_fraction"][0] == pytest.approx(0.5) and rates["peak_against"][0] == GEMM
+    assert np.isnan(rates["tflops_per_s"][1]) and rates["peak_against"][1] is None

@@ -11,7 +11,16 @@ import time
 import pytest
 import torch
 
-from harness.measure.timing import GLIBC_TUNABLES_TIMING, TimingResult, time_fn, timing_env_active
+import harness.measure.timing
+from harness.measure.timing import (
+    GLIBC_TUNABLES_TIMING,
+    TimingResult,
+    build_plans,
+    cache_flags,
+    time_fn,
+    timing_env_active,
+    warm_cache,
+)
 
 CPU = torch.device("cpu")
 
@@ -197,3 +206,61 @@ def test_map_large_blocks_gives_a_freed_block_s_address_space_back(mapped: bool)
     assert proc.returncode == 0, proc.stderr[-2000:]
     kept = int(proc.stdout)
     assert (kept < 2**26) is mapped, kept
+
+
+MIB = 2**20
+
+
+@pytest.mark.parametrize(("working_set", "l2", "flush_l2", "warm"), [
+    (10 * MIB, 50 * MIB, False, True),  # fits in L2, not flushed: every timed call ran from a warm L2
+    (50 * MIB, 50 * MIB, False, True),  # exactly fits
+    (51 * MIB, 50 * MIB, False, False),  # does not fit: the calls stream it from memory either way
+    (10 * MIB, 50 * MIB, True, False),  # flushed before every call: cold by construction
+    (10 * MIB, None, False, None),  # no L2 size (the CPU): no flag
+    (None, 50 * MIB, False, None),  # no working set measured: no flag
+])
+def test_a_working_set_that_fits_in_l2_is_flagged_warm_unless_l2_is_flushed(
+        working_set: int | None, l2: int | None, flush_l2: bool, warm: bool | None) -> None:
+    assert warm_cache(working_set, l2, flush_l2) is warm
+
+
+def test_no_cache_flag_is_set_on_the_cpu() -> None:
+    assert cache_flags(MIB, CPU, False) == {}
+
+
+def test_a_cuda_flag_stores_the_working_set_and_l2_beside_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(harness.measure.timing, "l2_cache_bytes", lambda device: 50 * MIB)
+    assert cache_flags(MIB, torch.device("cuda"), None) == {
+        "working_set_bytes": MIB, "l2_cache_bytes": 50 * MIB, "warm_cache": True}
+
+
+def test_the_l2_flush_writes_twice_the_l2(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At least 256 MiB (any current GPU's L2 twice over), and twice the L2 of a device with more (allocated here on
+    the CPU, untouched: the size is what is tested)."""
+    monkeypatch.setattr(harness.measure.timing, "l2_cache_bytes", lambda device: 200 * MIB)
+    assert harness.measure.timing._flush_buffer(CPU).numel() == 400 * MIB
+    monkeypatch.setattr(harness.measure.timing, "l2_cache_bytes", lambda device: 50 * MIB)
+    assert harness.measure.timing._flush_buffer(CPU).numel() == 256 * MIB
+
+
+class _Planned(torch.nn.Module):
+    """A made-up attention with a plan: counts its build_plan calls and the shapes they were for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.plans: list[tuple[int, int]] = []
+
+    def build_plan(self, seq_len: int, batch_size: int) -> None:
+        self.plans.append((seq_len, batch_size))
+        time.sleep(0.01)
+
+
+def test_every_module_with_a_plan_builds_it_once_and_the_costs_add_up() -> None:
+    model = torch.nn.Sequential(_Planned(), torch.nn.Linear(2, 2), torch.nn.Sequential(_Planned()))
+    ms = build_plans(model, 128, 4, CPU)
+    assert ms is not None and ms >= 20  # two plans of 10 ms each, summed
+    assert model[0].plans == [(128, 4)] and model[2][0].plans == [(128, 4)]
+
+
+def test_a_module_without_a_plan_has_no_plan_time() -> None:
+    assert build_plans(torch.nn.Linear(2, 2), 128, 4, CPU) is None

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import matplotlib.colors
+import matplotlib.text
 import numpy as np
 import pytest
 
@@ -188,12 +189,46 @@ def test_point_labels_overlap_no_label_and_no_marker() -> None:
                 label_point(ax, x, y, f"budget={1000 + i}", "black", below=i % 2 == 1)
             declutter(fig)
             renderer = fig.canvas.get_renderer()
-            shown = [t.get_window_extent(renderer) for t in ax.texts if t.get_visible()]
+            shown = [_text_box(t, renderer) for t in ax.texts if t.get_visible() and t.get_gid() == "point label"]
             assert len(shown) >= 4
             assert not any(a.overlaps(b) for i, a in enumerate(shown) for b in shown[i + 1:])
             points = ax.transData.transform(np.column_stack([xs, ys]))
             assert not any(box.contains(px, py) for box in shown for px, py in points)
             assert all(ax.bbox.x0 <= b.x0 and b.x1 <= ax.bbox.x1 and ax.bbox.y0 <= b.y0 for b in shown)
+        finally:
+            plt.close(fig)
+
+
+def _text_box(label: object, renderer: object) -> object:
+    """A label's own box (an annotation's extent would include its leader line)."""
+    return matplotlib.text.Text.get_window_extent(label, renderer)
+
+
+def test_point_labels_keep_off_the_lines_and_lead_to_their_point() -> None:
+    """A budget labelled at the end of one line, where other variants' lines and the reference line pass beside it:
+    the label goes where it hides neither (its white ground hid them), with a leader line when it sits away from its
+    point."""
+    with paper_style():
+        fig, ax = plt.subplots(figsize=(COLUMN_IN, 2.5))
+        try:
+            ax.plot([1.0, 2.0], [1.0, 1.0], marker="o")  # the labelled point is its right end
+            ax.plot([1.0, 3.0], [1.06, 1.06])  # other variants' lines just above and below it
+            ax.plot([1.0, 3.0], [0.94, 0.94])
+            ax.axvline(2.12, color="0.45", ls="--")  # the reference line just right of it
+            ax.set_xlim(0.5, 3.5)
+            ax.set_ylim(0.5, 1.5)
+            label_point(ax, 2.0, 1.0, "budget=64", "black")
+            declutter(fig)
+            renderer = fig.canvas.get_renderer()
+            (label,) = [t for t in ax.texts if t.get_gid() == "point label"]
+            box = _text_box(label, renderer)
+            assert label.get_visible()
+            for line in ax.get_lines():
+                path = line.get_transform().transform_path(line.get_path())
+                assert not path.intersects_bbox(box, filled=False), line
+            leaders = [t for t in ax.texts if t.get_gid() == "point label leader"]
+            assert max(abs(v) for v in label.xyann) > 4 and len(leaders) == 1
+            assert leaders[0].xy == label.xy
         finally:
             plt.close(fig)
 

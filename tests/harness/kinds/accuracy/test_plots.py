@@ -10,8 +10,10 @@ import pandas as pd
 import pytest
 
 import harness.kinds.accuracy.plots
+import harness.report.plots
 from harness.kinds.accuracy.plots import (
     CURVES_MAX,
+    PAGE_IN,
     curve_rows,
     plot_ablation,
     plot_incoherence,
@@ -87,3 +89,48 @@ def test_many_learning_curves_are_rows_of_a_few_with_whole_step_ticks(
         assert all(float(t).is_integer() for t in ax.get_xticks() if lo <= t <= hi)
     assert curve_rows(curves.assign(model=curves["attention"]).drop_duplicates("attention"), "model") == [
         ["none", "s3attention", "vanilla"]]  # one line per model: as few rows as fit
+
+
+def test_a_sweep_of_settings_is_a_row_per_setting_beside_its_base(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hyperparameter suite's thirteen curves (the base and r, s1, s2 swept one at a time) were one panel, the
+    palette's colours repeated: a row per setting, its values in numeric order (s2=4 before s2=16), the base in each;
+    the robustness suite's seven rows fit a page."""
+    sweep = {"r": [1, 16, 32, 64], "s1": [16, 32, 64], "s2": [1, 16, 32, 4]}
+    variants = ["base", *(f"{k}={v}" for k, values in sweep.items() for v in values)]
+    curves = pd.DataFrame([{"step": step, "train_loss": 1.0, "dev_acc": 0.5, "attention": "s3attention",
+                            "variant": v, "model": f"S3Attention ({v})", "seed": 0}
+                           for v in variants for step in (1, 2)])
+    rows = curve_rows(curves, "model", order=sorted(curves["model"].unique()))
+    assert rows == [[f"S3Attention ({v})" for v in ["base", *(f"{k}={v}" for v in sorted(values))]]
+                    for k, values in sweep.items()]
+    seen = spy_axes(monkeypatch, harness.kinds.accuracy.plots)
+    plot_learning_curves(curves, tmp_path, task="text", title="t", by="model")
+    (axes,) = seen
+    for ax in axes[1::2]:
+        colours = [line.get_color() for line in ax.get_lines()]
+        assert len(set(colours)) == len(colours) <= CURVES_MAX + 1
+    seven = pd.DataFrame([{"step": 1, "train_loss": 1.0, "dev_acc": 0.5, "attention": f"a{i}", "model": f"a{i} ({n})"}
+                          for i in range(7) for n in ("a=0", "a=2", "a=8")])
+    plot_learning_curves(seven, tmp_path, task="image", title="t", by="model")
+    assert len(seen[-1]) == 14 and seen[-1][0].get_figure().get_figheight() <= PAGE_IN
+
+
+def test_error_bars_at_one_x_value_stand_side_by_side(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Table 5's seven models at three noise levels, Table 6's tasks at each value: each series' bars at its own x
+    (they were drawn over each other), the ticks at the levels run."""
+    seen = spy_axes(monkeypatch, harness.report.plots)  # single_axes saves
+    noise = pd.DataFrame([{"label": f"m{i}", "noise": a, "noise_on": "train+test", "mean": 50.0 + i, "std": 5.0}
+                          for i in range(7) for a in (0.0, 2.0, 8.0)])
+    plot_noise_robustness(noise, tmp_path, stem="n", title="noise")
+    sweep = pd.DataFrame([{"value": v, "series": s, "mean": 50.0, "std": 3.0} for s in ("Average", "Text", "Image")
+                          for v in (1.0, 8.0, 64.0)])
+    plot_parameter_sweep(sweep, tmp_path, stem="r", title="r", parameter="r")
+    for (ax,), levels in zip(seen, ([0.0, 2.0, 8.0], [1.0, 8.0, 64.0]), strict=True):
+        xs = [list(line.get_xdata()) for line in ax.get_lines() if line.get_linestyle() != "None"]  # not the caps
+        assert len(xs) in (7, 3)
+        for k, level in enumerate(levels):
+            at = [x[k] for x in xs]
+            assert len(set(at)) == len(at)  # no two series at the same x
+            assert min(at) < level < max(at)  # centred on the level
+        assert list(ax.get_xticks()) == levels

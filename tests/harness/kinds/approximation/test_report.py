@@ -60,6 +60,8 @@ def test_the_pareto_axis_spans_the_approximations_and_exact_points_sit_on_its_fl
         at_floor = [line for line in ax.get_lines() if line.get_marker() == "v"]
         assert len(at_floor) == 1 and list(at_floor[0].get_ydata()) == [floor]
         assert _keys("vanilla_sdpa", True)[-1].get_label() == "exact to rounding (below the axis)"
+        # the reference's line at 1, named once ("Transformer (SDPA) (exact)" read as two asides)
+        assert _keys("vanilla_sdpa", False)[0].get_label() == "Transformer (SDPA), exact: speed-up 1"
     finally:
         plt.close(fig)
 
@@ -67,6 +69,7 @@ def test_the_pareto_axis_spans_the_approximations_and_exact_points_sit_on_its_fl
 def test_the_pareto_figures_labels_overlap_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Budget labels of lines that meet near one point ("nb_features=16" over "window=32"): each label covers no
     other label and no marker, or is hidden."""
+    import matplotlib.text
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     import harness.kinds.approximation.report
@@ -83,7 +86,8 @@ def test_the_pareto_figures_labels_overlap_nothing(tmp_path: Path, monkeypatch: 
     plot_pareto(df, tmp_path, suite="approximation", reference="vanilla_sdpa")
     (ax,) = seen[0]
     renderer = FigureCanvasAgg(ax.get_figure()).get_renderer()  # the figure is closed: a canvas to measure with
-    shown = [t.get_window_extent(renderer) for t in ax.texts if t.get_visible()]
+    labels = [t for t in ax.texts if t.get_visible() and t.get_gid() == "point label"]
+    shown = [matplotlib.text.Text.get_window_extent(t, renderer) for t in labels]  # the text, not its leader
     assert len(shown) >= 4 and not any(a.overlaps(b) for i, a in enumerate(shown) for b in shown[i + 1:])
     points = [xy for line in ax.get_lines() if line.get_marker() not in ("None", "")
               for xy in line.get_transform().transform(line.get_xydata())]

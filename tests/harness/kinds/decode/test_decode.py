@@ -14,6 +14,7 @@ import torch
 import attentions
 from harness.core.cell import Context
 from harness.kinds.decode.cells import measure_group, rewind
+from harness.kinds.decode.report import ONETIME_BLOCKS, RATE_BLOCKS, blocks_table, decode_table, with_bounds
 from harness.run.runner import run_suite
 from harness.run.suitefile import load_suite
 from tests.conftest import TINY_TIMING, CliResult
@@ -73,6 +74,48 @@ def test_a_decode_run_measures_the_state_and_the_step(write_yaml: Callable[..., 
         assert "Transformer (SDPA)" in table and "faster from" in table
         assert (directory / f"{stem}.tex").is_file() and (directory / f"{stem}.png").is_file()
     assert "ms per token" in (directory / "slopes.md").read_text()
+    # a step's FLOPs and bytes, counted on a step, and the rates and the first step apart from the timed steps
+    assert (ok["gflops"] > 0).all() and (ok["gbytes_moved"] > 0).all() and (ok["first_call_ms"] > 0).all()
+    assert (ok["tflops_per_s"] == ok["gflops"] / ok["time_ms_median"]).all()
+    assert (ok["peak_against"] == "bandwidth").all() and (ok["peak_fraction"] > 0).all()
+    assert "plan_ms" not in csv.columns and "warm_cache" not in csv.columns  # no plan here; no L2 flag on the CPU
+    for stem in ("throughput_cpu_float32_b2_h2_d8_kv1", "onetime_cpu_float32_b2_h2_d8_kv2"):
+        assert (directory / f"{stem}.md").is_file() and (directory / f"{stem}.tex").is_file()
+    assert "% of copy BW" in (directory / "throughput_cpu_float32_b2_h2_d8_kv1.md").read_text()
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_the_plan_is_built_once_for_the_prompt_before_the_prefill(write_yaml: Callable[..., Path], tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A module with ``build_plan`` builds it once per cell, for the prompt's shape, before its prefill: plan_ms."""
+    cls = type(attentions.build("vanilla"))
+    log: list[object] = []
+    prefill = cls.prefill
+    monkeypatch.setattr(cls, "build_plan", lambda self, n, b: log.append(("plan", n, b)), raising=False)
+    monkeypatch.setattr(cls, "prefill", lambda self, *a, **k: log.append("prefill") or prefill(self, *a, **k))
+    cells = [c for c in load_suite(write_yaml(_doc(context=[16])), "smoke").expand("cpu")
+             if c.params["attention"] == "vanilla"]
+    (result,) = measure_group(cells, Context(tmp_path))
+    assert result.status == "ok" and result.metrics["plan_ms"] >= 0
+    assert log[0] == ("plan", 16, 2) and log.count(("plan", 16, 2)) == 1 and "prefill" in log
+
+
+def test_the_rates_and_one_time_tables_of_a_group() -> None:
+    """4 ms per step of 0.002 GFLOP over 0.04 GB: 0.0005 TFLOP/s, 10 GB/s, 50% of a 20 GB/s copy bandwidth; ‡ marks
+    a step timed with a warm L2 (CUDA), in the decode table too."""
+    row = {"attention": "vanilla", "context": 1024, "status": "ok", "run_id": 1, "time_ms_median": 4.0,
+           "ms_per_token": 4.0, "state_bytes": 2**20, "prefill_ms": 1.0, "gflops": 0.002, "gbytes_moved": 0.04,
+           "first_call_ms": 7.0, "warm_cache": True}
+    sub = with_bounds(pd.DataFrame([row, {**row, "context": 2048, "warm_cache": False}]), {1: 20.0})
+    md = blocks_table(sub, RATE_BLOCKS, baseline="vanilla", fmt="md")
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in md.splitlines() if "Transformer" in line]
+    assert cells == [["Transformer", "0.000500‡", "0.000500"], ["Transformer", "50.0", "50.0"],
+                     ["Transformer", "10.0‡", "10.0"]]
+    times = decode_table(sub, {}, baseline="vanilla", fmt="md").split("\n\n")[0].splitlines()[2]
+    assert [c.strip() for c in times.strip("|").split("|")][1:3] == ["4.00‡", "4.00"]
+    onetime = blocks_table(sub, ONETIME_BLOCKS, baseline="vanilla", fmt="tex")
+    assert "First step (ms)" in onetime and "Plan" not in onetime and "7.00" in onetime
+    assert blocks_table(sub.drop(columns="first_call_ms"), ONETIME_BLOCKS, baseline="vanilla", fmt="md") == ""
 
 
 def test_every_timed_step_decodes_the_same_position() -> None:

@@ -7,9 +7,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 
+import harness.kinds.recall.report
 from harness.kinds.recall.report import pareto_front, write_recall_reports
 from harness.kinds.recall.summary import summarise
+from tests.harness.figures import spy_axes
 
 
 def _runs() -> pd.DataFrame:
@@ -66,3 +69,24 @@ def test_no_ok_cell_is_an_empty_summary() -> None:
     failed = pd.DataFrame({"attention": ["vanilla"], "seq_len": [64], "num_kv_pairs": [4], "d_model": [64],
                            "lr": [1e-3], "seed": [0], "status": ["oom"]})
     assert summarise(failed).empty
+
+
+def test_one_width_is_a_dot_per_variant_with_its_interval_inside_the_panel(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The quick profile runs one width: recall against width stood every variant's point and interval on one x,
+    over each other; a t-interval of three seeds reached past 0 and 100 %, beyond the panel. One width: a row per
+    variant; every interval within [0, 100]; the titles name the suite as the other kinds do."""
+    runs = _runs()
+    runs.loc[runs["attention"] == "local", "recall"] = [0.0, 0.5, 1.0] * 2  # a wide interval around 50 %
+    df = runs.assign(key=lambda d: [f"k{i}" for i in range(len(d))], run_id=1, device="cpu", message="")
+    seen = spy_axes(monkeypatch, harness.kinds.recall.report)
+    write_recall_reports(df, tmp_path, env={"device": "cpu"}, suite="recall", options={"smoke": False})
+    by_width = seen[0][0]
+    assert [t.get_text() for t in by_width.get_yticklabels()] == ["Transformer", "Performer", "Local Attention"]
+    assert by_width.get_figure().get_suptitle() == "MQAR recall — Recall, d = 64"
+    for axes in seen:
+        for ax in axes:
+            for collection in ax.collections:  # the error bars
+                for segment in collection.get_segments():
+                    coords = np.asarray(segment)[:, 0 if ax is by_width else 1]
+                    assert coords.min() >= -1e-9 and coords.max() <= 100 + 1e-9

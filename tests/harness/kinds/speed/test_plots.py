@@ -231,3 +231,16 @@ def test_one_length_is_a_dot_chart_not_one_point_lines(tmp_path: Path, monkeypat
         labels = [t.get_text() for t in ax.get_yticklabels()]
         assert labels[0] in ("Transformer (SDPA)", "Transformer")  # the baselines on top
     assert len(seen[0][0].get_yticklabels()) == df["attention"].nunique()
+
+
+def test_a_ratio_figure_says_where_its_reference_ran_out_of_memory(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the baseline is OOM (vanilla at 4K) the multipliers stop: the ratio figures left those lengths empty
+    without a word; a ✕ at the top edge and a key say why."""
+    seen = spy_axes(monkeypatch, harness.kinds.speed.plots)
+    plot_scaling(make_results(), tmp_path, slug="s", title="t")
+    for (ratio,) in (seen[1], seen[3]):
+        (oom,) = [line for line in ratio.get_lines() if line.get_gid() == "vanilla oom"]
+        assert list(oom.get_xdata()) == [4096] and list(oom.get_ydata()) == [1.0]
+        assert "Transformer OOM: no multiplier" in _figure_legend_texts(ratio)
+    assert "Transformer OOM: no multiplier" not in _figure_legend_texts(seen[0][0])

@@ -217,7 +217,7 @@ def test_write_reports(tmp_path: Path) -> None:
 
     slugs = ["cpu_bfloat16_fwd_b4_h2_d64", "cpu_float32_fwdpbwd_b4_h2_d64"]
     expected = ["results.csv", "env.json",
-                *(f"{t}_{s}.{ext}" for s in slugs for t in ("table4", "ratios") for ext in ("md", "tex")),
+                *(f"{t}_{s}.{ext}" for s in slugs for t in ("table4", "ratios", "throughput") for ext in ("md", "tex")),
                 # claims.md: the paper's Table 4 claims (s3attention and vanilla ran)
                 "slopes.csv", "slopes.md", "crossover.csv", "crossover.md", "claims.md"]
     assert [p.name for p in written] == expected
@@ -226,7 +226,8 @@ def test_write_reports(tmp_path: Path) -> None:
     back = pd.read_csv(tmp_path / "results.csv")
     speedups = ["speedup", "speedup_lo", "speedup_hi", "speedup_paired"]
     # results stored without a compile or causal axis are eager and bidirectional
-    assert len(back) == 16 and list(back.columns) == [*df.columns, "compile", "causal", *speedups]
+    rates = ["tflops_per_s", "gbytes_per_s", "peak_fraction", "peak_against"]
+    assert len(back) == 16 and list(back.columns) == [*df.columns, "compile", "causal", *speedups, *rates]
     assert set(back["compile"]) == {"eager"} and not back["causal"].any()
     key = df.loc[0, "key"]
     cell = back[(back["key"] == key) & (back["dtype"] == "float32")].iloc[0]
