@@ -7,7 +7,10 @@ DRAM traffic with no cache reuse between kernels):
 - a view (``transpose``, ``view``, ``expand``, a slice, ``_unsafe_view``: any op whose result shares storage with
   an operand without mutating it) moves nothing;
 - a broadcast operand (stride 0) is read once per distinct element, not once per use;
-- an in-place op reads and writes its target (counted as operand and result).
+- an in-place op reads and writes its target (counted as operand and result);
+- a higher-order op (FlexAttention) counts as one fused kernel: its tensor operands and results once each. It runs
+  with every dispatch mode off (torch's FLOP counter has no rule for it and refuses it), so the ops of its eager
+  implementation are not counted either: its FLOPs are the formula given for it (``hop_flops``), in ``flops``.
 It is an upper bound on what the hardware moves (caches serve some operands again) and the count of the eager
 graph: a compiled cell's fused kernels skip intermediate round trips, so its true intensity is higher than the one
 reported beside it.
@@ -17,11 +20,12 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch._ops import HigherOrderOperator
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 from torch.utils._pytree import tree_leaves
 
 from .timing import time_fn
@@ -50,12 +54,27 @@ def _storage(t: torch.Tensor) -> int | None:
 class TrafficCounter(TorchDispatchMode):
     """Counts the bytes every dispatched aten op reads and writes (see the module docstring), in ``total``."""
 
-    def __init__(self) -> None:
+    #: FlexAttention is a higher-order op: without this, the mode refuses it (and the failure leaves torch's eager
+    #: FlexAttention path, which runs through torch.compile, broken for the rest of the process).
+    supports_higher_order_operators = True
+
+    def __init__(self, hop_flops: Mapping[Any, Callable[..., int]] | None = None) -> None:
         super().__init__()
         self.total = 0
+        #: FLOPs of the higher-order ops, from ``hop_flops`` (op -> formula over its real arguments).
+        self.flops = 0
+        self.hop_flops = dict(hop_flops or {})
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
+        if isinstance(func, HigherOrderOperator):  # one fused kernel: nothing is a view, no other mode sees it
+            with _disable_current_modes():
+                out = func(*args, **kwargs)
+            tensors = [t for t in tree_leaves((args, kwargs, out)) if isinstance(t, torch.Tensor)]
+            self.total += sum(tensor_bytes(t) for t in tensors)
+            if func in self.hop_flops:
+                self.flops += self.hop_flops[func](*args, **kwargs)
+            return out
         out = func(*args, **kwargs)
         operands = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
         results = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]

@@ -13,6 +13,7 @@ import attentions
 from attentions import _flex
 from attentions._flex import PatternConfig
 from harness.core.cell import classify_exception
+from harness.measure.flops import count_work
 from harness.measure.timing import build_plans
 
 #: Every registered pattern variant on its blocks backend (bases and presets): each has a flex twin.
@@ -192,3 +193,24 @@ def test_a_speed_cell_times_the_block_mask_as_plan_ms_only_on_flex() -> None:
     plan_ms = build_plans(flex, N, 2, cpu)
     assert plan_ms is not None and plan_ms > 0
     assert len(flex.__dict__["_flex_masks"]) == 1
+
+
+def test_the_counters_count_the_blocks_flex_computes_and_leave_it_working() -> None:
+    """FLOPs of a flex call are SDPA's over the blocks its BlockMask computes: at n = 1024 the causal local pattern
+    computes 15 of FlexAttention's 64 blocks of 128², where SDPA computes them all; counting under the dispatch modes
+    leaves eager FlexAttention working (torch's eager path compiles, and a failed compile under a mode marks its code
+    skipped for the rest of the process)."""
+    n = 1024
+    torch.manual_seed(0)
+    flex = attentions.build("local_flex", dim=DIM, heads=HEADS, max_seq_len=n, causal=True, window=64)
+    sdpa = attentions.build("vanilla_sdpa", dim=DIM, heads=HEADS, max_seq_len=n, causal=True)
+    x = torch.randn(2, n, DIM)
+    with torch.no_grad():
+        flops, moved = count_work(lambda: flex(x))
+        dense, _ = count_work(lambda: sdpa(x))
+        projections = 2 * 2 * n * DIM * 4 * DIM  # Q, K, V and the output projection
+        assert moved > 0
+        assert flops - projections == pytest.approx((dense - projections) * 15 / 64, rel=0.01)
+        want = attentions.build("local", dim=DIM, heads=HEADS, max_seq_len=n, causal=True, window=64)
+        want.load_state_dict(flex.state_dict())
+        torch.testing.assert_close(flex(x), want.eval()(x), rtol=0, atol=1e-4)
