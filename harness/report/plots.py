@@ -211,6 +211,18 @@ def panel_legend(ax: plt.Axes, handles: Sequence[Line2D]) -> None:
               ncol=1 if len(handles) <= 14 else 2)
 
 
+def oom_marks(ax: plt.Axes, lengths: Sequence[float], color: object, gid: str | None = None) -> None:
+    """An OOM has no value: a ✕ at the top edge (x in data, y in axes coordinates) shows where a variant ran out of
+    memory (:func:`oom_key` says so in the legend)."""
+    ax.plot(list(lengths), [1.0] * len(lengths), ls="", marker="x", ms=5, mew=1.2, color=color, gid=gid,
+            transform=ax.get_xaxis_transform(), clip_on=False)
+
+
+def oom_key() -> Line2D:
+    """The legend key of :func:`oom_marks`."""
+    return Line2D([], [], ls="", marker="x", mew=1.2, color="0.3", label="OOM (top edge)")
+
+
 def figure_legends(fig: plt.Figure, own: Sequence[tuple[plt.Axes, Sequence[Line2D]]], every: Sequence[Line2D],
                    keys: Sequence[Line2D] = ()) -> None:
     """The legends of a :func:`panel_grid` figure: ``own`` gives each panel's handles of its own lines, ``every`` the

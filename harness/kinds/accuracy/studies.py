@@ -44,6 +44,7 @@ from .incoherence_report import incoherence_ranks, incoherence_summary, tableS7,
 from .noise import TEST_ONLY, TRAIN_TEST
 from .study_figures import is_number, table5_figures, table6_figures, table7_figures
 from .summary import (
+    ABLATION_LABELS,
     AVG,
     AXIS_DEFAULTS,
     CONTROL,
@@ -61,8 +62,6 @@ STUDY_TABLES = ("table5", "table6", "table7", "tableS7")
 
 #: Row names of the paper's Table 7 for the four ablated components.
 #: Row names of Table 7 for the four ablated components: the paper's, saying the component is removed.
-ABLATION_LABELS = {"no_fourier_conv": "w/o Four. Conv.", "no_conv_stem": "w/o Conv. Stem",
-                   "no_col_attention": "w/o Col. Attn.", "no_row_attention": "w/o Row Attn."}
 NOISE_MODE_HEADINGS = {TRAIN_TEST: "Noise on train and test (train+test)", TEST_ONLY: "Noise on test only (test only)"}
 _MODEL = ["attention", "variant"]
 _NOISE_KEYS = [*_MODEL, "noise", "noise_on"]

@@ -69,12 +69,20 @@ def only_noisy(df: pd.DataFrame) -> tuple[pd.DataFrame, bool]:
     return (df[noisy], True) if noisy.any() else (df, False)
 
 
+#: Table 7's names of the ablated variants (the paper's), in its table, its figure and the learning curves.
+ABLATION_LABELS = {"no_fourier_conv": "w/o Four. Conv.", "no_conv_stem": "w/o Conv. Stem",
+                   "no_col_attention": "w/o Col. Attn.", "no_row_attention": "w/o Row Attn."}
+
+
 def axis_text(column: str, value: Any, display: bool = False) -> str:
     """How one axis value reads inside a row or line label (``a=2``, ``test only``, ``Text``, ``r=1``); with
-    ``display`` an attention reads as a paper prints it (:func:`~harness.report.format.display_name`), as LaTeX
-    tables and figures show it, while Markdown and CSV keep the registry name the user types."""
+    ``display`` an attention reads as a paper prints it (:func:`~harness.report.format.display_name`) and an ablated
+    variant as Table 7 names it, as LaTeX tables and figures show them, while Markdown and CSV keep the names the user
+    types."""
     if column == "attention" and display:
         return display_name(str(value))
+    if column == "variant" and display:
+        return ABLATION_LABELS.get(str(value), str(value))
     if column == "noise":
         return f"a={float(value):g}"
     if column == "noise_on":

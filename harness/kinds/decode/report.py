@@ -41,6 +41,7 @@ from ...report.format import (
     printed_rows,
     render_table,
     sig2,
+    suite_title,
     write_csv,
     write_raw,
     write_table_files,
@@ -52,6 +53,8 @@ from ...report.plots import (
     legend_handles,
     length_axis,
     line_styles,
+    oom_key,
+    oom_marks,
     panel_grid,
     panel_layout,
     paper_style,
@@ -108,8 +111,8 @@ def _slug(group: Mapping[str, object]) -> str:
 
 def _title(group: Mapping[str, object], suite: str, what: str = "Decoding") -> str:
     kv = f" · kv heads {group['kv_heads']}" if "kv_heads" in group else ""
-    return (f"{what} — {suite}: {str(group['device']).upper()} · {group['dtype']} · batch {group['batch_size']} · "
-            f"{group['heads']} heads of {group['head_dim']}{kv}")
+    return (f"{what} — {suite_title(suite)}: {str(group['device']).upper()} · {group['dtype']} · "
+            f"batch {group['batch_size']} · {group['heads']} heads of {group['head_dim']}{kv}")
 
 
 def _speedups(sub: pd.DataFrame, samples: Mapping[tuple[str, str], Sequence[float]], baseline: str
@@ -289,6 +292,7 @@ def _figure(sub: pd.DataFrame, out_dir: Path, stem: str, title: str, baseline: s
     ok = sub[sub["status"] == "ok"]
     if ok.empty or ok["context"].nunique() < 2:
         return []
+    oom = sub[sub["status"] == "oom"]  # no value: a ✕ at the top edge where it ran out of memory
     baselines = [baseline] if baseline in set(ok["attention"]) else []
     every, groups = panel_layout(ok["attention"].unique(), baselines)
     written = []
@@ -304,6 +308,8 @@ def _figure(sub: pd.DataFrame, out_dir: Path, stem: str, title: str, baseline: s
                         points = ok[ok["attention"] == name].sort_values("context")
                         values = points[column] / (2**20 if column == "state_bytes" else 1)
                         ax.plot(points["context"], values, label=display_name(name), gid=name, **styles[name])
+                        oom_marks(ax, oom.loc[oom["attention"] == name, "context"].tolist(), styles[name]["color"],
+                                  gid=f"{name} oom")
                     ax.set_yscale("log")
                     plain_log_axis(ax.yaxis)
                     ax.grid(True, which="major")
@@ -311,7 +317,7 @@ def _figure(sub: pd.DataFrame, out_dir: Path, stem: str, title: str, baseline: s
                         ax.set_title(panel, loc="left")
                     shared = shared or legend_handles(every, styles, display_name)
                     own.append((ax, legend_handles(members, styles, display_name)))
-                figure_legends(fig, own, shared)
+                figure_legends(fig, own, shared, [oom_key()] if oom["attention"].isin(ok["attention"]).any() else [])
                 length_axis(axes[0], ok["context"].unique())
                 grid_labels(fig, axes, "context (tokens in the state)", label, f"{title}: {label}")
                 written += save_figure(fig, out_dir, f"{stem}{suffix}")

@@ -27,6 +27,8 @@ from ...report.plots import (
     length_axis,
     line_styles,
     mark_crossing,
+    oom_key,
+    oom_marks,
     panel_grid,
     panel_layout,
     paper_style,
@@ -161,7 +163,7 @@ def _draw_panel(ax: plt.Axes, fig: _Figure, every: list[str], members: list[str]
         if s.band is not None and not muted and ref is None:  # the interquartile range of the timing rounds
             ax.fill_between(fig.lengths, *s.band, color=style["color"], alpha=0.15, linewidth=0)
         if s.oom and not muted:
-            _top_edge(ax, s.oom, style["color"])
+            oom_marks(ax, s.oom, style["color"])
             keys.add("oom")
         mark = None if muted or name in fig.baselines else _mark(fig, name, values, ratio)
         if mark is not None:
@@ -171,7 +173,7 @@ def _draw_panel(ax: plt.Axes, fig: _Figure, every: list[str], members: list[str]
     if ref is not None:
         ax.axhline(1.0, color="black", lw=0.8, zorder=1)
         if fig.series[fig.reference].oom:  # no multiplier there: say why the lines stop
-            _top_edge(ax, fig.series[fig.reference].oom, "black", gid=f"{fig.reference} oom")
+            oom_marks(ax, fig.series[fig.reference].oom, "black", gid=f"{fig.reference} oom")
             keys.add("reference oom")
 
     def label(name: str) -> str:
@@ -182,19 +184,12 @@ def _draw_panel(ax: plt.Axes, fig: _Figure, every: list[str], members: list[str]
             keys)
 
 
-def _top_edge(ax: plt.Axes, lengths: list[int], color: object, gid: str | None = None) -> None:
-    """An OOM has no value: a ✕ at the top edge (x in data, y in axes coordinates) shows where a variant ran out of
-    memory."""
-    ax.plot(lengths, [1.0] * len(lengths), ls="", marker="x", ms=5, mew=1.2, color=color, gid=gid,
-            transform=ax.get_xaxis_transform(), clip_on=False)
-
-
 def _keys(fig: _Figure, used: set[str]) -> list[Line2D]:
     """The legend's keys of the marks the figure draws (an OOM at the top edge, the reference's OOM where a ratio
     figure has no multiplier, a crossover ring)."""
     keys = []
     if "oom" in used:
-        keys.append(Line2D([], [], ls="", marker="x", mew=1.2, color="0.3", label="OOM (top edge)"))
+        keys.append(oom_key())
     if "reference oom" in used:
         keys.append(Line2D([], [], ls="", marker="x", mew=1.2, color="black",
                            label=f"{display_name(fig.reference or '')} OOM: no multiplier"))

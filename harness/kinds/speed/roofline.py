@@ -36,6 +36,7 @@ from ...report.format import (
     escape,
     length_label,
     render_table,
+    suite_title,
     write_csv,
     write_table_files,
 )
@@ -134,7 +135,9 @@ def _draw_roofline(ax: plt.Axes, points: pd.DataFrame, names: list[str], styles:
             ax.scatter(sub["intensity_flop_per_byte"], sub["gflops_per_s"], s=[size[n] for n in sub["seq_len"]],
                        marker=style.get("marker") or "o", facecolors=style["color"] if eager else "none",
                        edgecolors=style["color"], linewidths=0.8, zorder=style.get("zorder", 2) + 1)
-        above = part[part["above_roof"].astype(bool)]
+        # above its own run's roof, or above the drawn one (the newest run's: with several runs they differ)
+        drawn = np.minimum(peak, bandwidth * part["intensity_flop_per_byte"])
+        above = part[part["above_roof"].astype(bool) | (part["gflops_per_s"] > drawn)]
         if len(above):
             ax.scatter(above["intensity_flop_per_byte"], above["gflops_per_s"], marker="o", facecolors="none",
                        edgecolors=ABOVE, linewidths=1.0, s=[size[n] * 2.2 + 20 for n in above["seq_len"]], zorder=6)
@@ -203,12 +206,12 @@ def write_roofline(df: pd.DataFrame, out_dir: Path, roofs: Roofs, *, group_colum
     written = [write_csv(points[[c for c in keep if c in points.columns]], out_dir / "roofline.csv")]
     for key, group in points.groupby(list(group_columns), sort=True):
         g = dict(zip(group_columns, key, strict=True))
-        written += write_table_files(out_dir, f"roofline_{slug_of(g)}", title=f"Roofline — {suite}: {title_of(g)}",
-                                     note=NOTE, env=env, md_body=roofline_table(group, "md"),
-                                     tex_body=roofline_table(group, "tex"))
+        title = f"Roofline — {suite_title(suite)}: {title_of(g)}"
+        written += write_table_files(out_dir, f"roofline_{slug_of(g)}", title=title, note=NOTE, env=env,
+                                     md_body=roofline_table(group, "md"), tex_body=roofline_table(group, "tex"))
     by_mode = [c for c in group_columns if c != "compile"]
     for key, group in points.groupby(by_mode, sort=True) if plots else ():
         g = dict(zip(by_mode, key, strict=True))  # no compile: eager and compiled points in one figure
         written += plot_roofline(group, out_dir, stem=f"roofline_{slug_of(g)}",
-                                 title=f"Roofline — {suite}: {title_of(g)}")
+                                 title=f"Roofline — {suite_title(suite)}: {title_of(g)}")
     return written

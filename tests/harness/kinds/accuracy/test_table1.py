@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from harness.kinds.accuracy.summary import row_label
 from harness.kinds.accuracy.table1 import accuracy_summary, table1, write_accuracy_reports
 from tests.harness.kinds.accuracy.test_studies import SWEEP_VARIANTS, noise_df, s7_df, sweep_df
 
@@ -206,3 +207,11 @@ def test_row_names_give_the_papers_row_order_and_names() -> None:
     rows = [line.split("|")[1].strip() for line in table1(df, fmt="md", baseline=None, row_names=names)
             .splitlines()[2:]]
     assert rows == ["S3Attention", "Linformer"]  # named rows in the given order, unnamed ones after
+
+
+def test_learning_curves_name_the_ablated_variants_as_table_7_does() -> None:
+    """The ablation suite's curves said ``no_col_attention`` where Table 7 and its figure say "w/o Col. Attn.": the
+    displayed label is the table's; Markdown and CSV keep the name the user types."""
+    values = {"attention": "s3attention", "variant": "no_col_attention"}
+    assert row_label(values, display=True) == "S3Attention (w/o Col. Attn.)"
+    assert row_label(values) == "s3attention (no_col_attention)"

@@ -164,3 +164,27 @@ def test_the_decode_figure_ticks_the_measured_contexts_and_shares_one_legend(
         assert "vanilla" in {line.get_gid() for line in ax.get_lines()}  # the baseline drawn in every panel
     shared = [t.get_text() for legend in bottom.get_figure().legends for t in legend.get_texts()]
     assert shared == ["Transformer"]
+
+
+def test_the_decode_figure_marks_where_a_variant_ran_out_of_memory(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The KV cache out of memory at 32K ended its line without a word: a ✕ at the top edge and a key say why, and the
+    title reads the suite's name as words."""
+    import harness.kinds.decode.report
+    from harness.kinds.decode.report import _figure, _title
+    from tests.harness.figures import spy_axes
+
+    group = {"device": "cpu", "dtype": "float32", "batch_size": 1, "heads": 4, "head_dim": 64}
+    assert _title(group, "decode-long").startswith("Decoding — Decode long: CPU")
+    rows = [{"attention": a, "context": n, "status": "ok", "ms_per_token": 0.1 * n / 1024, "state_bytes": 2**20}
+            for a in ("vanilla", "performer") for n in (1024, 4096, 16384)]
+    rows.append({"attention": "vanilla", "context": 32768, "status": "oom"})
+    rows.append({"attention": "performer", "context": 32768, "status": "ok", "ms_per_token": 0.1, "state_bytes": 2**20})
+    seen = spy_axes(monkeypatch, harness.kinds.decode.report)
+    _figure(pd.DataFrame(rows), tmp_path, "decode_g", "Decoding — Decode: CPU", "vanilla")
+    for axes in seen:
+        (oom,) = [line for ax in axes for line in ax.get_lines() if line.get_gid() == "vanilla oom"]
+        assert list(oom.get_xdata()) == [32768] and list(oom.get_ydata()) == [1.0]
+        texts = [t.get_text() for ax in axes for legend in [ax.get_legend(), *ax.get_figure().legends] if legend
+                 for t in legend.get_texts()]
+        assert "OOM (top edge)" in texts

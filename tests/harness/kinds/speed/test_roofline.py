@@ -83,6 +83,22 @@ def test_a_point_above_its_roof_is_flagged_in_the_table_and_ringed_in_the_figure
     assert len(rings) == 2 and sum(len(c.get_offsets()) for c in rings) == 2
 
 
+def test_a_point_above_the_drawn_roof_of_a_newer_run_is_ringed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two runs, two roofs: the figure draws the newest run's, and a point of the older run under its own (higher)
+    roof but above the drawn one is ringed too, so no point sits above the drawn roof without a flag."""
+    df = pd.DataFrame([_cell("old", 1024, intensity=40.0, gflops_per_s=80.0, run="r1"),  # 80% of r1's 100
+                       _cell("new", 2048, intensity=40.0, gflops_per_s=30.0, run="r2")])  # 60% of r2's 50
+    seen = spy_axes(monkeypatch, harness.kinds.speed.roofline)
+    write_roofline(df, tmp_path, {"r1": (100.0, 10.0), "r2": (50.0, 10.0)}, group_columns=GROUP_COLUMNS,
+                   slug_of=group_slug, title_of=group_title, suite="speed", env={})
+    (ax,) = seen[0]
+    rings = [c for c in ax.collections if c.get_edgecolor().size and
+             matplotlib.colors.to_hex(c.get_edgecolor()[0]) == ABOVE.lower()]
+    assert [list(map(float, c.get_offsets()[0])) for c in rings] == [[40.0, 80.0]]
+    assert ax.get_figure().get_suptitle().startswith("Roofline — Speed:") or any(
+        t.get_text().startswith("Roofline — Speed:") for t in ax.get_figure().texts)
+
+
 def test_compile_comparison_pairs_each_compiled_cell_with_its_eager_one() -> None:
     df = pd.DataFrame([
         _cell("a", 1024, intensity=1, gflops_per_s=1, time_ms=30.0),
