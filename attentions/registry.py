@@ -326,7 +326,8 @@ def register(
         paper: http(s) link to the paper the variant implements (its presets share it).
         display: the name its paper prints (tables and figures; default: ``name``).
         group: its family of methods, one of :data:`GROUPS` (default ``other``).
-        check: optional extra availability check (e.g. an optional package), returning a reason or None.
+        check: optional extra availability check (e.g. an optional package), returning a reason or None; a check
+            of an optional package names it in its ``requires`` attribute (``attnbench list`` shows it).
         benchmark: in the default benchmark set ``@benchmark`` (False for the controls, which mix nothing).
 
     Raises:

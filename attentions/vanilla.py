@@ -82,6 +82,9 @@ def _xformers_check(device: torch.device) -> str | None:
     return _xformers_reason() or _xformers_kernel_reason(str(device))
 
 
+_xformers_check.requires = "xformers"  # type: ignore[attr-defined]  (the optional package: `attnbench list`)
+
+
 #: Scores a ``math`` prefill holds at once (its queries are taken in blocks that fit).
 PREFILL_SCORE_BYTES = 2**28
 

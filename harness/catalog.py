@@ -37,7 +37,7 @@ def build() -> list[dict[str, Any]]:
         out.append({
             "name": name, "family": s.family, "complexity": s.caps.complexity, "exact": s.caps.exact,
             "supports_mask": s.caps.supports_mask, "needs_fixed_length": s.caps.needs_fixed_length,
-            "devices": list(s.caps.devices), "requires": s.backend if s.extra_check is not None else "",
+            "devices": list(s.caps.devices), "requires": getattr(s.extra_check, "requires", ""),
             "paper": s.paper, "description": s.description, "benchmark": s.benchmark,
             "causal": s.caps.causal, "decode": s.caps.decode, "causal_note": s.caps.causal_note,
             "decode_note": s.caps.decode_note, "display": s.display, "group": s.group,

@@ -61,8 +61,11 @@ def cmd_list(args: argparse.Namespace) -> int:
     table += [(e["name"], e["complexity"], yes[e["exact"]], yes[e["supports_mask"]], yes[e["needs_fixed_length"]],
                _causal(e), _devices(e), _paper(e["paper"])) for e in rows]
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
+    # two spaces after the name and the scaling ("n log n" holds spaces), one between the short columns: 100 columns
+    # with the longest preset name (sparse_transformer_strided_flex)
+    gaps = ["  ", "  ", " ", " ", " ", " ", " ", ""]
     for r in table:
-        print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+        print("".join(v.ljust(w) + gap for v, w, gap in zip(r, widths, gaps, strict=True)).rstrip())
     if len(rows) <= NOTES_UP_TO:  # a few variants: why each has (or has not) a causal form, and its decoding state
         for e in rows:
             print(f"\n{e['name']} ({e.get('display') or e['name']}, {e.get('group', 'other')}):")
