@@ -46,7 +46,7 @@ except ImportError:  # pragma: no cover  (torch 2.13 has it)
     BlockMask = Any  # type: ignore[misc,assignment]
     create_block_mask = flex_attention = None  # type: ignore[assignment]
 
-__all__ = ["Backend", "FlexPattern", "PatternConfig", "MaskMod", "flex_unavailable"]
+__all__ = ["Backend", "FlexPattern", "MaskMod", "PatternConfig", "compiled_cpu_unsupported", "flex_unavailable"]
 
 Backend = Literal["blocks", "flex"]
 #: (batch index, head index, query position, key position) -> may the query read the key; vectorised by torch.
@@ -75,6 +75,22 @@ class PatternConfig(AttentionConfig):
         super().__post_init__()
         if self.backend not in ("blocks", "flex"):
             raise ValueError(f"backend must be 'blocks' or 'flex', got {self.backend!r}")
+
+
+def compiled_cpu_unsupported(dtype: torch.dtype) -> str | None:
+    """Why Inductor cannot compile FlexAttention on this CPU for ``dtype``, or None: its C++ template takes float32,
+    float16 and bfloat16, and needs AVX2 and vectorised ATen kernels (``ATEN_CPU_CAPABILITY=default`` turns them off;
+    Inductor's own check, ``flex_cpu.check_cpu_supported``)."""
+    if dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        return f"compiled FlexAttention on the CPU takes float32/float16/bfloat16, not {dtype}"
+    try:
+        from torch._inductor.kernel.flex.flex_cpu import check_cpu_supported
+    except ImportError:  # pragma: no cover  (another torch: Inductor decides, and an error is the cell's status)
+        return None
+    if not check_cpu_supported():
+        return ("compiled FlexAttention on the CPU needs AVX2 and ATen's vectorised kernels on Linux or Windows "
+                "(torch's check_cpu_supported)")
+    return None
 
 
 class FlexPattern:
@@ -131,8 +147,8 @@ class FlexPattern:
         if reason is None and q.device.type == "cpu":
             if torch.is_grad_enabled() and q.requires_grad:
                 reason = f"FlexAttention has no backward on the CPU in torch {torch.__version__} (forward only)"
-            elif torch.compiler.is_compiling() and q.dtype not in (torch.float32, torch.float16, torch.bfloat16):
-                reason = f"compiled FlexAttention on the CPU takes float32/float16/bfloat16, not {q.dtype}"
+            elif torch.compiler.is_compiling():
+                reason = compiled_cpu_unsupported(q.dtype)
         if reason is not None:
             raise UnsupportedError(reason)
 
