@@ -214,8 +214,11 @@ def panel_legend(ax: plt.Axes, handles: Sequence[Line2D]) -> None:
 def oom_marks(ax: plt.Axes, lengths: Sequence[float], color: object, gid: str | None = None) -> None:
     """An OOM has no value: a ✕ at the top edge (x in data, y in axes coordinates) shows where a variant ran out of
     memory (:func:`oom_key` says so in the legend)."""
-    ax.plot(list(lengths), [1.0] * len(lengths), ls="", marker="x", ms=5, mew=1.2, color=color, gid=gid,
-            transform=ax.get_xaxis_transform(), clip_on=False)
+    (marks,) = ax.plot(list(lengths), [1.0] * len(lengths), ls="", marker="x", ms=5, mew=1.2, color=color, gid=gid,
+                       transform=ax.get_xaxis_transform(), clip_on=False)
+    # out of the layout: its extent in a blended transform on log axes threw the constrained layout (panels squeezed
+    # and their legends cut at the figure's edge)
+    marks.set_in_layout(False)
 
 
 def oom_key() -> Line2D:

@@ -176,15 +176,22 @@ def test_the_decode_figure_marks_where_a_variant_ran_out_of_memory(tmp_path: Pat
 
     group = {"device": "cpu", "dtype": "float32", "batch_size": 1, "heads": 4, "head_dim": 64}
     assert _title(group, "decode-long").startswith("Decoding — Decode long: CPU")
+    names = ["vanilla", "vanilla_sdpa", "luna", "transformer_ls", "performer", "linear_transformer", "cosformer", "local",
+             "longformer", "reformer", "synthesizer", "s3attention", "linformer", "fnet"]
     rows = [{"attention": a, "context": n, "status": "ok", "ms_per_token": 0.1 * n / 1024, "state_bytes": 2**20}
-            for a in ("vanilla", "performer") for n in (1024, 4096, 16384)]
+            for a in names for n in (1024, 4096, 16384, 32768) if (a, n) != ("vanilla", 32768)]
     rows.append({"attention": "vanilla", "context": 32768, "status": "oom"})
-    rows.append({"attention": "performer", "context": 32768, "status": "ok", "ms_per_token": 0.1, "state_bytes": 2**20})
     seen = spy_axes(monkeypatch, harness.kinds.decode.report)
     _figure(pd.DataFrame(rows), tmp_path, "decode_g", "Decoding — Decode: CPU", "vanilla")
     for axes in seen:
-        (oom,) = [line for ax in axes for line in ax.get_lines() if line.get_gid() == "vanilla oom"]
-        assert list(oom.get_xdata()) == [32768] and list(oom.get_ydata()) == [1.0]
+        ooms = [line for ax in axes for line in ax.get_lines() if line.get_gid() == "vanilla oom"]
+        assert len(ooms) == len(axes)  # the baseline, and its mark, in every panel
+        assert all(list(m.get_xdata()) == [32768] and list(m.get_ydata()) == [1.0] for m in ooms)
         texts = [t.get_text() for ax in axes for legend in [ax.get_legend(), *ax.get_figure().legends] if legend
                  for t in legend.get_texts()]
         assert "OOM (top edge)" in texts
+        figure = axes[0].get_figure()
+        legends = [ax.get_legend() for ax in axes if ax.get_legend() is not None]
+        assert len(legends) > 1  # small multiples, a legend beside each panel
+        for legend in legends:  # the marks stay out of the layout: they squeezed the panels and cut the legends off
+            assert legend.get_window_extent().x1 <= figure.bbox.x1 + 1
