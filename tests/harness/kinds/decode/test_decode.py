@@ -176,8 +176,8 @@ def test_the_decode_figure_marks_where_a_variant_ran_out_of_memory(tmp_path: Pat
 
     group = {"device": "cpu", "dtype": "float32", "batch_size": 1, "heads": 4, "head_dim": 64}
     assert _title(group, "decode-long").startswith("Decoding — Decode long: CPU")
-    names = ["vanilla", "vanilla_sdpa", "luna", "transformer_ls", "performer", "linear_transformer", "cosformer", "local",
-             "longformer", "reformer", "synthesizer", "s3attention", "linformer", "fnet"]
+    names = ["vanilla", "vanilla_sdpa", "luna", "transformer_ls", "performer", "linear_transformer", "cosformer",
+             "local", "longformer", "reformer", "synthesizer", "s3attention", "linformer", "fnet"]
     rows = [{"attention": a, "context": n, "status": "ok", "ms_per_token": 0.1 * n / 1024, "state_bytes": 2**20}
             for a in names for n in (1024, 4096, 16384, 32768) if (a, n) != ("vanilla", 32768)]
     rows.append({"attention": "vanilla", "context": 32768, "status": "oom"})
