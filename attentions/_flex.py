@@ -38,7 +38,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
-from .registry import AttentionConfig, UnsupportedError
+from .registry import AttentionConfig, UnsupportedError, register_preset
 
 try:  # FlexAttention arrived in torch 2.5; an older torch has no ``flex`` backend (its cells are unsupported)
     from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
@@ -46,7 +46,8 @@ except ImportError:  # pragma: no cover  (torch 2.13 has it)
     BlockMask = Any  # type: ignore[misc,assignment]
     create_block_mask = flex_attention = None  # type: ignore[assignment]
 
-__all__ = ["Backend", "FlexPattern", "MaskMod", "PatternConfig", "compiled_cpu_unsupported", "flex_unavailable"]
+__all__ = ["Backend", "FlexPattern", "MaskMod", "PatternConfig", "compiled_cpu_unsupported", "flex_unavailable",
+           "register_flex_preset"]
 
 Backend = Literal["blocks", "flex"]
 #: (batch index, head index, query position, key position) -> may the query read the key; vectorised by torch.
@@ -58,6 +59,14 @@ def flex_unavailable(device: torch.device | None = None) -> str | None:
     if flex_attention is None:
         return f"torch {torch.__version__} has no FlexAttention (torch.nn.attention.flex_attention, torch >= 2.5)"
     return None
+
+
+def register_flex_preset(base: str, *, display: str, description: str) -> None:
+    """Register ``<base>_flex``: ``base`` on the flex backend, for one run from the command line (``--set
+    attention=local_flex``). Dropout off (FlexAttention has none), unavailable on a torch without FlexAttention, and
+    forward only on the CPU (``trains_on``: torch has no FlexAttention backward there)."""
+    register_preset(f"{base}_flex", base, display=display, description=description, backend="flex", dropout=0.0,
+                    check=flex_unavailable, caps={"trains_on": ("cuda",)})
 
 
 @dataclass(frozen=True)
@@ -102,10 +111,14 @@ class FlexPattern:
     """
 
     cfg: PatternConfig
+    #: ``flex_pattern(n, device, causal)``: the pattern over a (padded) length n as a mask_mod, the tensors it reads
+    #: on ``device``. Every variant defines it (checked when its class is defined).
+    flex_pattern: Callable[[int, torch.device, bool], MaskMod]
 
-    def flex_pattern(self, n: int, device: torch.device, causal: bool) -> MaskMod:
-        """The pattern over a (padded) length n as a mask_mod; tensors it reads live on ``device``."""
-        raise NotImplementedError
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not callable(getattr(cls, "flex_pattern", None)):
+            raise TypeError(f"{cls.__name__} uses FlexPattern but defines no flex_pattern(n, device, causal)")
 
     def flex_length(self, seq_len: int) -> int:
         """The length the pattern is computed over for inputs of ``seq_len`` tokens (blocks pad it up)."""

@@ -27,7 +27,7 @@ def merge_heads(x: Tensor) -> Tensor:
 def eager_only(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``torch.compiler.disable(fn)``, applied at the first call rather than at import: applying it imports
     torch._dynamo, a slow import, in every process that imports the zoo (each ``--isolate`` worker, the CLI) whether
-    or not it ever compiles (timed: docs/results/2026-11-26-cpu-2core.md, "Importing torch._dynamo"). Under
+    or not it ever compiles (timed in docs/results, "Importing torch._dynamo"). Under
     torch.compile the call is a graph break and ``fn`` runs eagerly, as with the decorator."""
     disabled: list[Callable[..., Any]] = []
 

@@ -15,9 +15,9 @@ import torch
 from torch import Tensor
 
 from ._blocks import block_sparse_attention, dense_rows, neighbour_blocks, pad_for_blocks
-from ._flex import FlexPattern, MaskMod, PatternConfig, flex_unavailable
+from ._flex import FlexPattern, MaskMod, PatternConfig, register_flex_preset
 from .base import ProjectedAttention, merge_heads, zero_padding
-from .registry import Capabilities, register, register_preset
+from .registry import Capabilities, register
 
 
 @dataclass(frozen=True)
@@ -187,9 +187,7 @@ class BigBirdAttention(FlexPattern, ProjectedAttention):
         return self.out(merge_heads(y)[:, :n])  # [B, N, D]
 
 
-register_preset(
-    "bigbird_flex",
+register_flex_preset(
     "bigbird", display="BigBird (Flex)",
-    backend="flex", dropout=0.0, check=flex_unavailable, caps={"trains_on": ("cuda",)},
     description="BigBird-ITC's window, global and random blocks through torch's FlexAttention.",
 )

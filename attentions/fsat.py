@@ -180,14 +180,13 @@ class FSATAttention(_CrossAttentionBase):
       written-out backward (``_EdgeAttention``); the FFT cross also has a written-out backward.
     - Numerical deviation under autocast: the cross C and the one GEMM on it (K, V and the index logits) run in
       float32 with autocast off (the input cast to the weights' dtype), so only W_Q, W_o follow autocast. Why: ⌊Ī⌋
-      is discontinuous, and with C and the logits in bf16, bf16's rounding moved Ī across integers, so a share of
-      the predicted indices flipped and the bf16 forward differed from the float32 one far beyond bf16's rounding
-      (``fsat``'s 1/√(2πσ²) factor hides the same flips under W_o's bias); with them in float32 no index flips and
-      the difference is bf16's rounding (measured: docs/results/2026-11-26-cpu-2core.md, "From the code: bf16
-      under autocast"). Eq. 7's sparse products run with autocast off too (MKL has no bf16 sparse kernels; see
-      ``_spmm``). A module cast to bf16 as a whole (``.to(torch.bfloat16)``, the speed suite's ``dtype: bfloat16``
-      cells) has bf16 weights, so its cross runs in bf16 and its indices flip as above: such a cell times the layer
-      in bf16, not a bf16 copy of the float32 one.
+      is discontinuous, and with C and the logits in bf16, bf16's rounding moved Ī across integers, so a share of the
+      predicted indices flipped and the bf16 forward differed from the float32 one far beyond bf16's rounding
+      (``fsat``'s 1/√(2πσ²) factor hides the same flips under W_o's bias); with them in float32 no index flips and the
+      difference is bf16's rounding (measured in docs/results, "From the code: bf16 under autocast"). Eq. 7's sparse
+      products run with autocast off too (MKL has no bf16 sparse kernels; see ``_spmm``). A module cast to bf16 as a
+      whole (``.to(torch.bfloat16)``, the speed suite's ``dtype: bfloat16`` cells) has bf16 weights, so its cross runs
+      in bf16 and its indices flip as above: such a cell times the layer in bf16, not a bf16 copy of the float32 one.
     - Padding: f₁(X), f₂(X) zeroed at padded positions (real rows of C equal the unpadded sequence's); padded
       keys emit no edges (they go to a discarded slot); predicted indices past the real length are dropped or
       clamped (``out_of_range``), random indices are drawn within it. Real outputs never read padded content.

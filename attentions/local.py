@@ -28,7 +28,7 @@ from ._blocks import (
     sliding_window_attention,
 )
 from ._decode import WindowCache, check_capacity
-from ._flex import FlexPattern, MaskMod, PatternConfig, flex_unavailable
+from ._flex import FlexPattern, MaskMod, PatternConfig, register_flex_preset
 from .base import ProjectedAttention, merge_heads, zero_padding
 from .registry import Capabilities, register, register_preset
 
@@ -204,15 +204,11 @@ register_preset(
     caps={"seq_len_multiple_of": 1, "pads_to_multiple": False, "causal_note": SLIDING_CAUSAL_NOTE,
           "decode_note": SLIDING_DECODE_NOTE},
 )
-register_preset(
-    "local_flex",
+register_flex_preset(
     "local", display="Local Attention (Flex)",
-    backend="flex", dropout=0.0, check=flex_unavailable, caps={"trains_on": ("cuda",)},
     description="Local attention (blocks of 50) through torch's FlexAttention with a BlockMask of the same pattern.",
 )
-register_preset(
-    "local_sliding_flex",
+register_flex_preset(
     "local_sliding", display="Local Attention (sliding, Flex)",
-    backend="flex", dropout=0.0, check=flex_unavailable, caps={"trains_on": ("cuda",)},
     description="Local attention with a sliding window (±25 positions) through torch's FlexAttention.",
 )

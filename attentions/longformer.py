@@ -19,9 +19,9 @@ from torch import Tensor, nn
 
 from ._blocks import attend_slots, dense_rows, sliding_window_attention
 from ._decode import WindowCache, check_capacity
-from ._flex import FlexPattern, MaskMod, PatternConfig, flex_unavailable
+from ._flex import FlexPattern, MaskMod, PatternConfig, register_flex_preset
 from .base import QKVProjection, merge_heads, softmax_reference, zero_padding
-from .registry import Capabilities, register, register_preset
+from .registry import Capabilities, register
 
 
 @dataclass(frozen=True)
@@ -203,9 +203,7 @@ class LongformerAttention(FlexPattern, nn.Module):
         return softmax_reference(self.proj, self.out, x, mask)
 
 
-register_preset(
-    "longformer_flex",
+register_flex_preset(
     "longformer", display="Longformer (Flex)",
-    backend="flex", dropout=0.0, check=flex_unavailable, caps={"trains_on": ("cuda",)},
     description="Longformer's window and global keys through torch's FlexAttention (global rows as dense rows).",
 )

@@ -68,7 +68,7 @@ def sequence_conv(v: Tensor, weight: Tensor) -> Tensor:
     [H, 1, K, 1] (odd K), computed as banded (Toeplitz) products over chunks of C positions: each chunk of C
     outputs reads C + K - 1 inputs through one [C, C+K-1] matrix per head. That is GEMM work, faster
     forward+backward on CPU than the depthwise convolution kernel for K = 33, at (C+K-1)/C times its FLOPs
-    (measured: docs/results/2026-11-23-amd-epyc-2core.md, "From the code: FSAT's and Nyströmformer's kernels").
+    (measured in docs/results, "From the code: FSAT's and Nyströmformer's kernels").
     """
     b, h, n, d = v.shape
     k = weight.shape[2]

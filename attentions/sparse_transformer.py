@@ -19,7 +19,7 @@ from torch import Tensor
 
 from ._blocks import attend_slots, block_sparse_attention, gather_blocks, neighbour_blocks, pad_for_blocks
 from ._decode import KVCache, check_capacity
-from ._flex import FlexPattern, MaskMod, PatternConfig, flex_unavailable
+from ._flex import FlexPattern, MaskMod, PatternConfig, register_flex_preset
 from .base import ProjectedAttention, fill_masked, merge_heads, zero_padding
 from .registry import Capabilities, register, register_preset
 
@@ -248,15 +248,11 @@ register_preset(
     description="Sparse Transformer, strided pattern (band of ±l + every l-th position; causal: j <= i), l = 128.",
     caps={"causal_note": STRIDED_CAUSAL_NOTE},
 )
-register_preset(
-    "sparse_transformer_flex",
+register_flex_preset(
     "sparse_transformer", display="Sparse Transformer (Flex)",
-    backend="flex", dropout=0.0, check=flex_unavailable, caps={"trains_on": ("cuda",)},
     description="Sparse Transformer, fixed pattern, through torch's FlexAttention with a BlockMask of the pattern.",
 )
-register_preset(
-    "sparse_transformer_strided_flex",
+register_flex_preset(
     "sparse_transformer_strided", display="Sparse Transformer (strided, Flex)",
-    backend="flex", dropout=0.0, check=flex_unavailable, caps={"trains_on": ("cuda",)},
     description="Sparse Transformer, strided pattern, through torch's FlexAttention with a BlockMask of the pattern.",
 )

@@ -189,8 +189,20 @@ def _resolve(path: Path, doc: dict[str, Any], profile: str, chosen: dict[str, An
         skip=validate_skip(path, merged.get("skip"), kind.all_axes(), axes), report=report, settings=settings,
     )
     validate_tables(suite)
+    _check_backend(suite)
     kind.validate(suite)
     return suite
+
+
+def _check_backend(suite: Suite) -> None:
+    """A suite-wide ``config.backend`` that some attentions lack leaves their cells unsupported
+    (:meth:`Suite.backend_reason`); one that no attention on the axis has is a typo, refused before anything runs."""
+    if "backend" not in suite.config:
+        return
+    reasons = [suite.backend_reason(name) for name in suite.attentions()]
+    if reasons and all(reasons):
+        raise SuiteError(suite.path, "config.backend", f"no attention on the axis has backend "
+                                                        f"{suite.config['backend']!r}: {reasons[0]}")
 
 
 def _read(path: Path) -> dict[str, Any]:

@@ -347,8 +347,7 @@ def generate_text(
 
     Why every word is a content word by default (``content_rate`` 1): the more words carry the dialect, the sooner
     vanilla attention (learned absolute positions) finds the bigrams: at the quick profile's short lengths vanilla
-    leaves chance only with every word a content word (probes: docs/results/2026-11-25-amd-epyc-2core.md, "From the
-    code: the generators").
+    leaves chance only with every word a content word (probes in docs/results, "From the code: the generators").
 
     Args:
         n: number of documents, balanced in consecutive pairs.
@@ -400,8 +399,7 @@ def generate_retrieval(
     Why every word is a content word by default (``content_rate`` 1, as in Text): the cue above reaches each tower
     through the label only weakly, and vanilla attention (learned absolute positions) needs every word's evidence to
     find it within the CPU budget; the window length sets how soon vanilla leaves chance and whether the no-mixing
-    control can read both documents' dialects (probes: docs/results/2026-11-25-amd-epyc-2core.md, "From the code:
-    the generators").
+    control can read both documents' dialects (probes in docs/results, "From the code: the generators").
 
     Args:
         n: number of pairs, balanced in consecutive pairs.

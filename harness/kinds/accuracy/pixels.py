@@ -230,7 +230,7 @@ def generate_pathfinder(
     label: LRA's way (the marker distance differs by label, and a model without token mixing read it), and always
     marking the first contour drawn (it is placed on an emptier canvas, so where pixels are lit told the label, to a
     linear model on the per-position pixels; with the marked contour drawn at random it is at chance). Measured at
-    12x12 with two 3-dash contours: docs/results/2026-11-25-amd-epyc-2core.md, "Generator leaks found and removed".
+    12x12 with two 3-dash contours (docs/results, "Generator leaks found and removed").
 
     What this does not remove: a model that sees all pixels at once can learn connectivity on a small grid without
     attention. An MLP on the 12x12 one-hot pixels (288 -> 64 -> 128 -> 2) learns it nearly perfectly from a few

@@ -547,3 +547,10 @@ def test_a_suite_wide_flex_backend_leaves_the_others_unsupported(write_yaml: Cal
     with pytest.raises(SuiteError, match="backend"):
         load_suite(write_yaml(tiny_doc(axes={"attention": ["performer"]},
                                        attention_config={"performer": {"backend": "flex"}})), "smoke")
+
+
+def test_a_suite_wide_backend_no_attention_has_is_bad_input(write_yaml: Callable[..., Path]) -> None:
+    """``--set config.backend=flx`` (a typo): every cell would be unsupported; it is refused before anything runs."""
+    path = write_yaml(tiny_doc(axes={"attention": ["local", "performer"], "seq_len": [64]}))
+    with pytest.raises(SuiteError, match="no attention on the axis has backend 'flx'"):
+        load_suite(path, "smoke", {"config.backend": ["flx"]})
