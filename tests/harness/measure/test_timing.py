@@ -187,10 +187,12 @@ release_freed_memory()
 start = mapped_not_resident()
 block = libc.malloc(2**28)  # a prefill's scores (256 MiB here), freed before the timed steps
 ctypes.memset(block, 1, 2**28)
+libc.sbrk.restype, libc.sbrk.argtypes = ctypes.c_void_p, [ctypes.c_ssize_t]
+in_heap = block < libc.sbrk(0)  # below the program break: in the brk heap, not a mapping of its own
 kept_alive = libc.malloc(2**20)  # what the prefill leaves (its cache): above the block, so the heap cannot shrink
 libc.free(block)
 release_freed_memory()  # what the harness does between groups: the block's pages go, its addresses stay
-print(mapped_not_resident() - start)
+print(mapped_not_resident() - start, int(in_heap))
 libc.free(kept_alive)
 """
 
@@ -204,7 +206,10 @@ def test_map_large_blocks_gives_a_freed_block_s_address_space_back(mapped: bool)
     proc = subprocess.run([sys.executable, "-c", _UNMAPS, "1" if mapped else "0"], env=env, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    kept = int(proc.stdout)
+    kept, in_heap = map(int, proc.stdout.split())
+    if not mapped and not in_heap:  # glibc falls back to a mapping when brk cannot grow the heap (the address space
+        # above it taken): no heap hole to show on this run (a fresh-clone CI run saw the control keep 1 MiB)
+        pytest.skip("the control's block was mapped on its own (brk could not grow the heap): no hole to show")
     assert (kept < 2**26) is mapped, kept
 
 
