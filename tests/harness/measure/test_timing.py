@@ -198,7 +198,7 @@ libc.free(kept_alive)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc only")
-# False: the control (the freed block stays mapped). It kept ~1 MiB instead of the 256 MiB hole in three fresh-clone
+# False: the control (the freed block stays mapped). It kept ~1 MiB instead of the 256 MiB hole in two fresh-clone
 # CI runs on 2026-11-28 and passed alone every time: what decides it on this VM is not understood, so the control runs
 # with the slow tests (`make test-slow`) and the mechanism's own case in every run.
 @pytest.mark.parametrize("mapped", [True, pytest.param(False, marks=pytest.mark.slow)])
